@@ -1,0 +1,108 @@
+package hooks
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// PropPrefix namespaces the plugin's ZFS user properties.
+const PropPrefix = "nomad-device-zfs:"
+
+// User properties the plugin keeps on what it owns. They are the only state
+// that survives a crash: a restarted plugin reads them back in one scan.
+const (
+	// PropOwner marks ownership. Its value is the dataset's own name: user
+	// properties are inherited, so a dataset someone creates below an owned
+	// one inherits the parent's value, which names the parent, not itself.
+	PropOwner = PropPrefix + "owner"
+	// PropState is the slot's lifecycle state (State).
+	PropState = PropPrefix + "state"
+	// PropHolder is the allocation ID that holds or last held the slot.
+	PropHolder = PropPrefix + "holder"
+	// PropGeneration counts the slot's wipes; a new dataset starts at 1.
+	PropGeneration = PropPrefix + "generation"
+	// PropSince is when the state last changed, in Unix seconds.
+	PropSince = PropPrefix + "since"
+)
+
+// userProps are the user properties every scan reads.
+var userProps = []string{PropOwner, PropState, PropHolder, PropGeneration, PropSince}
+
+// State is a slot's lifecycle state, recorded in PropState.
+type State string
+
+const (
+	// StateReady: clean, mounted, free for the next allocation.
+	StateReady State = "ready"
+	// StateHeld: an allocation holds it; its data is that allocation's.
+	StateHeld State = "held"
+	// StateReleasing: the holder ended and its release has begun; a crash
+	// here resumes the release.
+	StateReleasing State = "releasing"
+)
+
+// Slot is one device instance: a dataset <parent>/<class>/<id>.
+type Slot struct {
+	// ID is the device instance ID: "<class>-<n>", stable across wipes,
+	// never numeric (Nomad parses a numeric ID as a number) and comma-free.
+	ID string
+	// Class is the class name, the device group's Name.
+	Class string
+	// Dataset is the full dataset name.
+	Dataset string
+	// Exists reports whether the dataset exists and is owned by the plugin.
+	Exists bool
+	// Foreign reports a dataset at Dataset that the plugin does not own.
+	Foreign bool
+	State   State
+	Holder  string
+	// Generation counts wipes of this slot.
+	Generation int
+	Since      time.Time
+	Mountpoint string
+	Mounted    bool
+	// Info is the dataset's last scanned row (sizes, properties).
+	Info zfs.Dataset
+	// Healthy and Reason say whether the scheduler may place on the slot,
+	// and why not.
+	Healthy bool
+	Reason  string
+}
+
+// SlotID names the n-th slot (1-based) of a class.
+func SlotID(class string, n int) string { return fmt.Sprintf("%s-%d", class, n) }
+
+// owned reports whether d carries the ownership mark for itself.
+func owned(d *zfs.Dataset) bool {
+	if d.IsSnapshot() {
+		return d.User[PropOwner] == zfs.Parent(d.Name)
+	}
+	return d.User[PropOwner] == d.Name
+}
+
+// slotProps are the user properties of a freshly created ready slot.
+func slotProps(dataset string, generation int, now time.Time) map[string]string {
+	return map[string]string{
+		PropOwner:      dataset,
+		PropState:      string(StateReady),
+		PropGeneration: strconv.Itoa(generation),
+		PropSince:      strconv.FormatInt(now.Unix(), 10),
+	}
+}
+
+// fillFromDataset copies the recorded state of an owned dataset into s.
+func (s *Slot) fillFromDataset(d *zfs.Dataset) {
+	s.Exists = true
+	s.Info = *d
+	s.State = State(d.User[PropState])
+	s.Holder = d.User[PropHolder]
+	s.Generation, _ = strconv.Atoi(d.User[PropGeneration])
+	if secs, err := strconv.ParseInt(d.User[PropSince], 10, 64); err == nil {
+		s.Since = time.Unix(secs, 0)
+	}
+	s.Mountpoint = d.Mountpoint
+	s.Mounted = d.Mounted
+}

@@ -1,0 +1,197 @@
+package hooks
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// Config is the validated slot configuration the manager works from.
+type Config struct {
+	// Parent is the operator-owned dataset the plugin works below, e.g.
+	// "tank/nomad". The plugin never creates, changes or destroys it.
+	Parent string
+	// Classes in name order.
+	Classes []Class
+	// ScanInterval is the period of the reconcile loop.
+	ScanInterval time.Duration
+}
+
+// Class is one device group: Slots ready datasets under <parent>/<name>.
+type Class struct {
+	Name  string
+	Slots int
+	// Properties are set on every slot at creation, e.g. quota=1G.
+	Properties map[string]string
+	// MountPath is where a slot appears inside the task.
+	MountPath string
+	// NeedBytes is the pool space one more slot needs up front (its
+	// reservation or refreservation), 0 when thin.
+	NeedBytes uint64
+}
+
+// Dataset returns the class dataset, <parent>/<class>.
+func (c *Config) classDataset(class string) string { return c.Parent + "/" + class }
+
+// slotDataset returns the dataset of slot id of class.
+func (c *Config) slotDataset(class, id string) string { return c.Parent + "/" + class + "/" + id }
+
+// View is what the plugin knows of its datasets after a scan: it is rebuilt
+// from scratch each time, never patched.
+type View struct {
+	// ScannedAt is when the data was read.
+	ScannedAt time.Time
+	// Pool is the parent's pool, nil when unknown.
+	Pool *zfs.Pool
+	// Problem, when set, makes every slot unhealthy: pool missing or not
+	// healthy, parent missing, scan failed.
+	Problem string
+	Classes []ClassView
+}
+
+// ClassView is one class's datasets.
+type ClassView struct {
+	Class   Class
+	Dataset string
+	// Exists: the class dataset exists and is owned.
+	Exists bool
+	// Info is the class dataset's row, when it exists.
+	Info zfs.Dataset
+	// Problem makes every slot of the class unhealthy.
+	Problem string
+	// Slots are the configured slots, <class>-1 .. <class>-N, in order.
+	Slots []Slot
+}
+
+// Slot finds a slot by ID.
+func (v *View) Slot(id string) (*Slot, *ClassView) {
+	if v == nil {
+		return nil, nil
+	}
+	for ci := range v.Classes {
+		cv := &v.Classes[ci]
+		for si := range cv.Slots {
+			if cv.Slots[si].ID == id {
+				return &cv.Slots[si], cv
+			}
+		}
+	}
+	return nil, nil
+}
+
+// scan is the raw result of one scan: one zpool and one zfs process.
+type scan struct {
+	at      time.Time
+	pools   []zfs.Pool
+	poolErr error
+	sets    []zfs.Dataset
+	listErr error
+	// createErrs are the last failures to create a slot or class dataset,
+	// by dataset name, shown as the slot's reason until it exists.
+	createErrs map[string]string
+}
+
+// buildView turns a scan into a View. It is pure. When the scan failed for a
+// reason other than a missing parent, the previous view's slot data is kept
+// (the last good set) and every slot is marked unhealthy with the reason.
+func buildView(cfg *Config, s scan, prev *View) *View {
+	v := &View{ScannedAt: s.at}
+	pool := zfs.PoolOf(cfg.Parent)
+	for i := range s.pools {
+		if s.pools[i].Name == pool {
+			v.Pool = &s.pools[i]
+		}
+	}
+
+	byName := make(map[string]*zfs.Dataset, len(s.sets))
+	for i := range s.sets {
+		byName[s.sets[i].Name] = &s.sets[i]
+	}
+	switch {
+	case errors.Is(s.poolErr, zfs.ErrNotExist) || (s.poolErr == nil && v.Pool == nil):
+		v.Problem = fmt.Sprintf("pool %q not found (parent = %q)", pool, cfg.Parent)
+	case s.poolErr != nil:
+		v.Problem = fmt.Sprintf("zpool list failed: %v", s.poolErr)
+	case v.Pool.Health != "ONLINE":
+		v.Problem = fmt.Sprintf("pool %q is %s", pool, v.Pool.Health)
+	case v.Pool.ReadOnly:
+		v.Problem = fmt.Sprintf("pool %q is read-only", pool)
+	case errors.Is(s.listErr, zfs.ErrNotExist):
+		v.Problem = fmt.Sprintf("parent dataset %q does not exist (create it: zfs create -p %s)", cfg.Parent, cfg.Parent)
+	case s.listErr != nil:
+		v.Problem = fmt.Sprintf("zfs list failed: %v", s.listErr)
+	}
+	if s.listErr != nil && prev != nil && !errors.Is(s.listErr, zfs.ErrNotExist) {
+		byName = prevDatasets(prev) // keep the last good set, marked unhealthy below
+	}
+
+	for _, c := range cfg.Classes {
+		v.Classes = append(v.Classes, buildClass(cfg, c, byName, s.createErrs, v.Problem))
+	}
+	return v
+}
+
+func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, createErrs map[string]string, problem string) ClassView {
+	cv := ClassView{Class: c, Dataset: cfg.classDataset(c.Name), Problem: problem}
+	if d, ok := byName[cv.Dataset]; ok {
+		if owned(d) {
+			cv.Exists, cv.Info = true, *d
+		} else if cv.Problem == "" {
+			cv.Problem = fmt.Sprintf("dataset %q exists but is not owned by nomad-device-zfs (no %s=%s); not touching it", cv.Dataset, PropOwner, cv.Dataset)
+		}
+	}
+	for n := 1; n <= c.Slots; n++ {
+		id := SlotID(c.Name, n)
+		s := Slot{ID: id, Class: c.Name, Dataset: cfg.slotDataset(c.Name, id)}
+		if d, ok := byName[s.Dataset]; ok {
+			if owned(d) {
+				s.fillFromDataset(d)
+			} else {
+				s.Foreign = true
+			}
+		}
+		s.Healthy, s.Reason = health(&s, cv.Problem, createErrs[s.Dataset])
+		cv.Slots = append(cv.Slots, s)
+	}
+	return cv
+}
+
+// health decides whether the scheduler may place on a slot.
+func health(s *Slot, problem, createErr string) (bool, string) {
+	switch {
+	case problem != "":
+		return false, problem
+	case s.Foreign:
+		return false, fmt.Sprintf("dataset %q exists but is not owned by nomad-device-zfs; not touching it", s.Dataset)
+	case !s.Exists && createErr != "":
+		return false, "cannot create " + s.Dataset + ": " + createErr
+	case !s.Exists:
+		return false, "not created yet"
+	case s.State == StateReleasing:
+		return false, "releasing the previous holder's data"
+	case s.State != StateReady && s.State != StateHeld:
+		return false, fmt.Sprintf("unknown state %q", s.State)
+	case !s.Mounted:
+		return false, "not mounted"
+	}
+	return true, ""
+}
+
+// prevDatasets rebuilds the dataset index from a previous view.
+func prevDatasets(prev *View) map[string]*zfs.Dataset {
+	m := make(map[string]*zfs.Dataset)
+	for ci := range prev.Classes {
+		cv := &prev.Classes[ci]
+		if cv.Exists {
+			m[cv.Dataset] = &cv.Info
+		}
+		for si := range cv.Slots {
+			if s := &cv.Slots[si]; s.Exists {
+				m[s.Dataset] = &s.Info
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,216 @@
+package plugin
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/plugins/shared/hclspec"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// configSpec is the plugin's HCL schema. Defaults live here and only here;
+// the README's configuration reference is checked against it by a test.
+var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"parent": hclspec.NewAttr("parent", "string", true),
+	"scan_interval": hclspec.NewDefault(
+		hclspec.NewAttr("scan_interval", "string", false),
+		hclspec.NewLiteral(`"15s"`),
+	),
+	"zfs_timeout": hclspec.NewDefault(
+		hclspec.NewAttr("zfs_timeout", "string", false),
+		hclspec.NewLiteral(`"2m"`),
+	),
+	"class": hclspec.NewBlockMap("class", []string{"name"}, classSpec),
+})
+
+// classSpec is one `class "<name>" { ... }` block.
+var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"slots": hclspec.NewDefault(
+		hclspec.NewAttr("slots", "number", false),
+		hclspec.NewLiteral(`1`),
+	),
+	"properties": hclspec.NewAttr("properties", "map(string)", false),
+	"mount": hclspec.NewDefault(
+		hclspec.NewAttr("mount", "string", false),
+		hclspec.NewLiteral(`""`),
+	),
+})
+
+// Config is the decoded `config` block of `plugin "nomad-device-zfs"`.
+type Config struct {
+	Parent       string                 `codec:"parent"`
+	ScanInterval string                 `codec:"scan_interval"`
+	ZFSTimeout   string                 `codec:"zfs_timeout"`
+	Classes      map[string]ClassConfig `codec:"class"`
+}
+
+// ClassConfig is one decoded class block.
+type ClassConfig struct {
+	Slots      int               `codec:"slots"`
+	Properties map[string]string `codec:"properties"`
+	// Mount is the path inside the task; "" means /zfs/<class>.
+	Mount string `codec:"mount"`
+}
+
+// settings is a validated Config in the types the rest of the plugin uses.
+type settings struct {
+	slots      hooks.Config
+	zfsTimeout time.Duration
+}
+
+// classNameRE: class names become device names, dataset components, slot IDs
+// and environment variable names. Starting with a letter keeps slot IDs from
+// ever parsing as a number in a job's constraint.
+var classNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+// reservedProps are properties the plugin controls itself.
+var reservedProps = map[string]string{
+	"mountpoint": "slots are mounted below the parent's mountpoint, where Reserve finds them",
+	"canmount":   "slots must be mounted to be handed to a task",
+	"zoned":      "slots are mounted by the host",
+}
+
+// maxSlots bounds one class; each slot is a dataset and a device instance.
+const maxSlots = 1024
+
+// validate checks everything that can be checked without touching the host,
+// naming the key and the value in every error. It has no side effects.
+func (c *Config) validate() (*settings, error) {
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+
+	if err := validateParent(c.Parent); err != nil {
+		bad("parent = %q: %v", c.Parent, err)
+	}
+	scan, err := positiveDuration(c.ScanInterval)
+	if err != nil {
+		bad("scan_interval = %q: %v", c.ScanInterval, err)
+	}
+	timeout, err := positiveDuration(c.ZFSTimeout)
+	if err != nil {
+		bad("zfs_timeout = %q: %v", c.ZFSTimeout, err)
+	}
+	if len(c.Classes) == 0 {
+		bad(`no class block: at least one class "<name>" { slots = N } is needed`)
+	}
+
+	names := make([]string, 0, len(c.Classes))
+	for name := range c.Classes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	envNames := map[string]string{}
+	mounts := map[string]string{}
+	var classes []hooks.Class
+	for _, name := range names {
+		cc := c.Classes[name]
+		class, problems := cc.validate(name)
+		errs = append(errs, problems...)
+		if other, ok := envNames[envKey(name)]; ok {
+			bad("class %q: its environment variables (ZFS_%s_*) would collide with class %q", name, envKey(name), other)
+		}
+		envNames[envKey(name)] = name
+		if other, ok := mounts[class.MountPath]; ok {
+			bad("class %q: mount = %q is also class %q's mount", name, class.MountPath, other)
+		}
+		mounts[class.MountPath] = name
+		classes = append(classes, class)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("invalid nomad-device-zfs config: %s", strings.Join(errs, "; "))
+	}
+	return &settings{
+		slots:      hooks.Config{Parent: c.Parent, Classes: classes, ScanInterval: scan},
+		zfsTimeout: timeout,
+	}, nil
+}
+
+func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
+	var errs []string
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Sprintf("class %q: ", name)+fmt.Sprintf(format, a...))
+	}
+	if !classNameRE.MatchString(name) {
+		errs = append(errs, fmt.Sprintf("class %q: invalid name: it must start with a letter and contain only letters, digits, '_' and '-' (at most 64)", name))
+	}
+	if cc.Slots < 1 || cc.Slots > maxSlots {
+		bad("slots = %d: must be between 1 and %d", cc.Slots, maxSlots)
+	}
+	mount := cc.Mount
+	if mount == "" {
+		mount = "/zfs/" + name
+	}
+	if !path.IsAbs(mount) || path.Clean(mount) != mount || mount == "/" {
+		bad("mount = %q: must be a clean absolute path other than /", cc.Mount)
+	}
+	var need uint64
+	keys := make([]string, 0, len(cc.Properties))
+	for k := range cc.Properties {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := cc.Properties[k]
+		if why, ok := reservedProps[k]; ok {
+			bad("properties: %s = %q: set by the plugin (%s)", k, v, why)
+			continue
+		}
+		if strings.HasPrefix(k, hooks.PropPrefix) {
+			bad("properties: %s = %q: the %s* properties are the plugin's own", k, v, hooks.PropPrefix)
+			continue
+		}
+		if err := zfs.ValidateProperty(k, v); err != nil {
+			bad("properties: %s = %q: %v", k, v, err)
+			continue
+		}
+		if (k == "reservation" || k == "refreservation") && v != "none" {
+			if n, _ := zfs.ParseSize(v); n > need {
+				need = n
+			}
+		}
+	}
+	return hooks.Class{Name: name, Slots: cc.Slots, Properties: cc.Properties, MountPath: mount, NeedBytes: need}, errs
+}
+
+// validateParent checks the parent dataset's name: absolute (pool first), no
+// snapshot, every component safe on a command line.
+func validateParent(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("required: the dataset the plugin works below, e.g. \"tank/nomad\"")
+	case strings.HasPrefix(p, "/"):
+		return fmt.Errorf("a dataset name, not a path: write it as pool/dataset without a leading '/'")
+	case strings.HasPrefix(p, "./") || strings.HasPrefix(p, "../") || p == "." || p == "..":
+		return fmt.Errorf("must be a full dataset name starting with the pool, not a relative name")
+	}
+	if err := zfs.ValidateName(p, false); err != nil {
+		return err
+	}
+	// Leave room below it for <class>/<class>-<n>.
+	if len(p)+2*64+8 > zfs.MaxNameLen {
+		return fmt.Errorf("too long to hold <class>/<slot> datasets (ZFS names are at most %d characters)", zfs.MaxNameLen)
+	}
+	return nil
+}
+
+func positiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration (e.g. \"15s\", \"2m\")")
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("must be positive")
+	}
+	return d, nil
+}
+
+// envKey is a class name as it appears in environment variable names.
+func envKey(class string) string {
+	return strings.ToUpper(strings.ReplaceAll(class, "-", "_"))
+}

@@ -1,0 +1,120 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins/base"
+	"github.com/hashicorp/nomad/plugins/device"
+	"github.com/hashicorp/nomad/plugins/shared/hclspec"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+const (
+	// Name is the plugin's name. Nomad loads a plugin binary only when its
+	// file name matches a `plugin "<name>"` block, and then knows it by this
+	// name: keep the binary, the block and this identical.
+	Name = "nomad-device-zfs"
+	// Vendor and DeviceType make the device names zfs/dataset/<class>.
+	Vendor     = "zfs"
+	DeviceType = "dataset"
+)
+
+// Version is the plugin's version, set at build time.
+var Version = "v0.1.0"
+
+// Plugin is the Nomad device plugin. Nomad starts the binary several times:
+// short-lived processes only ask for PluginInfo and ConfigSchema or check a
+// config with SetConfig; the long-lived one then calls Fingerprint, Stats and
+// Reserve. So SetConfig only validates, and the slot manager starts lazily
+// from the first Fingerprint.
+type Plugin struct {
+	logger hclog.Logger
+	// newRunner builds the zfs runner; tests swap it for a fake.
+	newRunner func(s *settings) zfs.Runner
+
+	// mu guards settings and mgr.
+	mu       sync.Mutex
+	settings *settings
+	mgr      *hooks.Manager
+	// runCtx outlives any one Fingerprint stream: the manager keeps slots
+	// ready for the life of the process.
+	runCtx    context.Context
+	runCancel context.CancelFunc
+}
+
+var _ device.DevicePlugin = (*Plugin)(nil)
+
+// New returns the plugin. Nothing touches the host until Fingerprint.
+func New(logger hclog.Logger) *Plugin {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Plugin{
+		logger: logger.Named(Name),
+		newRunner: func(s *settings) zfs.Runner {
+			return &zfs.ExecRunner{Logger: logger.Named("zfs"), Timeout: s.zfsTimeout}
+		},
+		runCtx:    ctx,
+		runCancel: cancel,
+	}
+}
+
+// PluginInfo identifies the plugin to Nomad.
+func (p *Plugin) PluginInfo() (*base.PluginInfoResponse, error) {
+	return &base.PluginInfoResponse{
+		Type:              base.PluginTypeDevice,
+		PluginApiVersions: []string{device.ApiVersion010},
+		PluginVersion:     Version,
+		Name:              Name,
+	}, nil
+}
+
+// ConfigSchema returns the HCL schema of the plugin's config block.
+func (p *Plugin) ConfigSchema() (*hclspec.Spec, error) { return configSpec, nil }
+
+// SetConfig decodes and validates the configuration. It has no side effects:
+// Nomad calls it on throw-away processes too. A config that is valid but
+// names a pool that is not imported yet is accepted; the slots then report
+// why they are unhealthy, so the agent still starts.
+func (p *Plugin) SetConfig(c *base.Config) error {
+	var cfg Config
+	if len(c.PluginConfig) != 0 {
+		if err := base.MsgPackDecode(c.PluginConfig, &cfg); err != nil {
+			return fmt.Errorf("decoding nomad-device-zfs config: %w", err)
+		}
+	}
+	s, err := cfg.validate()
+	if err != nil {
+		p.logger.Error("rejecting configuration", "error", err)
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mgr != nil {
+		return fmt.Errorf("configuration cannot change after fingerprinting has started")
+	}
+	p.settings = s
+	return nil
+}
+
+// manager returns the slot manager, starting it on first use.
+func (p *Plugin) manager() (*hooks.Manager, *settings, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.settings == nil {
+		return nil, nil, fmt.Errorf("nomad-device-zfs is not configured: SetConfig was not called")
+	}
+	if p.mgr == nil {
+		client := zfs.NewClient(p.newRunner(p.settings))
+		p.mgr = hooks.NewManager(&p.settings.slots, client, p.logger)
+		go func() { _ = p.mgr.Run(p.runCtx) }()
+		p.logger.Info("managing slots", "parent", p.settings.slots.Parent, "classes", len(p.settings.slots.Classes))
+	}
+	return p.mgr, p.settings, nil
+}
+
+// Shutdown stops the slot manager; used by tests and the CLI host.
+func (p *Plugin) Shutdown() { p.runCancel() }

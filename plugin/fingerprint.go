@@ -1,0 +1,114 @@
+package plugin
+
+import (
+	"context"
+	"reflect"
+
+	"github.com/hashicorp/nomad/plugins/device"
+	"github.com/hashicorp/nomad/plugins/shared/structs"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// Fingerprint streams one device group per class, zfs/dataset/<class>, with
+// an instance per configured slot. It sends only when something changed:
+// every change re-registers the node and creates evaluations. It never sends
+// an error for a zfs failure — Nomad would disable the plugin until the agent
+// restarts — but keeps the slots and marks them unhealthy with the reason.
+// The stream ends only when ctx ends.
+func (p *Plugin) Fingerprint(ctx context.Context) (<-chan *device.FingerprintResponse, error) {
+	mgr, _, err := p.manager()
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *device.FingerprintResponse)
+	go p.fingerprintLoop(ctx, mgr, out)
+	return out, nil
+}
+
+func (p *Plugin) fingerprintLoop(ctx context.Context, mgr *hooks.Manager, out chan<- *device.FingerprintResponse) {
+	defer close(out)
+	var last []*device.DeviceGroup
+	for {
+		v, updated := mgr.View()
+		if v != nil {
+			groups := deviceGroups(v)
+			if !reflect.DeepEqual(groups, last) {
+				select {
+				case out <- device.NewFingerprint(groups...):
+					last = groups
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-updated:
+		}
+	}
+}
+
+// deviceGroups converts a view into Nomad device groups. Only stable values
+// become attributes (every attribute change re-registers the node); sizes
+// that move go to Stats.
+func deviceGroups(v *hooks.View) []*device.DeviceGroup {
+	groups := make([]*device.DeviceGroup, 0, len(v.Classes))
+	for i := range v.Classes {
+		cv := &v.Classes[i]
+		g := &device.DeviceGroup{
+			Vendor:     Vendor,
+			Type:       DeviceType,
+			Name:       cv.Class.Name,
+			Attributes: classAttributes(cv),
+		}
+		for _, s := range cv.Slots {
+			g.Devices = append(g.Devices, &device.Device{ID: s.ID, Healthy: s.Healthy, HealthDesc: s.Reason})
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// classAttributes are the group's typed attributes a job can constrain on,
+// e.g. ${device.attr.quota} >= "1 GiB". Values come from the first existing
+// slot (all slots of a class are created alike); before any exists, from the
+// configuration.
+func classAttributes(cv *hooks.ClassView) map[string]*structs.Attribute {
+	attrs := map[string]*structs.Attribute{
+		"pool":    structs.NewStringAttribute(zfs.PoolOf(cv.Dataset)),
+		"dataset": structs.NewStringAttribute(cv.Dataset),
+		"mount":   structs.NewStringAttribute(cv.Class.MountPath),
+		"slots":   structs.NewIntAttribute(int64(cv.Class.Slots), ""),
+	}
+	for _, s := range cv.Slots {
+		if !s.Exists {
+			continue
+		}
+		d := &s.Info
+		attrs["compression"] = structs.NewStringAttribute(d.Compression)
+		attrs["encryption"] = structs.NewStringAttribute(d.Encryption)
+		attrs["recordsize"] = structs.NewIntAttribute(int64(d.Recordsize/1024), structs.UnitKiB)
+		setSize(attrs, "quota", d.Quota)
+		setSize(attrs, "refquota", d.Refquota)
+		setSize(attrs, "reservation", d.Reservation)
+		return attrs
+	}
+	for k, val := range cv.Class.Properties {
+		switch k {
+		case "compression", "encryption":
+			attrs[k] = structs.NewStringAttribute(val)
+		}
+	}
+	return attrs
+}
+
+// setSize adds a size attribute in MiB (Nomad has no byte unit); unset or
+// zero means no limit and is left out.
+func setSize(attrs map[string]*structs.Attribute, name string, bytes uint64) {
+	if bytes > 0 {
+		attrs[name] = structs.NewIntAttribute(int64(bytes>>20), structs.UnitMiB)
+	}
+}

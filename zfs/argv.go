@@ -1,0 +1,233 @@
+package zfs
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// The argv builders below are pure: they validate every name and property
+// and return the arguments that follow "zfs" or "zpool". Names are checked by
+// ValidateName, so no operand can be read as a flag; properties are emitted
+// in sorted order, so the same request always gives the same command line.
+
+// listColumns are the native columns of one scan, in output order. Parse
+// relies on this order; user properties follow them.
+var listColumns = []string{
+	"name", "type", "used", "available", "referenced", "mountpoint", "mounted",
+	"quota", "refquota", "reservation", "compression", "compressratio",
+	"recordsize", "encryption", "origin", "guid", "createtxg", "written",
+	"logicalused", "usedbydataset",
+}
+
+// poolColumns are the columns of one `zpool list`, in output order.
+var poolColumns = []string{"name", "size", "allocated", "free", "health", "readonly"}
+
+// ListArgs lists root and everything below it, filesystems and snapshots,
+// with the native columns and the given user properties: one process per scan.
+func ListArgs(root string, userProps []string) ([]string, error) {
+	if err := ValidateName(root, false); err != nil {
+		return nil, err
+	}
+	cols := append([]string(nil), listColumns...)
+	for _, p := range userProps {
+		if !strings.Contains(p, ":") {
+			return nil, fmt.Errorf("user property %q must contain ':'", p)
+		}
+		if err := ValidatePropertyName(p); err != nil {
+			return nil, err
+		}
+		cols = append(cols, p)
+	}
+	return []string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot", "-o", strings.Join(cols, ","), root}, nil
+}
+
+// ZpoolListArgs lists the given pools, or all pools when none is given.
+func ZpoolListArgs(pools ...string) ([]string, error) {
+	args := []string{"list", "-H", "-p", "-o", strings.Join(poolColumns, ",")}
+	for _, p := range pools {
+		if err := ValidateName(p, false); err != nil || strings.Contains(p, "/") {
+			return nil, fmt.Errorf("invalid pool name %q", p)
+		}
+		args = append(args, p)
+	}
+	return args, nil
+}
+
+// CreateArgs creates a filesystem. The parent must exist: the plugin never
+// creates intermediate datasets it would not own.
+func CreateArgs(name string, props map[string]string) ([]string, error) {
+	if err := ValidateName(name, false); err != nil {
+		return nil, err
+	}
+	opts, err := propOptions(props)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]string{"create"}, opts...), name), nil
+}
+
+// CloneArgs clones snapshot snap into a new filesystem name.
+func CloneArgs(snap, name string, props map[string]string) ([]string, error) {
+	if err := ValidateName(snap, true); err != nil {
+		return nil, err
+	}
+	if err := ValidateName(name, false); err != nil {
+		return nil, err
+	}
+	opts, err := propOptions(props)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]string{"clone"}, opts...), snap, name), nil
+}
+
+// SnapshotArgs creates snapshot name (dataset@snap) with properties.
+func SnapshotArgs(name string, props map[string]string) ([]string, error) {
+	if err := ValidateName(name, true); err != nil {
+		return nil, err
+	}
+	opts, err := propOptions(props)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]string{"snapshot"}, opts...), name), nil
+}
+
+// DestroyOptions select destroy's flags.
+type DestroyOptions struct {
+	// Recursive destroys children and snapshots too (-r).
+	Recursive bool
+	// Force unmounts even when busy (-f). The plugin never sets it on a
+	// dataset a task may use: a busy dataset is a live one.
+	Force bool
+}
+
+// DestroyArgs destroys a filesystem or snapshot.
+func DestroyArgs(name string, o DestroyOptions) ([]string, error) {
+	if err := ValidateName(name, strings.Contains(name, "@")); err != nil {
+		return nil, err
+	}
+	args := []string{"destroy"}
+	if o.Recursive {
+		args = append(args, "-r")
+	}
+	if o.Force {
+		args = append(args, "-f")
+	}
+	return append(args, name), nil
+}
+
+// RollbackArgs rolls a filesystem back to snap; destroyNewer (-r) destroys
+// the snapshots taken after it.
+func RollbackArgs(snap string, destroyNewer bool) ([]string, error) {
+	if err := ValidateName(snap, true); err != nil {
+		return nil, err
+	}
+	args := []string{"rollback"}
+	if destroyNewer {
+		args = append(args, "-r")
+	}
+	return append(args, snap), nil
+}
+
+// SetArgs sets several properties in one process (OpenZFS >= 0.7).
+func SetArgs(name string, props map[string]string) ([]string, error) {
+	if err := ValidateName(name, strings.Contains(name, "@")); err != nil {
+		return nil, err
+	}
+	if len(props) == 0 {
+		return nil, fmt.Errorf("set %s: no properties", name)
+	}
+	pairs, err := propPairs(props)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]string{"set"}, pairs...), name), nil
+}
+
+// InheritArgs clears a local property so it is inherited again; for a user
+// property that set nowhere above, this removes it.
+func InheritArgs(name, prop string) ([]string, error) {
+	if err := ValidateName(name, strings.Contains(name, "@")); err != nil {
+		return nil, err
+	}
+	if err := ValidatePropertyName(prop); err != nil {
+		return nil, err
+	}
+	return []string{"inherit", prop, name}, nil
+}
+
+// RenameArgs renames a filesystem within its pool.
+func RenameArgs(oldName, newName string) ([]string, error) {
+	if err := ValidateName(oldName, false); err != nil {
+		return nil, err
+	}
+	if err := ValidateName(newName, false); err != nil {
+		return nil, err
+	}
+	return []string{"rename", oldName, newName}, nil
+}
+
+// HoldArgs places hold tag on snapshot snap; ReleaseArgs removes it.
+func HoldArgs(tag, snap string) ([]string, error)    { return holdArgs("hold", tag, snap) }
+func ReleaseArgs(tag, snap string) ([]string, error) { return holdArgs("release", tag, snap) }
+
+func holdArgs(verb, tag, snap string) ([]string, error) {
+	if err := validComponent(tag); err != nil {
+		return nil, fmt.Errorf("hold tag %q: %w", tag, err)
+	}
+	if err := ValidateName(snap, true); err != nil {
+		return nil, err
+	}
+	return []string{verb, tag, snap}, nil
+}
+
+// HoldsArgs lists the holds on snapshot snap.
+func HoldsArgs(snap string) ([]string, error) {
+	if err := ValidateName(snap, true); err != nil {
+		return nil, err
+	}
+	return []string{"holds", "-H", snap}, nil
+}
+
+// MountArgs mounts a filesystem at its mountpoint.
+func MountArgs(name string) ([]string, error) {
+	if err := ValidateName(name, false); err != nil {
+		return nil, err
+	}
+	return []string{"mount", name}, nil
+}
+
+// propOptions renders properties as sorted "-o k=v" pairs.
+func propOptions(props map[string]string) ([]string, error) {
+	pairs, err := propPairs(props)
+	if err != nil {
+		return nil, err
+	}
+	opts := make([]string, 0, 2*len(pairs))
+	for _, p := range pairs {
+		opts = append(opts, "-o", p)
+	}
+	return opts, nil
+}
+
+// propPairs renders properties as sorted "k=v" strings.
+func propPairs(props map[string]string) ([]string, error) {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	pairs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if err := ValidatePropertyName(k); err != nil {
+			return nil, err
+		}
+		if err := validatePropertyValue(k, props[k]); err != nil {
+			return nil, err
+		}
+		pairs = append(pairs, k+"="+props[k])
+	}
+	return pairs, nil
+}

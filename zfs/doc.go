@@ -1,0 +1,31 @@
+// Package zfs is the only code in nomad-device-zfs that runs zfs or zpool.
+//
+// Layers, top to bottom:
+//
+//   - Client: one method per operation (List, Pools, Create, Clone, Destroy,
+//     Snapshot, Rollback, Set, Inherit, Rename, Hold, Release, Holds, Mount),
+//     each exactly one process.
+//   - Pure argv builders (ListArgs, CreateArgs, ...) that validate every name
+//     and property first, so no operand can be read as a flag, and emit
+//     properties in sorted order; and parsers of `-H -p` output that check the
+//     column count of every line.
+//   - Runner, the seam: ExecRunner runs the real binaries with a context and a
+//     timeout, stdout and stderr kept apart, and classifies failures once into
+//     an *Error whose kind callers test with errors.Is (ErrNotExist, ErrBusy,
+//     ErrExists, ErrPermission, ...). An unclassified failure is never read
+//     as "does not exist". zfstest.Fake emulates the CLIs below this seam.
+//
+// Why not only github.com/mistifyio/go-zfs/v3: it runs every command with
+// exec.Command and no context or timeout (a zfs stuck on a suspended pool
+// would hang Reserve forever), has no injectable runner, reads no user
+// properties in bulk (one `zfs get` per dataset and property — the plugin
+// scans every slot's state in one `zfs list`), has no holds, no `inherit`,
+// no `create` of a filesystem with all its properties in one call, and its
+// parser requires exactly its own 13 columns. It is used where it fits: its
+// dataset-type and pool-health constants are the ones this package reports,
+// and the e2e tests use it against the real OpenZFS to cross-check this
+// package with an independent implementation.
+//
+// Captured real OpenZFS 2.1.11 output in testdata/openzfs-2.1.11 (made by
+// capture.sh there) drives the parser and classification tests.
+package zfs

@@ -1,0 +1,91 @@
+package zfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary impersonate a zfs executable (the os/exec
+// tests' helper-process pattern): with ZFS_TEST_HELPER set it prints its
+// arguments on stdout, the given text on stderr, and exits as told.
+func TestMain(m *testing.M) {
+	if os.Getenv("ZFS_TEST_HELPER") == "1" {
+		fmt.Fprintln(os.Stdout, strings.Join(os.Args[1:], " ")+"\tLC_ALL="+os.Getenv("LC_ALL"))
+		fmt.Fprint(os.Stderr, os.Getenv("ZFS_TEST_STDERR"))
+		if d, _ := time.ParseDuration(os.Getenv("ZFS_TEST_SLEEP")); d > 0 {
+			time.Sleep(d)
+		}
+		rc, _ := strconv.Atoi(os.Getenv("ZFS_TEST_RC"))
+		os.Exit(rc)
+	}
+	os.Exit(m.Run())
+}
+
+func TestExecRunner(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name       string
+		stderr     string
+		rc         string
+		sleep      string
+		timeout    time.Duration
+		path       string
+		wantOut    string
+		wantKind   error
+		wantStderr string
+	}{
+		{name: "success keeps stderr out of stdout", stderr: "a warning", rc: "0", wantOut: "list -H tank\tLC_ALL=C\n"},
+		{name: "failure is classified", stderr: "cannot open 'tank/x': dataset does not exist\n", rc: "1",
+			wantKind: ErrNotExist, wantStderr: "cannot open 'tank/x': dataset does not exist"},
+		{name: "unclassified failure has no kind", stderr: "something odd", rc: "3", wantStderr: "something odd"},
+		{name: "deadline", rc: "0", sleep: "5s", timeout: 200 * time.Millisecond, wantKind: ErrTimeout},
+		{name: "missing executable", path: "/nonexistent/zfs", wantKind: ErrNotFound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ZFS_TEST_HELPER", "1")
+			t.Setenv("ZFS_TEST_STDERR", tc.stderr)
+			t.Setenv("ZFS_TEST_RC", tc.rc)
+			t.Setenv("ZFS_TEST_SLEEP", tc.sleep)
+			path := self
+			if tc.path != "" {
+				path = tc.path
+			}
+			r := &ExecRunner{Timeout: tc.timeout, Paths: map[string]string{"zfs": path}}
+			out, err := r.Run(t.Context(), "zfs", "list", "-H", "tank")
+			if tc.wantKind == nil && tc.wantStderr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(out) != tc.wantOut {
+					t.Fatalf("stdout %q, want %q", out, tc.wantOut)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got %v, want *Error", err)
+			}
+			if tc.wantKind != nil && !errors.Is(err, tc.wantKind) {
+				t.Errorf("kind: got %v, want %v", e.Kind, tc.wantKind)
+			}
+			if tc.wantKind == nil && e.Kind != nil {
+				t.Errorf("kind: got %v, want none", e.Kind)
+			}
+			if e.Stderr != tc.wantStderr {
+				t.Errorf("stderr %q, want %q", e.Stderr, tc.wantStderr)
+			}
+			if e.Cmd != "zfs" || strings.Join(e.Args, " ") != "list -H tank" {
+				t.Errorf("command recorded as %s %q", e.Cmd, e.Args)
+			}
+		})
+	}
+}
