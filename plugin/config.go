@@ -35,7 +35,10 @@ var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("slots", "number", false),
 		hclspec.NewLiteral(`1`),
 	),
-	"properties": hclspec.NewAttr("properties", "map(string)", false),
+	// A block of attributes, not a map(string) attribute: the agent reads its
+	// file with HCL1, which turns `properties = { ... }` into a list of maps
+	// that a map attribute refuses. Both spellings decode as block attrs.
+	"properties": hclspec.NewBlockAttrs("properties", "string", false),
 	"mount": hclspec.NewDefault(
 		hclspec.NewAttr("mount", "string", false),
 		hclspec.NewLiteral(`""`),

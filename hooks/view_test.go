@@ -1,0 +1,203 @@
+package hooks
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// Small builders for scans; the real column parsing is tested in package zfs.
+
+var testCfg = &Config{
+	Parent:       "tank/nomad",
+	ScanInterval: time.Minute,
+	Classes: []Class{
+		{Name: "scratch", Slots: 2, MountPath: "/data", Properties: map[string]string{"quota": "1G"}},
+	},
+}
+
+func onlinePool() []zfs.Pool {
+	return []zfs.Pool{{Name: "tank", Health: "ONLINE", Size: 1 << 30, Free: 1 << 29}}
+}
+
+func fsRow(name string, user map[string]string) zfs.Dataset {
+	return zfs.Dataset{Name: name, Type: "filesystem", Mountpoint: "/" + name, Mounted: true, Available: 1 << 29, User: user}
+}
+
+func ownedRow(name string, state State) zfs.Dataset {
+	u := map[string]string{PropOwner: name}
+	if state != "" {
+		u[PropState] = string(state)
+		u[PropGeneration] = "1"
+	}
+	return fsRow(name, u)
+}
+
+func TestBuildViewHealth(t *testing.T) {
+	full := []zfs.Dataset{
+		fsRow("tank/nomad", nil),
+		ownedRow("tank/nomad/scratch", ""),
+		ownedRow("tank/nomad/scratch/scratch-1", StateReady),
+		ownedRow("tank/nomad/scratch/scratch-2", StateHeld),
+	}
+	unmounted := append([]zfs.Dataset(nil), full...)
+	unmounted[3].Mounted = false
+
+	// A dataset created by hand below an owned one inherits the owner value,
+	// which names the parent: it must not count as owned.
+	inherited := append([]zfs.Dataset(nil), full[:3]...)
+	inherited = append(inherited, fsRow("tank/nomad/scratch/scratch-2", map[string]string{PropOwner: "tank/nomad/scratch"}))
+
+	releasing := append([]zfs.Dataset(nil), full...)
+	releasing[2] = ownedRow("tank/nomad/scratch/scratch-1", StateReleasing)
+
+	cases := []struct {
+		name       string
+		scan       scan
+		wantHealth [2]bool
+		wantReason [2]string
+	}{
+		{name: "all ready", scan: scan{pools: onlinePool(), sets: full}, wantHealth: [2]bool{true, true}},
+		{name: "pool missing", scan: scan{poolErr: zfs.NewError("zpool", nil, "cannot open 'tank': no such pool", 1)},
+			wantReason: [2]string{`pool "tank" not found (parent = "tank/nomad")`, `pool "tank" not found`}},
+		{name: "pool degraded", scan: scan{pools: []zfs.Pool{{Name: "tank", Health: "DEGRADED"}}, sets: full},
+			wantReason: [2]string{`pool "tank" is DEGRADED`, "DEGRADED"}},
+		{name: "pool suspended", scan: scan{pools: []zfs.Pool{{Name: "tank", Health: "SUSPENDED"}}, sets: full},
+			wantReason: [2]string{"SUSPENDED", "SUSPENDED"}},
+		{name: "pool read-only", scan: scan{pools: []zfs.Pool{{Name: "tank", Health: "ONLINE", ReadOnly: true}}, sets: full},
+			wantReason: [2]string{"read-only", "read-only"}},
+		{name: "parent missing", scan: scan{pools: onlinePool(), listErr: zfs.NewError("zfs", nil, "cannot open 'tank/nomad': dataset does not exist", 1)},
+			wantReason: [2]string{`parent dataset "tank/nomad" does not exist`, "zfs create -p tank/nomad"}},
+		{name: "nothing created yet", scan: scan{pools: onlinePool(), sets: full[:1]},
+			wantReason: [2]string{"not created yet", "not created yet"}},
+		{name: "create failed", scan: scan{pools: onlinePool(), sets: full[:2], createErrs: map[string]string{"tank/nomad/scratch/scratch-2": "out of space"}},
+			wantReason: [2]string{"not created yet", "cannot create tank/nomad/scratch/scratch-2: out of space"}},
+		{name: "held slot stays healthy, unmounted one does not", scan: scan{pools: onlinePool(), sets: unmounted},
+			wantHealth: [2]bool{true, false}, wantReason: [2]string{"", "not mounted"}},
+		{name: "inherited owner is not ownership", scan: scan{pools: onlinePool(), sets: inherited},
+			wantHealth: [2]bool{true, false}, wantReason: [2]string{"", "not owned by nomad-device-zfs"}},
+		{name: "releasing slot is not offered", scan: scan{pools: onlinePool(), sets: releasing},
+			wantHealth: [2]bool{false, true}, wantReason: [2]string{"releasing", ""}},
+		{name: "class dataset not ours", scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil), fsRow("tank/nomad/scratch", nil)}},
+			wantReason: [2]string{`dataset "tank/nomad/scratch" exists but is not owned`, "not touching it"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := buildView(testCfg, tc.scan, nil)
+			if len(v.Classes) != 1 || len(v.Classes[0].Slots) != 2 {
+				t.Fatalf("want 1 class with 2 slots (IDs come from config), got %+v", v.Classes)
+			}
+			for i, s := range v.Classes[0].Slots {
+				if want := SlotID("scratch", i+1); s.ID != want {
+					t.Errorf("slot %d ID %q, want %q", i, s.ID, want)
+				}
+				if s.Healthy != tc.wantHealth[i] {
+					t.Errorf("%s healthy = %v, want %v (reason %q)", s.ID, s.Healthy, tc.wantHealth[i], s.Reason)
+				}
+				if !strings.Contains(s.Reason, tc.wantReason[i]) || (tc.wantReason[i] == "" && s.Reason != "") {
+					t.Errorf("%s reason %q, want %q", s.ID, s.Reason, tc.wantReason[i])
+				}
+			}
+		})
+	}
+}
+
+// TestBuildViewKeepsLastGoodSet: a transient scan failure keeps the slots
+// and their data, marked unhealthy, instead of dropping them.
+func TestBuildViewKeepsLastGoodSet(t *testing.T) {
+	good := buildView(testCfg, scan{pools: onlinePool(), sets: []zfs.Dataset{
+		fsRow("tank/nomad", nil),
+		ownedRow("tank/nomad/scratch", ""),
+		ownedRow("tank/nomad/scratch/scratch-1", StateReady),
+	}}, nil)
+	failed := buildView(testCfg, scan{pools: onlinePool(), listErr: errors.New("zfs list: signal: killed")}, good)
+	s := failed.Classes[0].Slots[0]
+	if !s.Exists || s.Healthy || !strings.Contains(s.Reason, "zfs list failed") {
+		t.Fatalf("got %+v", s)
+	}
+	if s.Info.Name != "tank/nomad/scratch/scratch-1" {
+		t.Errorf("last good data lost: %+v", s.Info)
+	}
+}
+
+func TestPlanEnsure(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	spaceCfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "db", Slots: 3, NeedBytes: 2 << 30}}}
+	dbClass := ownedRow("tank/nomad/db", "")
+	dbClass.Available = 5 << 30
+	unmounted := ownedRow("tank/nomad/scratch/scratch-1", StateReady)
+	unmounted.Mounted = false
+
+	cases := []struct {
+		name        string
+		cfg         *Config
+		scan        scan
+		want        []string // "kind dataset"
+		wantBlocked []string
+	}{
+		{name: "fresh parent: class then slots", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil)}},
+			want: []string{"create class dataset tank/nomad/scratch", "create slot tank/nomad/scratch/scratch-1", "create slot tank/nomad/scratch/scratch-2"}},
+		{name: "one missing slot", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{
+			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-2", StateReady)}},
+			want: []string{"create slot tank/nomad/scratch/scratch-1"}},
+		{name: "unmounted ready slot is mounted", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{
+			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), unmounted, ownedRow("tank/nomad/scratch/scratch-2", StateHeld)}},
+			want: []string{"mount slot tank/nomad/scratch/scratch-1"}},
+		{name: "pool problem plans nothing", cfg: testCfg, scan: scan{pools: []zfs.Pool{{Name: "tank", Health: "DEGRADED"}}, sets: []zfs.Dataset{fsRow("tank/nomad", nil)}}},
+		{name: "parent missing plans nothing", cfg: testCfg, scan: scan{pools: onlinePool(), listErr: zfs.NewError("zfs", nil, "dataset does not exist", 1)}},
+		{name: "foreign class dataset is left alone", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil), fsRow("tank/nomad/scratch", nil)}}},
+		{name: "foreign slot is left alone", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{
+			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), fsRow("tank/nomad/scratch/scratch-1", nil)}},
+			want: []string{"create slot tank/nomad/scratch/scratch-2"}},
+		{name: "space for two reserved slots of three", cfg: spaceCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil), dbClass}},
+			want:        []string{"create slot tank/nomad/db/db-1", "create slot tank/nomad/db/db-2"},
+			wantBlocked: []string{"tank/nomad/db/db-3"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := buildView(tc.cfg, tc.scan, nil)
+			acts, blocked := planEnsure(tc.cfg, v, now)
+			var got []string
+			for _, a := range acts {
+				got = append(got, a.kind.String()+" "+a.dataset)
+				if a.kind != mountSlot && a.props[PropOwner] != a.dataset {
+					t.Errorf("%s created without its ownership mark: %v", a.dataset, a.props)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			for _, ds := range tc.wantBlocked {
+				if !strings.Contains(blocked[ds], "out of space") {
+					t.Errorf("%s not blocked for space: %q", ds, blocked[ds])
+				}
+			}
+			if len(blocked) != len(tc.wantBlocked) {
+				t.Errorf("blocked %v, want %v", blocked, tc.wantBlocked)
+			}
+		})
+	}
+}
+
+func TestNewSlotProps(t *testing.T) {
+	c := Class{Name: "scratch", Properties: map[string]string{"quota": "1G", "compression": "lz4"}}
+	got := newSlotProps(c, "tank/nomad/scratch/scratch-1", 1, time.Unix(1700000000, 0))
+	want := map[string]string{
+		"quota": "1G", "compression": "lz4",
+		PropOwner: "tank/nomad/scratch/scratch-1", PropState: "ready", PropGeneration: "1", PropSince: "1700000000",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if _, ok := c.Properties[PropOwner]; ok {
+		t.Error("the class's properties map was modified")
+	}
+}

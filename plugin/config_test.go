@@ -1,0 +1,171 @@
+package plugin
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins/base"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+)
+
+// setConfigFromAgentHCL runs a plugin block through the agent's own path:
+// HCL1 agent file → plugin config map → hclspec decode → msgpack → SetConfig.
+func setConfigFromAgentHCL(t *testing.T, p *Plugin, body string) error {
+	t.Helper()
+	f, err := devicemanager.ParseAgentConfig(`plugin "nomad-device-zfs" {` + "\n" + body + "\n}")
+	if err != nil {
+		t.Fatalf("agent config does not parse: %v", err)
+	}
+	block := f.Plugin(Name)
+	if block == nil {
+		t.Fatal("no plugin block")
+	}
+	b, err := devicemanager.EncodeConfig(configSpec, block.Config)
+	if err != nil {
+		return err
+	}
+	return p.SetConfig(&base.Config{PluginConfig: b, AgentConfig: &base.AgentConfig{}})
+}
+
+func TestConfigDecodes(t *testing.T) {
+	p := New(hclog.NewNullLogger())
+	err := setConfigFromAgentHCL(t, p, `
+  config {
+    parent = "tank/nomad"
+    scan_interval = "5s"
+    class "scratch" {
+      slots      = 4
+      properties = { quota = "1G", compression = "lz4" }
+      mount      = "/data"
+    }
+    class "pg-seed" {}
+  }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.settings.slots
+	want := hooks.Config{
+		Parent:       "tank/nomad",
+		ScanInterval: 5 * time.Second,
+		Classes: []hooks.Class{
+			{Name: "pg-seed", Slots: 1, MountPath: "/zfs/pg-seed"},
+			{Name: "scratch", Slots: 4, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"}},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	if p.settings.zfsTimeout != 2*time.Minute {
+		t.Errorf("zfs_timeout default: got %v", p.settings.zfsTimeout)
+	}
+}
+
+func TestConfigNeedBytesFromReservation(t *testing.T) {
+	p := New(hclog.NewNullLogger())
+	err := setConfigFromAgentHCL(t, p, `config {
+    parent = "tank/nomad"
+    class "db" { properties = { refreservation = "2G", reservation = "1G" } }
+  }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.settings.slots.Classes[0].NeedBytes; got != 2<<30 {
+		t.Fatalf("NeedBytes = %d, want 2 GiB", got)
+	}
+}
+
+// TestConfigRejects covers the bad input an operator can write. Every error
+// names the key and the value, and SetConfig touches nothing (no runner is
+// even built before Fingerprint).
+func TestConfigRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		body string
+		want []string // all must appear in the error
+	}{
+		{"empty block", `config {}`, []string{`"parent"`, "required"}},
+		{"no config block", ``, []string{`"parent"`, "required"}},
+		{"empty parent", `config { parent = "" 
+ class "a" {} }`, []string{"parent", "required"}},
+		{"absolute path as parent", `config { parent = "/tank/nomad" 
+ class "a" {} }`, []string{`parent = "/tank/nomad"`, "not a path"}},
+		{"relative parent", `config { parent = "./nomad" 
+ class "a" {} }`, []string{`parent = "./nomad"`, "relative"}},
+		{"parent with snapshot", `config { parent = "tank/nomad@s" 
+ class "a" {} }`, []string{`parent = "tank/nomad@s"`, "snapshot"}},
+		{"parent component like a flag", `config { parent = "tank/-r" 
+ class "a" {} }`, []string{`parent = "tank/-r"`, `"-r"`}},
+		{"parent with space", `config { parent = "tank/my data" 
+ class "a" {} }`, []string{`parent = "tank/my data"`}},
+		{"unknown top-level key", `config { parent = "tank/nomad" 
+ pool = "tank" 
+ class "a" {} }`, []string{`"pool"`, "No argument"}},
+		{"unknown class key", `config { parent = "tank/nomad" 
+ class "a" { size = "1G" } }`, []string{`"size"`, "No argument"}},
+		{"no class", `config { parent = "tank/nomad" }`, []string{"no class block"}},
+		{"zero slots", `config { parent = "tank/nomad" 
+ class "a" { slots = 0 } }`, []string{`class "a"`, "slots = 0"}},
+		{"negative slots", `config { parent = "tank/nomad" 
+ class "a" { slots = -2 } }`, []string{`class "a"`, "slots = -2"}},
+		{"too many slots", `config { parent = "tank/nomad" 
+ class "a" { slots = 5000 } }`, []string{"slots = 5000"}},
+		{"invalid compression", `config { parent = "tank/nomad" 
+ class "a" { properties = { compression = "bogus" } } }`, []string{`class "a"`, `compression = "bogus"`}},
+		{"invalid quota", `config { parent = "tank/nomad" 
+ class "a" { properties = { quota = "12QB" } } }`, []string{`quota = "12QB"`}},
+		{"unknown property", `config { parent = "tank/nomad" 
+ class "a" { properties = { bogusprop = "1" } } }`, []string{`bogusprop = "1"`, "invalid property"}},
+		{"reserved mountpoint", `config { parent = "tank/nomad" 
+ class "a" { properties = { mountpoint = "/x" } } }`, []string{`mountpoint = "/x"`, "set by the plugin"}},
+		{"plugin's own property", `config { parent = "tank/nomad" 
+ class "a" { properties = { "nomad-device-zfs:state" = "ready" } } }`, []string{`nomad-device-zfs:state = "ready"`}},
+		{"class with slash", `config { parent = "tank/nomad" 
+ class "a/b" {} }`, []string{`class "a/b"`, "invalid name"}},
+		{"class with comma", `config { parent = "tank/nomad" 
+ class "a,b" {} }`, []string{`class "a,b"`, "invalid name"}},
+		{"class with space", `config { parent = "tank/nomad" 
+ class "a b" {} }`, []string{`class "a b"`, "invalid name"}},
+		{"class with leading dash", `config { parent = "tank/nomad" 
+ class "-o" {} }`, []string{`class "-o"`, "invalid name"}},
+		{"class starting with digit", `config { parent = "tank/nomad" 
+ class "1e" {} }`, []string{`class "1e"`, "invalid name"}},
+		{"classes colliding in env", `config { parent = "tank/nomad" 
+ class "a-b" {} 
+ class "a_b" {} }`, []string{`class "a_b"`, "collide"}},
+		{"relative mount", `config { parent = "tank/nomad" 
+ class "a" { mount = "data" } }`, []string{`mount = "data"`}},
+		{"shared mount", `config { parent = "tank/nomad" 
+ class "a" { mount = "/d" } 
+ class "b" { mount = "/d" } }`, []string{`mount = "/d"`, `class "a"`}},
+		{"bad scan interval", `config { parent = "tank/nomad" 
+ scan_interval = "often" 
+ class "a" {} }`, []string{`scan_interval = "often"`}},
+		{"negative timeout", `config { parent = "tank/nomad" 
+ zfs_timeout = "-1s" 
+ class "a" {} }`, []string{`zfs_timeout = "-1s"`, "positive"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(hclog.NewNullLogger())
+			built := false
+			p.newRunner = nil // SetConfig must not need one
+			err := setConfigFromAgentHCL(t, p, tc.body)
+			if err == nil {
+				t.Fatalf("accepted: %+v", p.settings)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+			if p.settings != nil || p.mgr != nil || built {
+				t.Error("a rejected config left state behind")
+			}
+		})
+	}
+}
