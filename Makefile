@@ -1,0 +1,43 @@
+# nomad-device-zfs — `make help` lists the targets.
+SHELL       := bash
+GO          ?= go
+BIN         := bin/nomad-device-zfs
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS     := -X github.com/nomad-device-zfs/nomad-device-zfs/plugin.Version=v0.1.0
+NDZ_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nomad-device-zfs
+export NDZ_CACHE
+
+.DEFAULT_GOAL := help
+
+help: ## List the targets.
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## Build the plugin binary into bin/.
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nomad-device-zfs
+
+nomad: ## Build (once, cached) the Nomad binary the tests use.
+	@tools/nomad-bin.sh
+
+test: nomad ## Unit tests and the integration tests against a real Nomad agent.
+	NOMAD_BINARY=$$(tools/nomad-bin.sh) $(GO) test -race -count=1 -timeout 20m ./...
+
+unit: ## Unit tests only (no Nomad agent).
+	$(GO) test -race -short -count=1 ./...
+
+e2e: nomad ## End-to-end tests: real Nomad and real OpenZFS in a QEMU VM.
+	scripts/e2e.sh
+
+demo: nomad ## Run the product end to end: slots, a job, its data, the release.
+	scripts/demo.sh
+
+check: ## vet, gofmt, go mod tidy diff, import boundaries.
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	@cp go.mod /tmp/ndz-go.mod && cp go.sum /tmp/ndz-go.sum && $(GO) mod tidy && \
+	  { diff -q go.mod /tmp/ndz-go.mod && diff -q go.sum /tmp/ndz-go.sum || { echo "go mod tidy changed go.mod/go.sum"; exit 1; }; }
+	@scripts/check-imports.sh
+
+clean: ## Remove build output (caches are kept).
+	rm -rf bin
+
+.PHONY: help build nomad test unit e2e demo check clean

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# check-imports.sh - the package boundaries the design relies on.
+#   zfs/        imports nothing from Nomad (it is the ZFS seam, nothing else)
+#   scheduler/  runs no processes (pure placement logic over Nomad's structs)
+#   hooks/      knows no Nomad plugin or gRPC types (pure lifecycle logic)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+deps() { go list -deps "$1" 2>/dev/null; }
+if deps ./zfs | grep -q '^github.com/hashicorp/nomad'; then
+	echo "zfs/ must not import Nomad packages"; fail=1
+fi
+if [ -d scheduler ] && go list -f '{{join .Imports "\n"}}' ./scheduler/... | grep -qx 'os/exec'; then
+	echo "scheduler/ must not run processes (imports os/exec)"; fail=1
+fi
+if go list -f '{{join .Imports "\n"}}' ./hooks/... | grep -qE '^github.com/hashicorp/nomad/plugins|^google.golang.org/grpc'; then
+	echo "hooks/ must not import Nomad plugin or gRPC packages"; fail=1
+fi
+[ $fail = 0 ] && echo "import boundaries ok"
+exit $fail
