@@ -122,9 +122,13 @@ func (c *Client) Holds(ctx context.Context, snap string) ([]Hold, error) {
 	return ParseHolds(out)
 }
 
-// Mount mounts a filesystem at its mountpoint.
+// Mount mounts a filesystem at its mountpoint. Already mounted is success.
 func (c *Client) Mount(ctx context.Context, name string) error {
-	return c.zfs(ctx)(MountArgs(name))
+	err := c.zfs(ctx)(MountArgs(name))
+	if errors.Is(err, ErrMounted) {
+		return nil
+	}
+	return err
 }
 
 // Version returns the first line of `zfs version` (the userland version),

@@ -32,6 +32,8 @@ var (
 	ErrNoSpace = errors.New("out of space")
 	// ErrTimeout: the command did not finish before its deadline.
 	ErrTimeout = errors.New("timed out")
+	// ErrMounted: mount of a filesystem that is already mounted.
+	ErrMounted = errors.New("already mounted")
 	// ErrNotFound: the zfs or zpool executable itself is missing.
 	ErrNotFound = errors.New("command not found")
 )
@@ -97,6 +99,7 @@ var classifications = []struct {
 	{"no such pool", ErrNotExist},
 	{"could not find any snapshots to destroy", ErrNotExist},
 	{"no such tag on this dataset", ErrNotExist},
+	{"filesystem already mounted", ErrMounted},
 	{"dataset already exists", ErrExists},
 	{"tag already exists on this dataset", ErrExists},
 	{"parent does not exist", ErrNoParent},

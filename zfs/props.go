@@ -131,8 +131,11 @@ func recordsize(v string) error {
 	if err != nil {
 		return err
 	}
-	if n < 512 || n > 16<<20 || n&(n-1) != 0 {
-		return fmt.Errorf("must be a power of 2 from 512 to 16M")
+	// OpenZFS 2.1 accepts up to 16M only when the zfs_max_recordsize module
+	// parameter is raised; by default it refuses anything over 1M, with a
+	// misleading message. Refuse it here, clearly.
+	if n < 512 || n > 1<<20 || n&(n-1) != 0 {
+		return fmt.Errorf("must be a power of 2 from 512 to 1M")
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ func TestValidateProperty(t *testing.T) {
 		{name: "unknown property", prop: "bogusprop", value: "1", wantErr: `invalid property "bogusprop"`},
 		{name: "recordsize not power of two", prop: "recordsize", value: "100K", wantErr: "power of 2"},
 		{name: "recordsize too big", prop: "recordsize", value: "32M", wantErr: "power of 2"},
+		{name: "recordsize over the 2.1 default limit", prop: "recordsize", value: "2M", wantErr: "512 to 1M"},
 		{name: "atime yes", prop: "atime", value: "yes", wantErr: "on | off"},
 		{name: "zstd level 20", prop: "compression", value: "zstd-20", wantErr: "must match"},
 		{name: "newline in user value", prop: "a:b", value: "x\ny", wantErr: "tab or newline"},

@@ -1,0 +1,302 @@
+package zfstest
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// column is a native property or a user property (user != "").
+type column struct {
+	p    *propDef
+	user string
+}
+
+func (c column) name() string {
+	if c.p != nil {
+		return c.p.name
+	}
+	return c.user
+}
+
+func (s *sess) value(d *dataset, c column, literal bool) pval {
+	if c.p != nil {
+		return s.propValue(d, c.p, literal)
+	}
+	return s.userValue(d, c.user)
+}
+
+// parsePropList is zprop_get_list: comma separated names, column names
+// ("avail") or user properties; "all" where allowed.
+func parsePropList(fields string, allowAll bool) (cols []column, all bool, msg string) {
+	for _, f := range strings.Split(fields, ",") {
+		switch p := lookupProp(f); {
+		case f == "all" && allowAll:
+			all = true
+		case p != nil:
+			cols = append(cols, column{p: p})
+		case isUserProp(f):
+			cols = append(cols, column{user: f})
+		default:
+			return nil, false, fmt.Sprintf("bad property list: invalid property '%s'\n", f)
+		}
+	}
+	return cols, all, ""
+}
+
+// parseTypes is the -t sub-option parser of list and get.
+func parseTypes(arg string) (int, string) {
+	types := 0
+	for _, t := range strings.Split(arg, ",") {
+		switch t {
+		case "filesystem":
+			types |= tFS
+		case "volume":
+			types |= tVol
+		case "snapshot", "snap":
+			types |= tSnap
+		case "bookmark":
+			types |= tBookmark
+		case "all":
+			types = tFS | tVol | tSnap | tBookmark
+		default:
+			return 0, fmt.Sprintf("invalid type '%s'\n", t)
+		}
+	}
+	return types, ""
+}
+
+func parseDepth(arg string) (int, string) {
+	n, err := strconv.Atoi(arg)
+	if err != nil {
+		return 0, fmt.Sprintf("%s is not an integer\n", arg)
+	}
+	if n < 0 {
+		return 0, "Depth can not be negative.\n"
+	}
+	return n, ""
+}
+
+// collect is zfs_for_each: the named datasets (or every pool), recursing as
+// asked; snapshots are walked into only if includeSnaps. rc is 1 if a name
+// could not be opened; the others are still returned.
+func (s *sess) collect(operands []string, types int, recurse bool, depth int, includeSnaps bool) ([]*dataset, int) {
+	seen := map[string]bool{}
+	var out []*dataset
+	var visit func(d *dataset, level int)
+	visit = func(d *dataset, level int) {
+		if ((d.Snap && (types&tSnap != 0 || includeSnaps)) || (!d.Snap && types&tFS != 0)) && !seen[d.Name] {
+			seen[d.Name] = true
+			out = append(out, d)
+		}
+		if !recurse || d.Snap || depth >= 0 && level >= depth {
+			return
+		}
+		for _, c := range s.st.children(d.Name) {
+			visit(c, level+1)
+		}
+		if includeSnaps {
+			for _, sn := range s.st.snapshots(d.Name) {
+				visit(sn, level+1)
+			}
+		}
+	}
+	rc := 0
+	if len(operands) == 0 {
+		recurse = true
+		for _, name := range s.poolNames() {
+			if root := s.st.Datasets[name]; root != nil {
+				visit(root, 0)
+			}
+		}
+		return out, rc
+	}
+	argtype := types
+	if recurse {
+		argtype |= tFS
+		if types&(tSnap|tBookmark) != 0 {
+			argtype |= tVol
+		}
+	}
+	for _, name := range operands {
+		d := s.openDataset(name, argtype)
+		if d == nil {
+			rc = 1
+			continue
+		}
+		visit(d, 0)
+	}
+	return out, rc
+}
+
+type sortCol struct {
+	col     column
+	reverse bool
+}
+
+// sortRows is zfs_sort: by each -s/-S column, then by name (zfs_compare).
+func (s *sess) sortRows(ds []*dataset, by []sortCol) {
+	sort.SliceStable(ds, func(i, j int) bool {
+		l, r := ds[i], ds[j]
+		for _, sc := range by {
+			lv, rv := s.value(l, sc.col, true), s.value(r, sc.col, true)
+			if sc.col.p == nameProp {
+				lv, rv = pval{ok: true, val: l.Name}, pval{ok: true, val: r.Name}
+			}
+			switch {
+			case !lv.ok && !rv.ok:
+				continue
+			case !lv.ok:
+				return false
+			case !rv.ok:
+				return true
+			}
+			c := 0
+			if lv.isNum && rv.isNum {
+				if lv.num < rv.num {
+					c = -1
+				} else if lv.num > rv.num {
+					c = 1
+				}
+			} else {
+				c = strings.Compare(lv.val, rv.val)
+			}
+			if c != 0 {
+				return c < 0 != sc.reverse
+			}
+		}
+		return compareNames(l, r) < 0
+	})
+}
+
+func (s *sess) zfsList(args []string) int {
+	opts, operands, msg := getopt(args, "HS:d:o:prs:t:")
+	if msg != "" {
+		return s.usage("list", msg)
+	}
+	scripted, literal, recurse, depth := false, false, false, -1
+	fields, types, typesSet := "name,used,available,referenced,mountpoint", tFS|tVol|tSnap, false
+	var sorts []sortCol
+	for _, o := range opts {
+		switch o.c {
+		case 'H':
+			scripted = true
+		case 'p':
+			literal = true
+		case 'r':
+			recurse = true
+		case 'd':
+			if depth, msg = parseDepth(o.arg); msg != "" {
+				return s.usage("list", msg)
+			}
+			recurse = true
+		case 'o':
+			fields = o.arg
+		case 's', 'S':
+			cols, _, bad := parsePropList(o.arg, false)
+			if bad != "" || len(cols) != 1 {
+				return s.usage("list", fmt.Sprintf("invalid property '%s'\n", o.arg))
+			}
+			sorts = append(sorts, sortCol{col: cols[0], reverse: o.c == 'S'})
+		case 't':
+			if types, msg = parseTypes(o.arg); msg != "" {
+				return s.usage("list", msg)
+			}
+			typesSet = true
+		}
+	}
+	if fields == "space" {
+		fields = "name,available,used,usedbysnapshots,usedbydataset,usedbyrefreservation,usedbychildren"
+		if !typesSet {
+			types &^= tSnap
+		}
+	}
+	cols, _, msg := parsePropList(fields, false)
+	if msg != "" {
+		return s.usage("list", msg)
+	}
+	if (types == tSnap || types == tBookmark) && len(operands) > 0 && !recurse {
+		recurse, depth = true, 1
+	}
+	// Without -t, snapshots are listed only when named (listsnapshots=off).
+	rows, rc := s.collect(operands, types, recurse, depth, typesSet && types&tSnap != 0)
+	s.sortRows(rows, sorts)
+	if len(rows) == 0 {
+		if rc == 0 && !scripted {
+			s.errf("no datasets available\n")
+		}
+		return rc
+	}
+	table := make([][]string, len(rows))
+	widths := make([]int, len(cols))
+	for i, c := range cols {
+		fixed := false
+		if c.p != nil {
+			widths[i], fixed = c.p.width()
+		} else {
+			widths[i] = len(c.user)
+		}
+		for j, d := range rows {
+			v := s.value(d, c, literal)
+			if table[j] == nil {
+				table[j] = make([]string, len(cols))
+			}
+			table[j][i] = "-"
+			if v.ok {
+				table[j][i] = v.val
+				if (!fixed || literal) && len(v.val) > widths[i] {
+					widths[i] = len(v.val)
+				}
+			}
+		}
+	}
+	if !scripted {
+		header := make([]string, len(cols))
+		for i, c := range cols {
+			if c.p != nil {
+				header[i] = c.p.col
+			} else {
+				header[i] = strings.ToUpper(c.user)
+			}
+		}
+		s.printRow(header, cols, widths, false)
+	}
+	for _, r := range table {
+		s.printRow(r, cols, widths, scripted)
+	}
+	return rc
+}
+
+// printRow is print_dataset: tabs with -H, else two spaces between columns
+// padded to width, numbers right-justified, the last left column unpadded.
+func (s *sess) printRow(vals []string, cols []column, widths []int, scripted bool) {
+	var b strings.Builder
+	for i, v := range vals {
+		right := cols[i].p != nil && cols[i].p.alignRight()
+		switch {
+		case i > 0 && scripted:
+			b.WriteByte('\t')
+		case i > 0:
+			b.WriteString("  ")
+		}
+		switch {
+		case scripted || i == len(vals)-1 && !right:
+			b.WriteString(v)
+		case right:
+			fmt.Fprintf(&b, "%*s", widths[i], v)
+		default:
+			fmt.Fprintf(&b, "%-*s", widths[i], v)
+		}
+	}
+	s.outf("%s\n", b.String())
+}
+
+func (s *sess) poolNames() []string {
+	var names []string
+	for n := range s.st.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
