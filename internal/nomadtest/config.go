@@ -1,0 +1,164 @@
+package nomadtest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Config describes one test agent. Only Binary is required.
+type Config struct {
+	// Binary is the nomad executable, usually Binary(t).
+	Binary string
+	// DataDir is the agent data_dir. Default: a fresh t.TempDir(). Restart
+	// keeps it, so client and raft state survive.
+	DataDir string
+	// PluginDir is the agent plugin_dir. Default: Nomad's, <DataDir>/plugins.
+	PluginDir string
+	// PluginName, when set, adds a plugin "<PluginName>" block; the binary of
+	// that name in PluginDir is then loaded (Nomad skips unreferenced ones).
+	PluginName string
+	// PluginArgs become the plugin block's args, appended to the plugin argv.
+	PluginArgs []string
+	// PluginConfig is the HCL body of that block's config { }, for example
+	// `pool = "tank"`.
+	PluginConfig string
+	// ACL enables ACLs. Start bootstraps them; Client then carries the
+	// management token, also returned by ManagementToken.
+	ACL bool
+	// Env is added to the agent's environment (which plugins and raw_exec
+	// tasks inherit), after os.Environ so it wins: e.g. "PATH=/fake/bin:...".
+	Env []string
+	// ExtraHCL is appended to the generated agent config. Top-level blocks
+	// such as client { } may repeat; Nomad merges them.
+	ExtraHCL string
+	// LogLevel is the agent log_level. Default "DEBUG".
+	LogLevel string
+	// LogWriter also receives the agent's stdout and stderr. The log always
+	// goes to a file too, for Logs, LogContains and the tail printed when the
+	// test fails.
+	LogWriter io.Writer
+	// StartTimeout bounds each start: API up, leader, node ready. Default 2m,
+	// since a client waits up to 50s for device plugins' first fingerprint.
+	StartTimeout time.Duration
+}
+
+// ports are the agent's loopback ports; Restart reuses them because raft
+// remembers the server's rpc address.
+type ports struct{ HTTP, RPC, Serf int }
+
+func (c Config) withDefaults(t testing.TB) Config {
+	t.Helper()
+	if c.Binary == "" {
+		c.Binary = Binary(t)
+	}
+	if c.DataDir == "" {
+		c.DataDir = t.TempDir()
+	}
+	if abs, err := filepath.Abs(c.DataDir); err == nil {
+		c.DataDir = abs
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "DEBUG"
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 2 * time.Minute
+	}
+	return c
+}
+
+// freePorts asks the kernel for three free loopback ports, holding all three
+// listeners at once so they differ. Nomad binds them moments later; a lost
+// race shows up as "address already in use" and Start retries.
+func freePorts() (ports, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var p [3]int
+	for i := range p {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return ports{}, fmt.Errorf("picking a free port: %w", err)
+		}
+		ls = append(ls, l)
+		p[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports{HTTP: p[0], RPC: p[1], Serf: p[2]}, nil
+}
+
+// nodeName is unique among concurrently running agents because the http
+// port is.
+func nodeName(p ports) string { return fmt.Sprintf("nomadtest-%d", p.HTTP) }
+
+// renderConfig returns the agent config file. It is a real (non -dev)
+// config so state survives Restart. The fingerprint denylist keeps the cloud
+// fingerprinters from probing metadata endpoints, which makes the agent fail
+// to start on this kind of host.
+func renderConfig(c Config, p ports) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name                 = %q\n", nodeName(p))
+	fmt.Fprintf(&b, "data_dir             = %q\n", c.DataDir)
+	if c.PluginDir != "" {
+		fmt.Fprintf(&b, "plugin_dir           = %q\n", c.PluginDir)
+	}
+	fmt.Fprintf(&b, "bind_addr            = \"127.0.0.1\"\n")
+	fmt.Fprintf(&b, "log_level            = %q\n", c.LogLevel)
+	fmt.Fprintf(&b, "disable_update_check = true\n\n")
+	fmt.Fprintf(&b, "ports {\n  http = %d\n  rpc  = %d\n  serf = %d\n}\n\n", p.HTTP, p.RPC, p.Serf)
+	// Nomad refuses to default its advertise addresses to loopback.
+	b.WriteString("advertise {\n  http = \"127.0.0.1\"\n  rpc  = \"127.0.0.1\"\n  serf = \"127.0.0.1\"\n}\n\n")
+	b.WriteString(`server {
+  enabled          = true
+  bootstrap_expect = 1
+}
+
+client {
+  enabled = true
+  options {
+    "fingerprint.denylist"  = "env_aws,env_gce,env_azure,env_digitalocean"
+    "driver.raw_exec.enable" = "1"
+  }
+}
+
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
+`)
+	if c.PluginName != "" {
+		fmt.Fprintf(&b, "\nplugin %q {\n", c.PluginName)
+		if len(c.PluginArgs) > 0 {
+			quoted := make([]string, len(c.PluginArgs))
+			for i, a := range c.PluginArgs {
+				quoted[i] = fmt.Sprintf("%q", a)
+			}
+			fmt.Fprintf(&b, "  args = [%s]\n", strings.Join(quoted, ", "))
+		}
+		fmt.Fprintf(&b, "  config {\n%s\n  }\n}\n", indent(c.PluginConfig, "    "))
+	}
+	if c.ACL {
+		b.WriteString("\nacl {\n  enabled = true\n}\n")
+	}
+	if c.ExtraHCL != "" {
+		b.WriteString("\n" + c.ExtraHCL + "\n")
+	}
+	return b.String()
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
