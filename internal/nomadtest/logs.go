@@ -21,8 +21,11 @@ func (a *Agent) Logs() string {
 func (a *Agent) LogContains(s string) bool { return strings.Contains(a.Logs(), s) }
 
 // tail returns the last n lines of the agent log.
-func (a *Agent) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(a.Logs(), "\n"), "\n")
+func (a *Agent) tail(n int) string { return tail(a.Logs(), n) }
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

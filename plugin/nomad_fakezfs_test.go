@@ -1,0 +1,272 @@
+package plugin_test
+
+// Integration tests on a real Nomad v1.11.3 agent: the agent loads the
+// plugin binary from its plugin_dir through the plugin block, exactly as in
+// production. ZFS below the seam is zfstest's fake: this test binary
+// impersonates the zfs and zpool executables on the agent's PATH. The e2e
+// suite (e2e/, build tag e2e) runs the same flow on real OpenZFS in a VM.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+func TestMain(m *testing.M) {
+	zfstest.ImpersonateIfCalled()
+	os.Exit(m.Run())
+}
+
+// pluginBinary builds cmd/nomad-device-zfs into a fresh plugin_dir.
+func pluginBinary(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "nomad-device-zfs"), "./cmd/nomad-device-zfs")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the plugin: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// fakeZFSHost is a fake pool "tank" with the operator's parent tank/nomad,
+// installed as zfs and zpool executables for the agent's children.
+func fakeZFSHost(t *testing.T, withParent bool) (*zfstest.Fake, *zfstest.Executables) {
+	t.Helper()
+	f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
+	if err := f.AddPool("tank", 4<<30); err != nil {
+		t.Fatal(err)
+	}
+	if withParent {
+		if err := zfs.NewClient(f).Create(t.Context(), "tank/nomad", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f, zfstest.InstallExecutables(t, f)
+}
+
+const scratchConfig = `parent = "tank/nomad"
+scan_interval = "2s"
+class "scratch" {
+  slots = 3
+  properties {
+    quota       = "1G"
+    compression = "lz4"
+  }
+  mount = "/data"
+}`
+
+func TestNomadAgentFakeZFS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real Nomad agent")
+	}
+	f, exe := fakeZFSHost(t, true)
+	agent := nomadtest.Start(t, nomadtest.Config{
+		PluginDir:    pluginBinary(t),
+		PluginName:   "nomad-device-zfs",
+		PluginConfig: scratchConfig,
+		Env:          exe.Env,
+	})
+
+	t.Run("node record shows the slots and attributes", func(t *testing.T) {
+		g := agent.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 3, 90*time.Second)
+		for i, inst := range g.Instances {
+			if want := "scratch-"; !strings.HasPrefix(inst.ID, want) {
+				t.Errorf("instance %d ID %q", i, inst.ID)
+			}
+		}
+		attrs := g.Attributes
+		check := func(name, want string) {
+			t.Helper()
+			if a, ok := attrs[name]; !ok || a.String() != want {
+				t.Errorf("attribute %s = %v, want %s", name, a, want)
+			}
+		}
+		check("pool", "tank")
+		check("compression", "lz4")
+		check("quota", "1024 MiB")
+		check("dataset", "tank/nomad/scratch")
+	})
+
+	t.Run("raw_exec job gets a slot through the environment", func(t *testing.T) {
+		job := agent.RunJob(t, `job "raw" {
+  type = "batch"
+  group "g" {
+    task "write" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args = ["-c", "env | grep ^ZFS_ | sort; echo hello-from-task > \"$ZFS_SCRATCH_HOST_PATH/hello\""]
+      }
+      resources {
+        device "zfs/dataset/scratch" {
+          constraint {
+            attribute = "${device.attr.quota}"
+            operator  = ">="
+            value     = "1 GiB"
+          }
+        }
+      }
+    }
+  }
+}`)
+		stubs := agent.WaitAllocs(t, *job.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusComplete), 90*time.Second)
+		alloc, _, err := agent.Client().Allocations().Info(stubs[0].ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs := alloc.AllocatedResources.Tasks["write"].Devices
+		if len(devs) != 1 || devs[0].Vendor != "zfs" || devs[0].Type != "dataset" || devs[0].Name != "scratch" || len(devs[0].DeviceIDs) != 1 {
+			t.Fatalf("allocated devices %+v", devs)
+		}
+		id := devs[0].DeviceIDs[0]
+		dataset := "tank/nomad/scratch/" + id
+		logs := agent.AllocLogs(t, alloc.ID, "write", "stdout")
+		for _, want := range []string{"ZFS_SCRATCH_DATASET=" + dataset, "ZFS_SCRATCH_ID=" + id, "ZFS_SCRATCH_MOUNT=/data", "ZFS_SCRATCH_HOST_PATH=" + f.Mountpoint(dataset)} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("task env lacks %s; stdout:\n%s", want, logs)
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(f.Mountpoint(dataset), "hello"))
+		if err != nil || string(b) != "hello-from-task\n" {
+			t.Fatalf("the task's write is not in %s: %q %v", dataset, b, err)
+		}
+	})
+
+	t.Run("exec job sees the dataset mounted", func(t *testing.T) {
+		node, _, err := agent.Client().Nodes().Info(agent.NodeID(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := node.Drivers["exec"]; d == nil || !d.Detected || !d.Healthy {
+			t.Skipf("the exec driver is not usable on this host (%+v); the e2e suite covers mounts in the VM", d)
+		}
+		job := agent.RunJob(t, `job "exec" {
+  type = "batch"
+  group "g" {
+    task "write" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args = ["-c", "echo from-exec > /data/exec && grep ' /data ' /proc/mounts"]
+      }
+      resources {
+        device "zfs/dataset/scratch" {}
+      }
+    }
+  }
+}`)
+		stubs := agent.WaitAllocs(t, *job.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusComplete), 120*time.Second)
+		alloc, _, err := agent.Client().Allocations().Info(stubs[0].ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := alloc.AllocatedResources.Tasks["write"].Devices[0].DeviceIDs[0]
+		if b, err := os.ReadFile(filepath.Join(f.Mountpoint("tank/nomad/scratch/"+id), "exec")); err != nil || string(b) != "from-exec\n" {
+			t.Fatalf("write through the mount did not reach the dataset: %q %v", b, err)
+		}
+	})
+}
+
+// TestNomadAgentFakeZFSParentMissing: a parent whose pool is not imported is
+// not a configuration error (the agent must start), but every instance is
+// unhealthy with the reason, the agent's log names the key and the value,
+// and nothing is created.
+func TestNomadAgentFakeZFSParentMissing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real Nomad agent")
+	}
+	f, exe := fakeZFSHost(t, false)
+	agent := nomadtest.Start(t, nomadtest.Config{
+		PluginDir:    pluginBinary(t),
+		PluginName:   "nomad-device-zfs",
+		PluginConfig: strings.Replace(scratchConfig, `parent = "tank/nomad"`, `parent = "nopool/nomad"`, 1),
+		Env:          exe.Env,
+	})
+	g := agent.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 0, 90*time.Second)
+	if len(g.Instances) != 3 {
+		t.Fatalf("instances %+v", g.Instances)
+	}
+	for _, inst := range g.Instances {
+		if inst.Healthy || !strings.Contains(inst.HealthDescription, `pool "nopool" not found (parent = "nopool/nomad")`) {
+			t.Errorf("%s: healthy=%v %q", inst.ID, inst.Healthy, inst.HealthDescription)
+		}
+	}
+	if !agent.LogContains(`parent=nopool/nomad`) || !agent.LogContains(`pool \"nopool\" not found`) {
+		t.Errorf("the agent log does not name the parent and the reason")
+	}
+	for _, c := range f.Calls() {
+		if c[0] == "zfs" && c[1] != "list" || c[0] == "zpool" && c[1] != "list" {
+			t.Errorf("ran %q with a missing pool", c)
+		}
+	}
+}
+
+// TestNomadAgentRejectsBadConfig: bad plugin configuration keeps the agent
+// from starting (Nomad validates every plugin block first) and the agent's
+// output names the key and the value; no zfs command runs.
+func TestNomadAgentRejectsBadConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real Nomad agent")
+	}
+	pluginDir := pluginBinary(t)
+	f, exe := fakeZFSHost(t, true)
+	f.ResetCalls()
+	cases := []struct {
+		name, config string
+		want         []string
+	}{
+		{"missing parent", `class "scratch" {}`, []string{`"parent"`, "required"}},
+		{"relative parent", `parent = "../nomad"
+class "scratch" {}`, []string{`parent = \"../nomad\"`}},
+		{"zero slots", `parent = "tank/nomad"
+class "scratch" { slots = 0 }`, []string{`slots = 0`}},
+		{"invalid property value", `parent = "tank/nomad"
+class "scratch" {
+  properties { compression = "bogus" }
+}`, []string{`compression = \"bogus\"`}},
+		{"class name with a slash", `parent = "tank/nomad"
+class "a/b" {}`, []string{`class \"a/b\"`}},
+		{"unknown key", `parent = "tank/nomad"
+pool = "tank"
+class "scratch" {}`, []string{`"pool"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out := nomadtest.StartFailure(t, nomadtest.Config{
+				PluginDir:    pluginDir,
+				PluginName:   "nomad-device-zfs",
+				PluginConfig: tc.config,
+				Env:          exe.Env,
+			}, 90*time.Second)
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("agent output does not contain %s:\n%s", w, lastLines(out, 15))
+				}
+			}
+		})
+	}
+	for _, c := range f.Calls() {
+		t.Errorf("a rejected configuration ran %q", c)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
