@@ -9,8 +9,9 @@ import (
 )
 
 // ValidateProperty checks a property a caller wants set at create time, the
-// way `zfs create -o` would, so a bad value is refused at configuration time
-// with the key and value named, not later from a zfs process. User properties
+// way `zfs create -o` would, so a bad value is refused at configuration time,
+// not later from a zfs process. The error says what is wrong; the caller
+// names the key and value in its own terms. User properties
 // (names with ':') take any single-line value. Properties the caller must not
 // choose are refused by the caller, not here.
 func ValidateProperty(name, value string) error {
@@ -25,12 +26,9 @@ func ValidateProperty(name, value string) error {
 	}
 	check, ok := nativeProps[name]
 	if !ok {
-		return fmt.Errorf("invalid property %q: not a ZFS filesystem property that can be set at creation", name)
+		return fmt.Errorf("invalid property: not a ZFS filesystem property that can be set at creation")
 	}
-	if err := check(value); err != nil {
-		return fmt.Errorf("property %s=%q: %w", name, value, err)
-	}
-	return nil
+	return check(value)
 }
 
 // nativeProps are the settable filesystem properties of OpenZFS 2.1 with
@@ -43,43 +41,45 @@ var nativeProps = map[string]func(string) error{
 	"refreservation":       sizeOrNone,
 	"recordsize":           recordsize,
 	"special_small_blocks": size,
-	"compression":          matches(`on|off|lzjb|gzip|gzip-[1-9]|zle|lz4|zstd|zstd-([1-9]|1[0-9])|zstd-fast|zstd-fast-([1-9]|10|20|30|40|50|60|70|80|90|100|500|1000)`),
-	"checksum":             oneOf("on", "off", "fletcher2", "fletcher4", "sha256", "noparity", "sha512", "skein", "edonr"),
-	"dedup":                matches(`on|off|verify|sha256(,verify)?|sha512(,verify)?|skein(,verify)?|edonr,verify`),
-	"copies":               oneOf("1", "2", "3"),
-	"atime":                onOff,
-	"relatime":             onOff,
-	"exec":                 onOff,
-	"setuid":               onOff,
-	"devices":              onOff,
-	"readonly":             onOff,
-	"overlay":              onOff,
-	"utf8only":             onOff,
-	"vscan":                onOff,
-	"nbmand":               onOff,
-	"xattr":                oneOf("on", "off", "sa", "dir"),
-	"sync":                 oneOf("standard", "always", "disabled"),
-	"logbias":              oneOf("latency", "throughput"),
-	"primarycache":         oneOf("all", "none", "metadata"),
-	"secondarycache":       oneOf("all", "none", "metadata"),
-	"snapdir":              oneOf("hidden", "visible"),
-	"acltype":              oneOf("off", "noacl", "nfsv4", "posix", "posixacl"),
-	"aclinherit":           oneOf("discard", "noallow", "restricted", "passthrough", "passthrough-x"),
-	"aclmode":              oneOf("discard", "groupmask", "passthrough", "restricted"),
-	"dnodesize":            oneOf("legacy", "auto", "1k", "2k", "4k", "8k", "16k"),
-	"redundant_metadata":   oneOf("all", "most"),
-	"casesensitivity":      oneOf("sensitive", "insensitive", "mixed"),
-	"normalization":        oneOf("none", "formC", "formD", "formKC", "formKD"),
-	"encryption":           oneOf("off", "on", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm"),
-	"keyformat":            oneOf("raw", "hex", "passphrase"),
-	"keylocation":          matches(`prompt|file:///.+|https?://.+`),
-	"pbkdf2iters":          integer,
-	"sharenfs":             anyValue,
-	"sharesmb":             anyValue,
-	"context":              anyValue,
-	"fscontext":            anyValue,
-	"defcontext":           anyValue,
-	"rootcontext":          anyValue,
+	"compression": matches(`on|off|lzjb|gzip|gzip-[1-9]|zle|lz4|zstd|zstd-([1-9]|1[0-9])|zstd-fast|zstd-fast-([1-9]|10|20|30|40|50|60|70|80|90|100|500|1000)`,
+		"on, off, lzjb, gzip, gzip-1 to gzip-9, zle, lz4, zstd, zstd-1 to zstd-19, zstd-fast, zstd-fast-1 to -10, -20 to -100 by 10, -500, -1000"),
+	"checksum": oneOf("on", "off", "fletcher2", "fletcher4", "sha256", "noparity", "sha512", "skein", "edonr"),
+	"dedup": matches(`on|off|verify|sha256(,verify)?|sha512(,verify)?|skein(,verify)?|edonr,verify`,
+		"on, off, verify, sha256[,verify], sha512[,verify], skein[,verify], edonr,verify"),
+	"copies":             oneOf("1", "2", "3"),
+	"atime":              onOff,
+	"relatime":           onOff,
+	"exec":               onOff,
+	"setuid":             onOff,
+	"devices":            onOff,
+	"readonly":           onOff,
+	"overlay":            onOff,
+	"utf8only":           onOff,
+	"vscan":              onOff,
+	"nbmand":             onOff,
+	"xattr":              oneOf("on", "off", "sa", "dir"),
+	"sync":               oneOf("standard", "always", "disabled"),
+	"logbias":            oneOf("latency", "throughput"),
+	"primarycache":       oneOf("all", "none", "metadata"),
+	"secondarycache":     oneOf("all", "none", "metadata"),
+	"snapdir":            oneOf("hidden", "visible"),
+	"acltype":            oneOf("off", "noacl", "nfsv4", "posix", "posixacl"),
+	"aclinherit":         oneOf("discard", "noallow", "restricted", "passthrough", "passthrough-x"),
+	"aclmode":            oneOf("discard", "groupmask", "passthrough", "restricted"),
+	"dnodesize":          oneOf("legacy", "auto", "1k", "2k", "4k", "8k", "16k"),
+	"redundant_metadata": oneOf("all", "most"),
+	"casesensitivity":    oneOf("sensitive", "insensitive", "mixed"),
+	"normalization":      oneOf("none", "formC", "formD", "formKC", "formKD"),
+	"encryption":         oneOf("off", "on", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm"),
+	"keyformat":          oneOf("raw", "hex", "passphrase"),
+	"keylocation":        matches(`prompt|file:///.+|https?://.+`, "prompt, file:///<path>, https://<url>"),
+	"pbkdf2iters":        integer,
+	"sharenfs":           anyValue,
+	"sharesmb":           anyValue,
+	"context":            anyValue,
+	"fscontext":          anyValue,
+	"defcontext":         anyValue,
+	"rootcontext":        anyValue,
 }
 
 func anyValue(string) error { return nil }
@@ -93,15 +93,16 @@ func oneOf(allowed ...string) func(string) error {
 				return nil
 			}
 		}
-		return fmt.Errorf("must be one of %s", strings.Join(allowed, " | "))
+		return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
 	}
 }
 
-func matches(pattern string) func(string) error {
+// matches accepts values matching pattern; the error lists allowed, in words.
+func matches(pattern, allowed string) func(string) error {
 	re := regexp.MustCompile(`^(` + pattern + `)$`)
 	return func(v string) error {
 		if !re.MatchString(v) {
-			return fmt.Errorf("must match %s", strings.ReplaceAll(pattern, "|", " | "))
+			return fmt.Errorf("must be one of %s", allowed)
 		}
 		return nil
 	}
