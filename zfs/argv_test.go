@@ -39,7 +39,9 @@ func TestArgvBuilders(t *testing.T) {
 		},
 		{
 			name: "clone",
-			args: func() ([]string, error) { return CloneArgs("tank/golden@seed", "tank/nomad/pg/pg-1", map[string]string{"a:b": "c"}) },
+			args: func() ([]string, error) {
+				return CloneArgs("tank/golden@seed", "tank/nomad/pg/pg-1", map[string]string{"a:b": "c"})
+			},
 			want: []string{"clone", "-o", "a:b=c", "tank/golden@seed", "tank/nomad/pg/pg-1"},
 		},
 		{

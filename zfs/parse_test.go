@@ -68,7 +68,9 @@ func TestParseListRealOutput(t *testing.T) {
 		want  string
 	}{
 		{"tank/nomad", func(d Dataset) bool { return d.Quota == 67108864 && d.Compression == "lz4" && d.User == nil }, "quota 64M, lz4, no user props"},
-		{"tank/nomad/scratch", func(d Dataset) bool { return d.User["nomad-device-zfs:owner"] == "demo" && d.User["nomad-device-zfs:state"] == "" }, "owner demo, no state"},
+		{"tank/nomad/scratch", func(d Dataset) bool {
+			return d.User["nomad-device-zfs:owner"] == "demo" && d.User["nomad-device-zfs:state"] == ""
+		}, "owner demo, no state"},
 		{"tank/nomad/scratch/slot-1", func(d Dataset) bool {
 			return d.Type == "filesystem" && d.Used == 4241408 && d.Available == 29313024 && d.Refquota == 33554432 &&
 				d.Recordsize == 16384 && d.Mounted && d.Mountpoint == "/tank/nomad/scratch/slot-1" &&
