@@ -8,6 +8,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -17,42 +18,79 @@ type ZFS interface {
 	List(ctx context.Context, root string, userProps []string) ([]zfs.Dataset, error)
 	Pools(ctx context.Context, pools ...string) ([]zfs.Pool, error)
 	Create(ctx context.Context, name string, props map[string]string) error
+	Clone(ctx context.Context, snap, name string, props map[string]string) error
 	Mount(ctx context.Context, name string) error
+	Set(ctx context.Context, name string, props map[string]string) error
+	Inherit(ctx context.Context, name, prop string) error
+	Snapshot(ctx context.Context, name string, props map[string]string) error
+	Rollback(ctx context.Context, snap string, destroyNewer bool) error
+	Rename(ctx context.Context, oldName, newName string) error
+	Destroy(ctx context.Context, name string, o zfs.DestroyOptions) error
+	Hold(ctx context.Context, tag, snap string) error
+	Release(ctx context.Context, tag, snap string) error
 }
 
 var _ ZFS = (*zfs.Client)(nil)
 
-// Manager keeps every class's ready slots: it scans the parent, creates and
-// mounts what is missing, and publishes a View for the fingerprint, Stats and
-// Reserve. Run is its only goroutine.
+// Allocs is what the lifecycle needs from the allocation watcher;
+// *allocwatch.Watcher is the real one.
+type Allocs interface {
+	Refresh(ctx context.Context) (allocwatch.Snapshot, error)
+	Lookup(ctx context.Context, allocID string) (allocwatch.Alloc, bool, error)
+	RunningLocally(ctx context.Context, allocID string) (bool, error)
+}
+
+var _ Allocs = (*allocwatch.Watcher)(nil)
+
+// Manager keeps every class's ready slots and runs their lifecycle: it scans
+// the parent, creates and mounts what is missing, records holders, releases
+// slots whose holders ended, prunes retained data, and publishes a View for
+// the fingerprint, Stats and Reserve. Run is its only goroutine.
 type Manager struct {
 	cfg    *Config
 	zfs    ZFS
+	allocs Allocs // nil: no watcher, no lifecycle (slots are never released)
 	logger hclog.Logger
 	now    func() time.Time
 
 	// wake merges requests for an early reconcile.
 	wake chan struct{}
 
-	// mu guards view and updated.
+	// mu guards view, updated, snap and overrides.
 	mu   sync.RWMutex
 	view *View
 	// updated is closed and replaced on every publish.
 	updated chan struct{}
+	// snap is the watcher's latest snapshot of this node's allocations.
+	snap *allocwatch.Snapshot
+	// overrides are slots re-read after a change made under their lock,
+	// newer than the published view until the next full scan.
+	overrides map[string]override
+
+	// locks serialise everything that changes one slot: Reserve's fencing
+	// and the reconcile's lifecycle steps.
+	locks slotLocks
 
 	// lastProblem is the node-wide problem last logged (Run only).
 	lastProblem string
 }
 
-// NewManager returns a Manager; nothing runs until Run.
-func NewManager(cfg *Config, z ZFS, logger hclog.Logger) *Manager {
+type override struct {
+	slot Slot
+	at   time.Time
+}
+
+// NewManager returns a Manager; nothing runs until Run. allocs may be nil.
+func NewManager(cfg *Config, z ZFS, allocs Allocs, logger hclog.Logger) *Manager {
 	return &Manager{
-		cfg:     cfg,
-		zfs:     z,
-		logger:  logger.Named("slots"),
-		now:     time.Now,
-		wake:    make(chan struct{}, 1),
-		updated: make(chan struct{}),
+		cfg:       cfg,
+		zfs:       z,
+		allocs:    allocs,
+		logger:    logger.Named("slots"),
+		now:       time.Now,
+		wake:      make(chan struct{}, 1),
+		updated:   make(chan struct{}),
+		overrides: map[string]override{},
 	}
 }
 
@@ -81,6 +119,27 @@ func (m *Manager) Trigger() {
 	}
 }
 
+// OnAllocs takes the watcher's snapshot of this node's allocations and
+// asks for a reconcile. It is the watcher's callback.
+func (m *Manager) OnAllocs(s allocwatch.Snapshot) {
+	m.storeSnapshot(s)
+	m.Trigger()
+}
+
+func (m *Manager) storeSnapshot(s allocwatch.Snapshot) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.snap == nil || !s.At.Before(m.snap.At) {
+		m.snap = &s
+	}
+}
+
+func (m *Manager) snapshot() *allocwatch.Snapshot {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.snap
+}
+
 // View returns the current view (nil before the first scan) and a channel
 // closed when a newer one is published.
 func (m *Manager) View() (*View, <-chan struct{}) {
@@ -89,23 +148,37 @@ func (m *Manager) View() (*View, <-chan struct{}) {
 	return m.view, m.updated
 }
 
-// Reconcile runs one pass: scan, create and mount what is missing, rescan if
-// anything changed, publish.
+// Reconcile runs one pass: scan; create and mount what is missing; record
+// holders and release what the watcher's snapshot calls for; prune retained
+// data; rescan if anything changed; publish.
 func (m *Manager) Reconcile(ctx context.Context) {
 	prev, _ := m.View()
 	s := m.scan(ctx, nil)
 	v := buildView(m.cfg, s, prev)
+	changed := false
 	acts, blocked := planEnsure(m.cfg, v, m.now())
+	failed := map[string]string{}
 	if len(acts) > 0 || len(blocked) > 0 {
-		failed := m.apply(ctx, acts)
+		failed = m.apply(ctx, acts)
 		for ds, reason := range blocked {
 			failed[ds] = reason
 		}
+		changed = true
+	}
+	if m.allocs != nil && m.runLifecycle(ctx, v) {
+		changed = true
+	}
+	for ci := range v.Classes {
+		if len(v.Classes[ci].Retained) > 0 {
+			m.pruneRetained(ctx, &v.Classes[ci])
+		}
+	}
+	if changed {
 		s = m.scan(ctx, failed)
 		v = buildView(m.cfg, s, prev)
 	}
 	m.logProblem(v)
-	m.publish(v)
+	m.publish(v, s.at)
 }
 
 // scan runs one zpool and one zfs process.
@@ -128,8 +201,10 @@ func (m *Manager) apply(ctx context.Context, acts []action) map[string]string {
 		}
 		var err error
 		switch a.kind {
-		case createClass, createSlot:
+		case createClass:
 			err = m.zfs.Create(ctx, a.dataset, a.props)
+		case createSlot:
+			err = m.createSlot(ctx, m.class(a.class), a.dataset, a.props)
 		case mountSlot:
 			err = m.zfs.Mount(ctx, a.dataset)
 		}
@@ -150,6 +225,16 @@ func (m *Manager) apply(ctx context.Context, acts []action) map[string]string {
 	return failed
 }
 
+// class returns the configured class by name.
+func (m *Manager) class(name string) Class {
+	for _, c := range m.cfg.Classes {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Class{Name: name}
+}
+
 // logProblem logs a node-wide problem once when it appears and once when it
 // clears, not every period.
 func (m *Manager) logProblem(v *View) {
@@ -164,10 +249,35 @@ func (m *Manager) logProblem(v *View) {
 	m.lastProblem = v.Problem
 }
 
-func (m *Manager) publish(v *View) {
+// publish makes v current. Overrides older than the scan that built v are
+// dropped: v has read their datasets since.
+func (m *Manager) publish(v *View, scannedAt time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.view = v
+	for id, o := range m.overrides {
+		if !o.at.After(scannedAt) {
+			delete(m.overrides, id)
+		}
+	}
 	close(m.updated)
 	m.updated = make(chan struct{})
+}
+
+// slotLocks hands out one mutex per slot ID.
+type slotLocks struct {
+	mu sync.Mutex
+	m  map[string]*sync.Mutex
+}
+
+func (l *slotLocks) get(id string) *sync.Mutex {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]*sync.Mutex{}
+	}
+	if l.m[id] == nil {
+		l.m[id] = &sync.Mutex{}
+	}
+	return l.m[id]
 }

@@ -34,7 +34,7 @@ func newFakeZFS(t *testing.T) (*zfstest.Fake, *zfs.Client) {
 func newTestManager(t *testing.T, z ZFS, classes ...Class) *Manager {
 	t.Helper()
 	cfg := &Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: classes}
-	return NewManager(cfg, z, hclog.NewNullLogger())
+	return NewManager(cfg, z, nil, hclog.NewNullLogger())
 }
 
 func zfsCalls(f *zfstest.Fake, verb string) int {

@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 )
 
 // ErrUnknownSlot: Reserve got an ID that is not one of the configured slots.
 var ErrUnknownSlot = errors.New("unknown device ID")
 
 // ErrNotReady: the slot exists in the configuration but cannot be handed out
-// now (not created, releasing, pool unhealthy, ...).
+// now (not created, releasing and busy, pool unhealthy, Nomad unreachable).
 var ErrNotReady = errors.New("slot not ready")
+
+// ErrRefused: handing the slot out could share or wipe live data.
+var ErrRefused = errors.New("refusing to hand out slot")
 
 // Grant is one reserved slot: what Reserve hands the task.
 type Grant struct {
@@ -20,10 +25,18 @@ type Grant struct {
 	Class Class
 }
 
-// Reserve resolves device IDs to slots for a task start or restart. It reads
-// the published view only: a ready slot costs no zfs process. It is
-// idempotent, so a restarted task gets the same dataset, untouched. If no
-// view has been published yet it waits for the first one until ctx ends.
+// waitStep paces Reserve while it waits for a previous holder to end or for
+// the Nomad API to answer.
+const waitStep = 500 * time.Millisecond
+
+// Reserve resolves device IDs to slots for a task start or restart, fencing
+// each against its previous holder. A ready slot whose caller the watcher
+// has already seen, and a holder's own restart, cost no process at all; the
+// data a restarted task finds is untouched. If the previous holder ended and
+// its release is pending, Reserve completes it first; if it is still
+// stopping (a destructive update gave its replacement the same slot), Reserve
+// waits for it; all bounded by ctx. When it cannot be sure, it fails rather
+// than share or wipe: Nomad then restarts or reschedules the task.
 func (m *Manager) Reserve(ctx context.Context, ids []string) ([]Grant, error) {
 	v, updated := m.View()
 	for v == nil {
@@ -34,24 +47,112 @@ func (m *Manager) Reserve(ctx context.Context, ids []string) ([]Grant, error) {
 			v, updated = m.View()
 		}
 	}
-
-	grants := make([]Grant, 0, len(ids))
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		if seen[id] {
-			return nil, fmt.Errorf("device ID %q requested twice", id)
+	// Lock in a fixed order: two Reserves never deadlock.
+	sorted := append([]string(nil), ids...)
+	sort.Strings(sorted)
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return nil, fmt.Errorf("device ID %q requested twice", sorted[i])
 		}
-		seen[id] = true
-		s, cv := v.Slot(id)
-		if s == nil {
+	}
+	for _, id := range sorted {
+		if s, _ := v.Slot(id); s == nil {
 			return nil, fmt.Errorf("%w %q: this node's slots are %s", ErrUnknownSlot, id, knownIDs(v))
 		}
-		if !s.Exists || !s.Healthy {
-			return nil, fmt.Errorf("%w: %s (%s): %s", ErrNotReady, id, s.Dataset, s.Reason)
-		}
-		grants = append(grants, Grant{Slot: *s, Class: cv.Class})
+		lock := m.locks.get(id)
+		lock.Lock()
+		defer lock.Unlock()
 	}
-	return grants, nil
+	grants := make(map[string]Grant, len(ids))
+	for _, id := range sorted {
+		g, err := m.reserveOne(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		grants[id] = g
+	}
+	out := make([]Grant, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, grants[id])
+	}
+	return out, nil
+}
+
+// reserveOne fences one slot; the caller holds its lock.
+func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
+	fresh := false
+	for {
+		s, cv := m.current(id)
+		if !s.Exists || (s.State != StateReleasing && !s.Healthy) {
+			return Grant{}, fmt.Errorf("%w: %s (%s): %s", ErrNotReady, id, s.Dataset, s.Reason)
+		}
+		if m.allocs == nil {
+			return Grant{Slot: *s, Class: cv.Class}, nil
+		}
+		d := decideReserve(*s, cv.Class.Name, m.snapshot(), fresh)
+		var err error
+		switch d.kind {
+		case reserveGrant:
+			if s.State != StateReady && s.State != StateHeld {
+				break // a release just ran: read the slot again
+			}
+			return Grant{Slot: *s, Class: cv.Class}, nil
+		case reserveFail:
+			return Grant{}, fmt.Errorf("%w %s (%s): %s", ErrRefused, id, s.Dataset, d.reason)
+		case reserveRefresh:
+			fresh, err = m.refresh(ctx)
+		case reserveWait:
+			m.logger.Info("waiting for the previous holder to end", "slot", id, "alloc_id", d.alloc.ID, "reason", d.reason)
+			if err = sleep(ctx, waitStep); err == nil {
+				fresh, err = m.refresh(ctx)
+			}
+		case reserveReleaseFirst:
+			err = m.release(ctx, *s, cv.Class, d.alloc, d.outcome)
+		case reserveCheckLost:
+			err = m.releaseIfNotRunningLocally(ctx, *s, cv.Class, d.alloc)
+		case reserveCheckGone:
+			err = m.releaseIfGone(ctx, *s, cv.Class, d.alloc.ID)
+		}
+		if d.kind == reserveReleaseFirst || d.kind == reserveCheckLost || d.kind == reserveCheckGone {
+			if _, rerr := m.reread(ctx, cv.Class.Name, id); rerr != nil && err == nil {
+				err = rerr
+			}
+			if errors.Is(err, errKeep) {
+				err = sleep(ctx, waitStep)
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v (last: %v)", ErrNotReady, id, s.Dataset, ctx.Err(), err)
+			}
+			m.logger.Warn("reserve: retrying", "slot", id, "error", err)
+			if err := sleep(ctx, waitStep); err != nil {
+				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting", ErrNotReady, id, s.Dataset)
+			}
+		}
+	}
+}
+
+// refresh fetches a fresh snapshot from the Nomad API (one non-blocking
+// query) for a Reserve the last snapshot cannot explain.
+func (m *Manager) refresh(ctx context.Context) (bool, error) {
+	snap, err := m.allocs.Refresh(ctx)
+	if err != nil {
+		return false, fmt.Errorf("cannot reach the Nomad API to check who holds the slot: %w", err)
+	}
+	m.storeSnapshot(snap)
+	return true, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func knownIDs(v *View) string {
@@ -66,3 +167,4 @@ func knownIDs(v *View) string {
 	}
 	return strings.Join(ids, ", ")
 }
+

@@ -26,10 +26,25 @@ const (
 	PropGeneration = PropPrefix + "generation"
 	// PropSince is when the state last changed, in Unix seconds.
 	PropSince = PropPrefix + "since"
+	// PropHolderIndex is the Nomad CreateIndex of the last allocation that
+	// held the slot, kept after its release. Any allocation on this slot
+	// placed later (a higher CreateIndex) is a newer holder: if it ended
+	// before it was recorded, its data is in the slot and must go.
+	PropHolderIndex = PropPrefix + "holder_index"
+	// PropOutcome is how the holder ended (complete, failed, lost, gone),
+	// recorded when its release starts: the release policy depends on it.
+	PropOutcome = PropPrefix + "outcome"
+	// PropRetainAs names the dataset a slot is renamed to when its data is
+	// retained; it makes the renamed dataset recognisably ours before its
+	// owner mark is rewritten (a crash between the two leaks nothing).
+	PropRetainAs = PropPrefix + "retain_as"
+	// PropExpires is when retained data may be destroyed, in Unix seconds.
+	PropExpires = PropPrefix + "expires"
 )
 
 // userProps are the user properties every scan reads.
-var userProps = []string{PropOwner, PropState, PropHolder, PropGeneration, PropSince}
+var userProps = []string{PropOwner, PropState, PropHolder, PropGeneration, PropSince,
+	PropHolderIndex, PropOutcome, PropRetainAs, PropExpires}
 
 // State is a slot's lifecycle state, recorded in PropState.
 type State string
@@ -42,6 +57,9 @@ const (
 	// StateReleasing: the holder ended and its release has begun; a crash
 	// here resumes the release.
 	StateReleasing State = "releasing"
+	// StateRetained: a former slot renamed aside with its holder's data,
+	// under a held snapshot, until it expires.
+	StateRetained State = "retained"
 )
 
 // Slot is one device instance: a dataset <parent>/<class>/<id>.
@@ -59,11 +77,17 @@ type Slot struct {
 	Foreign bool
 	State   State
 	Holder  string
+	// HolderIndex is the CreateIndex of the last holder (PropHolderIndex).
+	HolderIndex uint64
+	// Outcome is the ending holder's outcome while releasing.
+	Outcome string
 	// Generation counts wipes of this slot.
 	Generation int
 	Since      time.Time
 	Mountpoint string
 	Mounted    bool
+	// HasPristine: the slot has its @pristine snapshot (rollback policy).
+	HasPristine bool
 	// Info is the dataset's last scanned row (sizes, properties).
 	Info zfs.Dataset
 	// Healthy and Reason say whether the scheduler may place on the slot,
@@ -75,12 +99,15 @@ type Slot struct {
 // SlotID names the n-th slot (1-based) of a class.
 func SlotID(class string, n int) string { return fmt.Sprintf("%s-%d", class, n) }
 
-// owned reports whether d carries the ownership mark for itself.
+// owned reports whether d carries the ownership mark for itself. A slot
+// renamed aside for retention is also recognised by PropRetainAs naming it,
+// which covers a crash between the rename and rewriting its owner mark.
 func owned(d *zfs.Dataset) bool {
 	if d.IsSnapshot() {
-		return d.User[PropOwner] == zfs.Parent(d.Name)
+		parent := zfs.Parent(d.Name)
+		return d.User[PropOwner] == parent || d.User[PropRetainAs] == parent
 	}
-	return d.User[PropOwner] == d.Name
+	return d.User[PropOwner] == d.Name || d.User[PropRetainAs] == d.Name
 }
 
 // slotProps are the user properties of a freshly created ready slot.
@@ -100,6 +127,8 @@ func (s *Slot) fillFromDataset(d *zfs.Dataset) {
 	s.State = State(d.User[PropState])
 	s.Holder = d.User[PropHolder]
 	s.Generation, _ = strconv.Atoi(d.User[PropGeneration])
+	s.HolderIndex, _ = strconv.ParseUint(d.User[PropHolderIndex], 10, 64)
+	s.Outcome = d.User[PropOutcome]
 	if secs, err := strconv.ParseInt(d.User[PropSince], 10, 64); err == nil {
 		s.Since = time.Unix(secs, 0)
 	}

@@ -3,6 +3,8 @@ package hooks
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -30,6 +32,11 @@ type Class struct {
 	// NeedBytes is the pool space one more slot needs up front (its
 	// reservation or refreservation), 0 when thin.
 	NeedBytes uint64
+	// Release says what happens to a slot's data when its holder ends.
+	Release Release
+	// FromSnapshot, if set, is a snapshot every slot is cloned from (a
+	// golden image, e.g. "tank/golden/pg@seed"); a release re-clones it.
+	FromSnapshot string
 }
 
 // Dataset returns the class dataset, <parent>/<class>.
@@ -63,6 +70,18 @@ type ClassView struct {
 	Problem string
 	// Slots are the configured slots, <class>-1 .. <class>-N, in order.
 	Slots []Slot
+	// Retained are former slots kept aside by PolicySnapshot, newest first.
+	Retained []Retained
+}
+
+// Retained is a former slot's data kept aside until it expires.
+type Retained struct {
+	Dataset string
+	Holder  string
+	Outcome string
+	Since   time.Time
+	Expires time.Time
+	Info    zfs.Dataset
 }
 
 // Slot finds a slot by ID.
@@ -143,19 +162,59 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, createErrs
 		}
 	}
 	for n := 1; n <= c.Slots; n++ {
-		id := SlotID(c.Name, n)
-		s := Slot{ID: id, Class: c.Name, Dataset: cfg.slotDataset(c.Name, id)}
-		if d, ok := byName[s.Dataset]; ok {
-			if owned(d) {
-				s.fillFromDataset(d)
-			} else {
-				s.Foreign = true
-			}
-		}
+		s := slotFromRows(cfg, c.Name, SlotID(c.Name, n), byName)
 		s.Healthy, s.Reason = health(&s, cv.Problem, createErrs[s.Dataset])
 		cv.Slots = append(cv.Slots, s)
 	}
+	cv.Retained = retained(cv.Dataset, byName)
 	return cv
+}
+
+// slotFromRows builds one slot from scanned rows: its dataset and its
+// pristine snapshot.
+func slotFromRows(cfg *Config, class, id string, byName map[string]*zfs.Dataset) Slot {
+	s := Slot{ID: id, Class: class, Dataset: cfg.slotDataset(class, id)}
+	if d, ok := byName[s.Dataset]; ok {
+		if owned(d) {
+			s.fillFromDataset(d)
+		} else {
+			s.Foreign = true
+		}
+	}
+	if d, ok := byName[s.Dataset+"@"+pristine]; ok && s.Exists && owned(d) {
+		s.HasPristine = true
+	}
+	return s
+}
+
+// retained lists the owned retained datasets directly below a class
+// dataset, newest first. A dataset renamed aside whose owner mark was not
+// yet rewritten (a crash) counts too: its PropRetainAs names it.
+func retained(classDataset string, byName map[string]*zfs.Dataset) []Retained {
+	var out []Retained
+	for name, d := range byName {
+		if d.IsSnapshot() || zfs.Parent(name) != classDataset || !owned(d) {
+			continue
+		}
+		if State(d.User[PropState]) != StateRetained && d.User[PropRetainAs] != name {
+			continue
+		}
+		r := Retained{Dataset: name, Holder: d.User[PropHolder], Outcome: d.User[PropOutcome], Info: *d}
+		if secs, err := strconv.ParseInt(d.User[PropSince], 10, 64); err == nil {
+			r.Since = time.Unix(secs, 0)
+		}
+		if secs, err := strconv.ParseInt(d.User[PropExpires], 10, 64); err == nil {
+			r.Expires = time.Unix(secs, 0)
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Since.Equal(out[j].Since) {
+			return out[i].Since.After(out[j].Since)
+		}
+		return out[i].Dataset > out[j].Dataset
+	})
+	return out
 }
 
 // health decides whether the scheduler may place on a slot.
@@ -191,6 +250,9 @@ func prevDatasets(prev *View) map[string]*zfs.Dataset {
 			if s := &cv.Slots[si]; s.Exists {
 				m[s.Dataset] = &s.Info
 			}
+		}
+		for ri := range cv.Retained {
+			m[cv.Retained[ri].Dataset] = &cv.Retained[ri].Info
 		}
 	}
 	return m

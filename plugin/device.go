@@ -109,7 +109,7 @@ func (p *Plugin) manager() (*hooks.Manager, *settings, error) {
 	}
 	if p.mgr == nil {
 		client := zfs.NewClient(p.newRunner(p.settings))
-		p.mgr = hooks.NewManager(&p.settings.slots, client, p.logger)
+		p.mgr = hooks.NewManager(&p.settings.slots, client, nil, p.logger)
 		go func() { _ = p.mgr.Run(p.runCtx) }()
 		p.logger.Info("managing slots", "parent", p.settings.slots.Parent, "classes", len(p.settings.slots.Classes))
 	}
