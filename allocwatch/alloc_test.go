@@ -1,0 +1,148 @@
+package allocwatch
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+func TestConvertAlloc(t *testing.T) {
+	t.Parallel()
+	modified := time.Date(2026, 3, 11, 9, 10, 11, 12, time.UTC)
+	cases := []struct {
+		name string
+		in   *api.Allocation
+		want Alloc
+	}{
+		{
+			name: "devices of several tasks, pending, in task then group order",
+			in: &api.Allocation{
+				ID: id(1), Namespace: "prod", JobID: "db", Job: &api.Job{Type: new("service")},
+				TaskGroup: "g", NodeID: id(9), ClientStatus: "pending", DesiredStatus: "run",
+				ModifyIndex: 40, CreateIndex: 30, PreviousAllocation: id(7),
+				ModifyTime: modified.UnixNano(),
+				AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{
+					"web": {Devices: []*api.AllocatedDeviceResource{
+						{Vendor: "zfs", Type: "dataset", Name: "slow", DeviceIDs: []string{"slow-2"}},
+						{Vendor: "nvidia", Type: "gpu", Name: "t4", DeviceIDs: []string{"GPU-1"}},
+					}},
+					"db": {Devices: []*api.AllocatedDeviceResource{
+						{Vendor: "zfs", Type: "dataset", Name: "fast", DeviceIDs: []string{"fast-3", "fast-1"}},
+					}},
+					"sidecar": {},
+					"nil":     nil,
+				}},
+			},
+			want: Alloc{
+				ID: id(1), Namespace: "prod", JobID: "db", JobType: "service", TaskGroup: "g", NodeID: id(9),
+				ClientStatus: "pending", DesiredStatus: "run", ModifyIndex: 40, CreateIndex: 30,
+				PreviousAllocation: id(7), ModifyTime: modified,
+				Devices: []Device{
+					{Task: "db", Vendor: "zfs", Type: "dataset", Name: "fast", IDs: []string{"fast-1", "fast-3"}},
+					{Task: "web", Vendor: "nvidia", Type: "gpu", Name: "t4", IDs: []string{"GPU-1"}},
+					{Task: "web", Vendor: "zfs", Type: "dataset", Name: "slow", IDs: []string{"slow-2"}},
+				},
+			},
+		},
+		{
+			name: "task states as the client reported them",
+			in: &api.Allocation{
+				ID: id(2), ClientStatus: "running", DesiredStatus: "stop", NextAllocation: id(3),
+				TaskStates: map[string]*api.TaskState{
+					"main": {State: "running"}, "init": {State: "dead"}, "broken": nil,
+				},
+			},
+			want: Alloc{
+				ID: id(2), ClientStatus: "running", DesiredStatus: "stop", NextAllocation: id(3),
+				TaskStates: map[string]string{"main": "running", "init": "dead"},
+			},
+		},
+		{
+			name: "nothing optional: no job, resources, states or time",
+			in:   &api.Allocation{ID: id(4), ClientStatus: "lost", DesiredStatus: "stop"},
+			want: Alloc{ID: id(4), ClientStatus: "lost", DesiredStatus: "stop"},
+		},
+		{
+			name: "job without type",
+			in:   &api.Allocation{ID: id(5), Job: &api.Job{}},
+			want: Alloc{ID: id(5)},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := convertAlloc(tc.in)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("convertAlloc:\n got  %+v\n want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConvertAllocDoesNotAlias(t *testing.T) {
+	t.Parallel()
+	in := apiAlloc(1, "running", withDevice("db", "zfs", "dataset", "fast", "b", "a"))
+	got := convertAlloc(in)
+	in.AllocatedResources.Tasks["db"].Devices[0].DeviceIDs[0] = "z"
+	if got.Devices[0].IDs[0] != "a" || got.Devices[0].IDs[1] != "b" {
+		t.Errorf("converted IDs follow the input: %v", got.Devices[0].IDs)
+	}
+}
+
+func TestAllocTerminal(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name                   string
+		client, desired        string
+		clientTerm, serverTerm bool
+	}{
+		{name: "pending", client: "pending", desired: "run"},
+		{name: "running", client: "running", desired: "run"},
+		{name: "unknown (disconnected) is not terminal", client: "unknown", desired: "run"},
+		{name: "stopping", client: "running", desired: "stop", serverTerm: true},
+		{name: "evicted still running", client: "running", desired: "evict", serverTerm: true},
+		{name: "complete", client: "complete", desired: "run", clientTerm: true},
+		{name: "failed", client: "failed", desired: "run", clientTerm: true},
+		{name: "lost", client: "lost", desired: "stop", clientTerm: true, serverTerm: true},
+		{name: "stopped and complete", client: "complete", desired: "stop", clientTerm: true, serverTerm: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Alloc{ClientStatus: tc.client, DesiredStatus: tc.desired}
+			if got := a.ClientTerminal(); got != tc.clientTerm {
+				t.Errorf("ClientTerminal() = %t, want %t", got, tc.clientTerm)
+			}
+			if got := a.ServerTerminal(); got != tc.serverTerm {
+				t.Errorf("ServerTerminal() = %t, want %t", got, tc.serverTerm)
+			}
+		})
+	}
+}
+
+func TestHoldsDevice(t *testing.T) {
+	t.Parallel()
+	a := convertAlloc(apiAlloc(1, "running",
+		withDevice("db", "zfs", "dataset", "fast", "fast-1", "fast-2"),
+		withDevice("web", "zfs", "dataset", "slow", "slow-1"),
+	))
+	cases := []struct {
+		name              string
+		vendor, typ, inst string
+		want              bool
+	}{
+		{name: "first task's instance", vendor: "zfs", typ: "dataset", inst: "fast-2", want: true},
+		{name: "second task's instance", vendor: "zfs", typ: "dataset", inst: "slow-1", want: true},
+		{name: "unassigned instance", vendor: "zfs", typ: "dataset", inst: "fast-3"},
+		{name: "other vendor", vendor: "nvidia", typ: "dataset", inst: "fast-1"},
+		{name: "other type", vendor: "zfs", typ: "zvol", inst: "fast-1"},
+		{name: "empty ID", vendor: "zfs", typ: "dataset", inst: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := a.HoldsDevice(tc.vendor, tc.typ, tc.inst); got != tc.want {
+				t.Errorf("HoldsDevice(%q, %q, %q) = %t, want %t", tc.vendor, tc.typ, tc.inst, got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package allocwatch
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// scriptSource is the fake above the seam: it answers the watcher's
+// node allocation queries from a script, one step per query, and records
+// what each query asked. When the script runs out it closes done and
+// blocks like an idle blocking query until the context ends.
+type scriptSource struct {
+	clock *fakeClock
+
+	mu         sync.Mutex
+	steps      []step
+	agentSteps []idStep // answers of AgentNodeID, then the last one again
+	nodeErrs   []error  // answers of Node, then nil
+	queries    []query
+	done       chan struct{}
+	doneClosed bool
+}
+
+var _ source = (*scriptSource)(nil)
+
+// step is one answer to a node allocation query.
+type step struct {
+	advance time.Duration // the clock moves this much before the answer
+	allocs  []*api.Allocation
+	index   uint64
+	err     error
+}
+
+type idStep struct {
+	id  string
+	err error
+}
+
+// query is what one node allocation query asked.
+type query struct {
+	nodeID    string
+	waitIndex uint64
+	wait      time.Duration
+}
+
+func newScriptSource(clock *fakeClock, steps ...step) *scriptSource {
+	return &scriptSource{clock: clock, steps: steps, done: make(chan struct{})}
+}
+
+func (s *scriptSource) NodeAllocs(ctx context.Context, nodeID string, waitIndex uint64, wait time.Duration) ([]*api.Allocation, uint64, error) {
+	s.mu.Lock()
+	s.queries = append(s.queries, query{nodeID, waitIndex, wait})
+	if len(s.steps) == 0 {
+		if !s.doneClosed {
+			close(s.done)
+			s.doneClosed = true
+		}
+		s.mu.Unlock()
+		<-ctx.Done()
+		return nil, 0, ctx.Err()
+	}
+	st := s.steps[0]
+	s.steps = s.steps[1:]
+	s.mu.Unlock()
+	s.clock.Advance(st.advance)
+	return st.allocs, st.index, st.err
+}
+
+func (s *scriptSource) Node(context.Context, string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.nodeErrs) == 0 {
+		return nil
+	}
+	err := s.nodeErrs[0]
+	s.nodeErrs = s.nodeErrs[1:]
+	return err
+}
+
+func (s *scriptSource) AgentNodeID(context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.agentSteps) == 0 {
+		return "", errNoClientNode
+	}
+	st := s.agentSteps[0]
+	if len(s.agentSteps) > 1 {
+		s.agentSteps = s.agentSteps[1:]
+	}
+	return st.id, st.err
+}
+
+func (s *scriptSource) Alloc(context.Context, string) (*api.Allocation, error) {
+	return nil, errAllocNotFound
+}
+
+func (s *scriptSource) AllocStats(context.Context, string) error { return errUnknownAlloc }
+
+func (s *scriptSource) recorded() []query {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]query(nil), s.queries...)
+}

@@ -1,0 +1,243 @@
+package allocwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+)
+
+// Watcher watches this node's allocations. Run is its long-running part;
+// Refresh, Lookup, RunningLocally and Requests are safe to call from other
+// goroutines at any time, including while Run runs.
+type Watcher struct {
+	cfg    Config
+	logger hclog.Logger
+	src    source
+	counts *counter
+
+	// Knobs that tests shorten; New sets the production values.
+	backoff     func(attempt int) time.Duration
+	resyncEvery time.Duration
+	now         func() time.Time
+
+	mu     sync.Mutex
+	nodeID string // discovered and confirmed registered; "" until then
+}
+
+// New validates cfg and builds a Watcher. It makes no request: the agent's
+// HTTP API starts after its plugins, so Run discovers and retries.
+func New(cfg Config, logger hclog.Logger) (*Watcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	logger = logger.Named("allocwatch")
+	cfg = cfg.withDefaults()
+	ac := cfg.apiConfig()
+	token, err := cfg.initialToken(ac.SecretID)
+	if err != nil {
+		return nil, fmt.Errorf("TokenFile: %w", err)
+	}
+	ac.SecretID = ""
+	client, err := api.NewClient(ac)
+	if err != nil {
+		return nil, fmt.Errorf("nomad API client for %s: %w", ac.Address, err)
+	}
+	counts := &counter{}
+	src := &nomadSource{client: client, tokenFile: cfg.TokenFile, logger: logger, counts: counts, token: token}
+	return newWatcher(cfg, logger, src, counts), nil
+}
+
+// newWatcher wires a Watcher to any source; cfg must have its defaults.
+func newWatcher(cfg Config, logger hclog.Logger, src source, counts *counter) *Watcher {
+	return &Watcher{
+		cfg:         cfg,
+		logger:      logger,
+		src:         src,
+		counts:      counts,
+		backoff:     backoff,
+		resyncEvery: ResyncEvery,
+		now:         time.Now,
+	}
+}
+
+// Run blocks on GET /v1/node/<id>/allocations until ctx ends, and returns
+// ctx.Err(). It calls onSnapshot synchronously, from Run's goroutine, with
+// the first successful answer, then with every answer whose content differs
+// from the last one delivered, and with an unchanged one at least every
+// ResyncEvery. An error is never delivered: after one, Run backs off
+// (jittered, 1s doubling to 1m, reset by any success) and retries, logging
+// only when the API's condition changes. It first discovers the node ID
+// and confirms the node is registered, retrying the same way, and it
+// re-confirms the node before delivering an empty list after a non-empty
+// one (Nomad lists nothing, with 200, for a node it does not know).
+//
+// The index only steers the next query (nextWaitIndex); delivery depends
+// on content alone, so an answer at the same index whose list changed (an
+// allocation GC'd, seen when the wait times out) is delivered too.
+//
+// Run must not be called again before an earlier call has returned.
+func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
+	if onSnapshot == nil {
+		return errors.New("allocwatch: Run needs an onSnapshot callback")
+	}
+	health := newHealth(w.logger)
+	nodeID, err := w.discoverLoop(ctx, health)
+	if err != nil {
+		return err
+	}
+	var (
+		waitIndex uint64
+		last      Snapshot
+		lastAt    time.Time
+		delivered bool
+		attempt   int
+		nextQuery time.Time
+		timedOut  bool
+	)
+	for {
+		if err := sleepCtx(ctx, nextQuery.Sub(w.now())); err != nil {
+			return err
+		}
+		nextQuery = w.now().Add(w.cfg.MinInterval)
+		wait := w.cfg.WaitTime
+		if delivered {
+			wait = blockingWait(w.cfg.WaitTime, w.resyncEvery-w.now().Sub(lastAt), w.cfg.MinInterval)
+		}
+
+		snap, err := w.fetch(ctx, nodeID, waitIndex, wait, len(last.Allocs) > 0)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			attempt++
+			health.failed(err, attempt)
+			if err := sleepCtx(ctx, w.backoff(attempt)); err != nil {
+				return err
+			}
+			continue
+		}
+		health.ok()
+		attempt = 0
+
+		prev := waitIndex
+		waitIndex, timedOut = nextWaitIndex(waitIndex, snap.Index)
+		if snap.Index < prev {
+			w.logger.Debug("index went backwards; starting over", "wait_index", prev, "index", snap.Index)
+		}
+		changed := !delivered || !snap.sameContent(last)
+		if !shouldDeliver(delivered, changed, w.now().Sub(lastAt), w.resyncEvery) {
+			w.logger.Trace("answer unchanged", "index", snap.Index, "timed_out", timedOut)
+			continue
+		}
+		last, lastAt, delivered = snap.clone(), snap.At, true
+		onSnapshot(snap)
+	}
+}
+
+// fetch makes one query and converts the answer. Nomad answers 200 with an
+// empty list for a node it does not know (purged, state rebuilt), so an
+// empty answer after a non-empty one counts only once the node is confirmed
+// registered; otherwise it is an error.
+func (w *Watcher) fetch(ctx context.Context, nodeID string, waitIndex uint64, wait time.Duration, hadAllocs bool) (Snapshot, error) {
+	allocs, index, err := w.src.NodeAllocs(ctx, nodeID, waitIndex, wait)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	snap := newSnapshot(nodeID, index, allocs, w.now())
+	if len(snap.Allocs) == 0 && hadAllocs {
+		if err := w.src.Node(ctx, nodeID); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	return snap, nil
+}
+
+// Refresh makes one non-blocking query now and returns its snapshot. It is
+// for Reserve, when it meets a device ID the last snapshot did not explain.
+// It discovers the node ID once if Run has not yet, without retrying.
+func (w *Watcher) Refresh(ctx context.Context) (Snapshot, error) {
+	nodeID, err := w.discover(ctx)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	allocs, index, err := w.src.NodeAllocs(ctx, nodeID, 0, 0)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	return newSnapshot(nodeID, index, allocs, w.now()), nil
+}
+
+// Lookup reads one allocation from the servers, the cross-check before
+// anything is destroyed. found is false only on a definite 404 "alloc not
+// found" (never placed, or garbage-collected). An allocation the token may
+// not read is an error wrapping ErrPermissionDenied, never "not found".
+func (w *Watcher) Lookup(ctx context.Context, allocID string) (a Alloc, found bool, err error) {
+	if !isUUID(allocID) {
+		return Alloc{}, false, fmt.Errorf("allocation ID %q is not a UUID", allocID)
+	}
+	al, err := w.src.Alloc(ctx, allocID)
+	switch {
+	case errors.Is(err, errAllocNotFound):
+		return Alloc{}, false, nil
+	case err != nil:
+		return Alloc{}, false, err
+	}
+	return convertAlloc(al), true, nil
+}
+
+// RunningLocally asks the local client, through GET
+// /v1/client/allocation/<id>/stats, whether it still has the allocation.
+// It is for `lost` allocations: release only once it says false.
+//
+// false means the client definitely has no runner for it (404 `Unknown
+// allocation`). true means the client still has one: running, or finished
+// and not yet garbage-collected by the servers — Nomad 1.11.3 answers 200
+// for a completed allocation until the servers GC it, even after a
+// client-side GC. Combine with the task states the client reported (Alloc.TaskStates)
+// to see that it has stopped. Anything else (403, unreachable) is an error.
+func (w *Watcher) RunningLocally(ctx context.Context, allocID string) (bool, error) {
+	if !isUUID(allocID) {
+		return false, fmt.Errorf("allocation ID %q is not a UUID", allocID)
+	}
+	err := w.src.AllocStats(ctx, allocID)
+	switch {
+	case errors.Is(err, errUnknownAlloc):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
+// Requests returns the number of HTTP requests made so far, by kind:
+// node_allocations, node, agent_self, allocation, client_allocation_stats.
+// A retry after a token change counts as a request.
+func (w *Watcher) Requests() map[string]uint64 {
+	if w.counts == nil {
+		return map[string]uint64{}
+	}
+	return w.counts.snapshot()
+}
+
+// sleepCtx waits d or until ctx ends, returning ctx.Err() then.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
