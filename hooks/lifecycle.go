@@ -225,24 +225,26 @@ type reserveDecision struct {
 }
 
 // decideReserve fences a Reserve of slot s. Reserve does not know which
-// allocation calls it; the snapshot tells: a live allocation newer than the
-// holder is the caller, the holder itself is a task restart.
+// allocation calls it, so it decides only on a fresh snapshot (fresh: taken
+// by this Reserve): the caller is the newest live allocation naming the
+// slot. Nomad calls Reserve once per task start — its device hook is
+// recorded done, so a task restart does not call it again — which is why a
+// stale snapshot is never trusted: in it, a replacement's first start would
+// look like the old holder's.
 func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) reserveDecision {
 	if s.State == StateReleasing {
 		holder, _ := findAlloc(snap, s.Holder)
 		holder.ID = s.Holder
 		return reserveDecision{kind: reserveReleaseFirst, alloc: holder, outcome: s.Outcome}
 	}
-	if snap == nil {
-		return reserveDecision{kind: reserveRefresh, reason: "no view of this node's allocations yet"}
+	if snap == nil || !fresh {
+		return reserveDecision{kind: reserveRefresh, reason: "deciding on a fresh answer from Nomad"}
 	}
 	r := refsFor(snap, class, s.ID)
 
 	if s.State == StateHeld {
 		holder, seen := findAlloc(snap, s.Holder)
 		switch {
-		case !seen && !fresh:
-			return reserveDecision{kind: reserveRefresh, reason: "holder " + s.Holder + " is not in the last snapshot"}
 		case !seen:
 			return reserveDecision{kind: reserveCheckGone, alloc: allocwatch.Alloc{ID: s.Holder}}
 		case holder.ClientTerminal() && holder.ClientStatus == "lost":
@@ -253,7 +255,7 @@ func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) 
 		// The holder may still run. Is someone else asking?
 		others := newer(r.live, holder.CreateIndex)
 		if len(others) == 0 {
-			return reserveDecision{kind: reserveGrant} // the holder's task restarting
+			return reserveDecision{kind: reserveGrant} // the holder's own task starting
 		}
 		if holder.ServerTerminal() {
 			return reserveDecision{kind: reserveWait, alloc: holder,
@@ -280,8 +282,6 @@ func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) 
 		return reserveDecision{kind: reserveFail, reason: fmt.Sprintf(
 			"allocations %s and %s both name this slot and neither is stopping; refusing to share",
 			short(live[0].ID), short(live[1].ID))}
-	case !fresh:
-		return reserveDecision{kind: reserveRefresh, reason: "no allocation in the last snapshot names this slot"}
 	}
 	return reserveDecision{kind: reserveFail, reason: "no allocation on this node names this slot in Nomad's answer, " +
 		"so the plugin cannot tell who is asking: does the plugin's Nomad token have read-job in the job's namespace?"}

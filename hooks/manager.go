@@ -169,8 +169,8 @@ func (m *Manager) Reconcile(ctx context.Context) {
 		changed = true
 	}
 	for ci := range v.Classes {
-		if len(v.Classes[ci].Retained) > 0 {
-			m.pruneRetained(ctx, &v.Classes[ci])
+		if len(v.Classes[ci].Retained) > 0 && m.pruneRetained(ctx, &v.Classes[ci]) {
+			changed = true
 		}
 	}
 	if changed {

@@ -184,9 +184,10 @@ func (m *Manager) recordHolder(ctx context.Context, s Slot, a allocwatch.Alloc) 
 }
 
 // pruneRetained destroys retained data past its expiry, and the oldest past
-// the class's RetainMax.
-func (m *Manager) pruneRetained(ctx context.Context, cv *ClassView) {
+// the class's RetainMax. It reports whether it destroyed anything.
+func (m *Manager) pruneRetained(ctx context.Context, cv *ClassView) bool {
 	now := m.now()
+	pruned := false
 	keep := cv.Class.Release.RetainMax
 	for i, r := range cv.Retained { // newest first
 		expired := !r.Expires.IsZero() && now.After(r.Expires)
@@ -203,7 +204,9 @@ func (m *Manager) pruneRetained(ctx context.Context, cv *ClassView) {
 			continue
 		}
 		m.logger.Info("pruned retained data", "dataset", r.Dataset, "expired", expired)
+		pruned = true
 	}
+	return pruned
 }
 
 func unix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }

@@ -29,10 +29,10 @@ type Grant struct {
 // the Nomad API to answer.
 const waitStep = 500 * time.Millisecond
 
-// Reserve resolves device IDs to slots for a task start or restart, fencing
-// each against its previous holder. A ready slot whose caller the watcher
-// has already seen, and a holder's own restart, cost no process at all; the
-// data a restarted task finds is untouched. If the previous holder ended and
+// Reserve resolves device IDs to slots for a task start, fencing each
+// against its previous holder. It asks Nomad once (a non-blocking query to
+// the local agent) who names the slot; a ready slot then costs no zfs
+// process, and a holder's data is never touched by its own Reserve. If the previous holder ended and
 // its release is pending, Reserve completes it first; if it is still
 // stopping (a destructive update gave its replacement the same slot), Reserve
 // waits for it; all bounded by ctx. When it cannot be sure, it fails rather
@@ -108,6 +108,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			}
 		case reserveReleaseFirst:
 			err = m.release(ctx, *s, cv.Class, d.alloc, d.outcome)
+			fresh = false
 		case reserveCheckLost:
 			err = m.releaseIfNotRunningLocally(ctx, *s, cv.Class, d.alloc)
 		case reserveCheckGone:
