@@ -168,4 +168,3 @@ func knownIDs(v *View) string {
 	}
 	return strings.Join(ids, ", ")
 }
-
