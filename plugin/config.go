@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -26,7 +27,42 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("zfs_timeout", "string", false),
 		hclspec.NewLiteral(`"2m"`),
 	),
+	"reserve_timeout": hclspec.NewDefault(
+		hclspec.NewAttr("reserve_timeout", "string", false),
+		hclspec.NewLiteral(`"1m"`),
+	),
+	"nomad": hclspec.NewBlock("nomad", false, nomadSpec),
 	"class": hclspec.NewBlockMap("class", []string{"name"}, classSpec),
+})
+
+// nomadSpec says how the allocation watcher reaches the local Nomad agent.
+// Unset keys fall back to the NOMAD_* environment the agent passes on.
+var nomadSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"address":         hclspec.NewAttr("address", "string", false),
+	"token":           hclspec.NewAttr("token", "string", false),
+	"token_file":      hclspec.NewAttr("token_file", "string", false),
+	"ca_file":         hclspec.NewAttr("ca_file", "string", false),
+	"cert_file":       hclspec.NewAttr("cert_file", "string", false),
+	"key_file":        hclspec.NewAttr("key_file", "string", false),
+	"tls_server_name": hclspec.NewAttr("tls_server_name", "string", false),
+	"client_id_file":  hclspec.NewAttr("client_id_file", "string", false),
+})
+
+// releaseSpec is a class's `release { ... }` block.
+var releaseSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"policy": hclspec.NewDefault(
+		hclspec.NewAttr("policy", "string", false),
+		hclspec.NewLiteral(`"destroy"`),
+	),
+	"on_failure": hclspec.NewAttr("on_failure", "string", false),
+	"retain": hclspec.NewDefault(
+		hclspec.NewAttr("retain", "string", false),
+		hclspec.NewLiteral(`"72h"`),
+	),
+	"retain_max": hclspec.NewDefault(
+		hclspec.NewAttr("retain_max", "number", false),
+		hclspec.NewLiteral(`10`),
+	),
 })
 
 // classSpec is one `class "<name>" { ... }` block.
@@ -43,14 +79,38 @@ var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("mount", "string", false),
 		hclspec.NewLiteral(`""`),
 	),
+	"from_snapshot": hclspec.NewAttr("from_snapshot", "string", false),
+	"release":       hclspec.NewBlock("release", false, releaseSpec),
 })
 
 // Config is the decoded `config` block of `plugin "nomad-device-zfs"`.
 type Config struct {
-	Parent       string                 `codec:"parent"`
-	ScanInterval string                 `codec:"scan_interval"`
-	ZFSTimeout   string                 `codec:"zfs_timeout"`
-	Classes      map[string]ClassConfig `codec:"class"`
+	Parent         string                 `codec:"parent"`
+	ScanInterval   string                 `codec:"scan_interval"`
+	ZFSTimeout     string                 `codec:"zfs_timeout"`
+	ReserveTimeout string                 `codec:"reserve_timeout"`
+	Nomad          *NomadConfig           `codec:"nomad"`
+	Classes        map[string]ClassConfig `codec:"class"`
+}
+
+// NomadConfig is the decoded `nomad` block.
+type NomadConfig struct {
+	Address       string `codec:"address"`
+	Token         string `codec:"token"`
+	TokenFile     string `codec:"token_file"`
+	CAFile        string `codec:"ca_file"`
+	CertFile      string `codec:"cert_file"`
+	KeyFile       string `codec:"key_file"`
+	TLSServerName string `codec:"tls_server_name"`
+	ClientIDFile  string `codec:"client_id_file"`
+}
+
+// ReleaseConfig is the decoded `release` block of a class.
+type ReleaseConfig struct {
+	Policy    string `codec:"policy"`
+	OnFailure string `codec:"on_failure"`
+	Retain    string `codec:"retain"`
+	RetainMax int    `codec:"retain_max"`
 }
 
 // ClassConfig is one decoded class block.
@@ -58,13 +118,17 @@ type ClassConfig struct {
 	Slots      int               `codec:"slots"`
 	Properties map[string]string `codec:"properties"`
 	// Mount is the path inside the task; "" means /zfs/<class>.
-	Mount string `codec:"mount"`
+	Mount        string         `codec:"mount"`
+	FromSnapshot string         `codec:"from_snapshot"`
+	Release      *ReleaseConfig `codec:"release"`
 }
 
 // settings is a validated Config in the types the rest of the plugin uses.
 type settings struct {
-	slots      hooks.Config
-	zfsTimeout time.Duration
+	slots          hooks.Config
+	zfsTimeout     time.Duration
+	reserveTimeout time.Duration
+	nomad          allocwatch.Config
 }
 
 // classNameRE: class names become device names, dataset components, slot IDs
@@ -99,6 +163,14 @@ func (c *Config) validate() (*settings, error) {
 	if err != nil {
 		bad("zfs_timeout = %q: %v", c.ZFSTimeout, err)
 	}
+	reserve, err := positiveDuration(c.ReserveTimeout)
+	if err != nil {
+		bad("reserve_timeout = %q: %v", c.ReserveTimeout, err)
+	}
+	nomad := c.Nomad.watcherConfig()
+	if c.Nomad != nil && c.Nomad.Token != "" && c.Nomad.TokenFile != "" {
+		bad("nomad: token and token_file = %q are both set; use one", c.Nomad.TokenFile)
+	}
 	if len(c.Classes) == 0 {
 		bad(`no class block: at least one class "<name>" { slots = N } is needed`)
 	}
@@ -129,9 +201,25 @@ func (c *Config) validate() (*settings, error) {
 		return nil, fmt.Errorf("invalid nomad-device-zfs config: %s", strings.Join(errs, "; "))
 	}
 	return &settings{
-		slots:      hooks.Config{Parent: c.Parent, Classes: classes, ScanInterval: scan},
-		zfsTimeout: timeout,
+		slots:          hooks.Config{Parent: c.Parent, Classes: classes, ScanInterval: scan},
+		zfsTimeout:     timeout,
+		reserveTimeout: reserve,
+		nomad:          nomad,
 	}, nil
+}
+
+// watcherConfig maps the nomad block onto the watcher's configuration. Its
+// files are checked when the watcher starts, not here: a token file written
+// later (by a Vault agent, say) must not keep the Nomad agent from starting.
+func (n *NomadConfig) watcherConfig() allocwatch.Config {
+	if n == nil {
+		return allocwatch.Config{}
+	}
+	return allocwatch.Config{
+		Address: n.Address, Token: n.Token, TokenFile: n.TokenFile,
+		CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, TLSServerName: n.TLSServerName,
+		ClientIDFile: n.ClientIDFile,
+	}
 }
 
 func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
@@ -178,7 +266,43 @@ func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
 			}
 		}
 	}
-	return hooks.Class{Name: name, Slots: cc.Slots, Properties: cc.Properties, MountPath: mount, NeedBytes: need}, errs
+	release, problems := cc.Release.validate()
+	for _, p := range problems {
+		bad("release: %s", p)
+	}
+	if cc.FromSnapshot != "" {
+		if err := zfs.ValidateName(cc.FromSnapshot, true); err != nil {
+			bad("from_snapshot = %q: %v", cc.FromSnapshot, err)
+		}
+	}
+	return hooks.Class{Name: name, Slots: cc.Slots, Properties: cc.Properties, MountPath: mount, NeedBytes: need,
+		Release: release, FromSnapshot: cc.FromSnapshot}, errs
+}
+
+// validate reads a release block; an absent one means destroy.
+func (r *ReleaseConfig) validate() (hooks.Release, []string) {
+	out := hooks.Release{Policy: hooks.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}
+	if r == nil {
+		return out, nil
+	}
+	var errs []string
+	var err error
+	if out.Policy, err = hooks.ParsePolicy(r.Policy); err != nil {
+		errs = append(errs, fmt.Sprintf("policy = %q: %v", r.Policy, err))
+	}
+	if r.OnFailure != "" {
+		if out.OnFailure, err = hooks.ParsePolicy(r.OnFailure); err != nil {
+			errs = append(errs, fmt.Sprintf("on_failure = %q: %v", r.OnFailure, err))
+		}
+	}
+	if out.Retain, err = positiveDuration(r.Retain); err != nil {
+		errs = append(errs, fmt.Sprintf("retain = %q: %v", r.Retain, err))
+	}
+	if r.RetainMax < 0 {
+		errs = append(errs, fmt.Sprintf("retain_max = %d: must be 0 (no limit) or more", r.RetainMax))
+	}
+	out.RetainMax = r.RetainMax
+	return out, errs
 }
 
 // validateParent checks the parent dataset's name: absolute (pool first), no

@@ -43,7 +43,18 @@ func TestConfigDecodes(t *testing.T) {
       properties = { quota = "1G", compression = "lz4" }
       mount      = "/data"
     }
-    class "pg-seed" {}
+    class "pg-seed" {
+      from_snapshot = "tank/golden/pg@seed"
+      release {
+        policy     = "rollback"
+        on_failure = "snapshot"
+        retain     = "24h"
+      }
+    }
+    nomad {
+      address    = "https://127.0.0.1:4646"
+      token_file = "/etc/nomad.d/ndz.token"
+    }
   }`)
 	if err != nil {
 		t.Fatal(err)
@@ -53,15 +64,20 @@ func TestConfigDecodes(t *testing.T) {
 		Parent:       "tank/nomad",
 		ScanInterval: 5 * time.Second,
 		Classes: []hooks.Class{
-			{Name: "pg-seed", Slots: 1, MountPath: "/zfs/pg-seed"},
-			{Name: "scratch", Slots: 4, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"}},
+			{Name: "pg-seed", Slots: 1, MountPath: "/zfs/pg-seed", FromSnapshot: "tank/golden/pg@seed",
+				Release: hooks.Release{Policy: hooks.PolicyRollback, OnFailure: hooks.PolicySnapshot, Retain: 24 * time.Hour, RetainMax: 10}},
+			{Name: "scratch", Slots: 4, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"},
+				Release: hooks.Release{Policy: hooks.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
-	if p.settings.zfsTimeout != 2*time.Minute {
-		t.Errorf("zfs_timeout default: got %v", p.settings.zfsTimeout)
+	if p.settings.zfsTimeout != 2*time.Minute || p.settings.reserveTimeout != time.Minute {
+		t.Errorf("defaults: zfs_timeout %v, reserve_timeout %v", p.settings.zfsTimeout, p.settings.reserveTimeout)
+	}
+	if n := p.settings.nomad; n.Address != "https://127.0.0.1:4646" || n.TokenFile != "/etc/nomad.d/ndz.token" {
+		t.Errorf("nomad block: %+v", n)
 	}
 }
 
@@ -142,6 +158,25 @@ func TestConfigRejects(t *testing.T) {
 		{"shared mount", `config { parent = "tank/nomad" 
  class "a" { mount = "/d" } 
  class "b" { mount = "/d" } }`, []string{`mount = "/d"`, `class "a"`}},
+		{"unknown release policy", `config { parent = "tank/nomad" 
+ class "a" { release { policy = "shred" } } }`, []string{`class "a"`, `policy = "shred"`, "destroy, rollback or snapshot"}},
+		{"unknown on_failure policy", `config { parent = "tank/nomad" 
+ class "a" { release { on_failure = "keep" } } }`, []string{`on_failure = "keep"`}},
+		{"negative retain_max", `config { parent = "tank/nomad" 
+ class "a" { release { retain_max = -1 } } }`, []string{`retain_max = -1`}},
+		{"bad retain", `config { parent = "tank/nomad" 
+ class "a" { release { retain = "3 days" } } }`, []string{`retain = "3 days"`}},
+		{"from_snapshot not a snapshot", `config { parent = "tank/nomad" 
+ class "a" { from_snapshot = "tank/golden" } }`, []string{`from_snapshot = "tank/golden"`, "not a snapshot name"}},
+		{"token and token_file", `config { parent = "tank/nomad" 
+ nomad { 
+ token = "x" 
+ token_file = "/t" 
+ } 
+ class "a" {} }`, []string{"token and token_file", `"/t"`}},
+		{"unknown nomad key", `config { parent = "tank/nomad" 
+ nomad { addr = "x" } 
+ class "a" {} }`, []string{`"addr"`}},
 		{"bad scan interval", `config { parent = "tank/nomad" 
  scan_interval = "often" 
  class "a" {} }`, []string{`scan_interval = "often"`}},

@@ -36,6 +36,9 @@ type Plugin struct {
 	logger hclog.Logger
 	// newRunner builds the zfs runner; tests swap it for a fake.
 	newRunner func(s *settings) zfs.Runner
+	// noWatcher runs without the allocation watcher (unit tests of the
+	// gRPC boundary, which have no Nomad API): slots are never released.
+	noWatcher bool
 
 	// mu guards settings and mgr.
 	mu       sync.Mutex
@@ -109,8 +112,17 @@ func (p *Plugin) manager() (*hooks.Manager, *settings, error) {
 	}
 	if p.mgr == nil {
 		client := zfs.NewClient(p.newRunner(p.settings))
-		p.mgr = hooks.NewManager(&p.settings.slots, client, nil, p.logger)
+		var allocs hooks.Allocs
+		var watcher *lazyWatcher
+		if !p.noWatcher {
+			watcher = &lazyWatcher{}
+			allocs = watcher
+		}
+		p.mgr = hooks.NewManager(&p.settings.slots, client, allocs, p.logger)
 		go func() { _ = p.mgr.Run(p.runCtx) }()
+		if watcher != nil {
+			go watcher.run(p.runCtx, p.settings.nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs)
+		}
 		p.logger.Info("managing slots", "parent", p.settings.slots.Parent, "classes", len(p.settings.slots.Classes))
 	}
 	return p.mgr, p.settings, nil

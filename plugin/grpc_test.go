@@ -30,6 +30,7 @@ func grpcPlugin(t *testing.T, agentHCL string) (device.DevicePlugin, *Plugin, *z
 
 	impl := New(hclog.NewNullLogger())
 	impl.newRunner = func(*settings) zfs.Runner { return f }
+	impl.noWatcher = true // no Nomad API here; the lifecycle is tested in hooks and on a real agent
 	t.Cleanup(impl.Shutdown)
 	client, server := goplugin.TestPluginGRPCConn(t, true, map[string]goplugin.Plugin{
 		base.PluginTypeBase:   &base.PluginBase{Impl: impl},

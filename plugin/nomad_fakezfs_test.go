@@ -59,6 +59,9 @@ func fakeZFSHost(t *testing.T, withParent bool) (*zfstest.Fake, *zfstest.Executa
 
 const scratchConfig = `parent = "tank/nomad"
 scan_interval = "2s"
+nomad {
+  address = "` + nomadtest.HTTPAddrPlaceholder + `"
+}
 class "scratch" {
   slots = 3
   properties {
@@ -66,6 +69,9 @@ class "scratch" {
     compression = "lz4"
   }
   mount = "/data"
+  release {
+    policy = "snapshot"   # keep each holder's data aside, so the test can read it
+  }
 }`
 
 func TestNomadAgentFakeZFS(t *testing.T) {
@@ -139,9 +145,19 @@ func TestNomadAgentFakeZFS(t *testing.T) {
 				t.Errorf("task env lacks %s; stdout:\n%s", want, logs)
 			}
 		}
-		b, err := os.ReadFile(filepath.Join(f.Mountpoint(dataset), "hello"))
+		// Released by policy snapshot: the data is aside, the slot fresh.
+		retained := "tank/nomad/scratch/retained-" + alloc.ID
+		waitFor(t, 30*time.Second, "the slot released with its data retained", func() bool {
+			_, err := os.Stat(filepath.Join(f.Mountpoint(retained), "hello"))
+			return err == nil
+		})
+		b, err := os.ReadFile(filepath.Join(f.Mountpoint(retained), "hello"))
 		if err != nil || string(b) != "hello-from-task\n" {
-			t.Fatalf("the task's write is not in %s: %q %v", dataset, b, err)
+			t.Fatalf("the task's write is not in %s: %q %v", retained, b, err)
+		}
+		agent.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 3, 60*time.Second)
+		if _, err := os.Stat(filepath.Join(f.Mountpoint(dataset), "hello")); err == nil {
+			t.Fatal("the replenished slot still has the previous holder's data")
 		}
 	})
 
@@ -173,8 +189,12 @@ func TestNomadAgentFakeZFS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := alloc.AllocatedResources.Tasks["write"].Devices[0].DeviceIDs[0]
-		if b, err := os.ReadFile(filepath.Join(f.Mountpoint("tank/nomad/scratch/"+id), "exec")); err != nil || string(b) != "from-exec\n" {
+		retained := "tank/nomad/scratch/retained-" + alloc.ID
+		waitFor(t, 30*time.Second, "the slot released with its data retained", func() bool {
+			_, err := os.Stat(filepath.Join(f.Mountpoint(retained), "exec"))
+			return err == nil
+		})
+		if b, err := os.ReadFile(filepath.Join(f.Mountpoint(retained), "exec")); err != nil || string(b) != "from-exec\n" {
 			t.Fatalf("write through the mount did not reach the dataset: %q %v", b, err)
 		}
 	})
@@ -245,21 +265,48 @@ class "scratch" {}`, []string{`"pool"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out := nomadtest.StartFailure(t, nomadtest.Config{
-				PluginDir:    pluginDir,
-				PluginName:   "nomad-device-zfs",
-				PluginConfig: tc.config,
-				Env:          exe.Env,
-			}, 90*time.Second)
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("agent output does not contain %s:\n%s", w, lastLines(out, 15))
+			// The agent refuses to start every time (StartFailure fails the
+			// test otherwise), but it sometimes exits before flushing the
+			// last lines of its own multi-line error: the message is looked
+			// for in up to three starts.
+			var out string
+			for attempt := 0; attempt < 3; attempt++ {
+				out = nomadtest.StartFailure(t, nomadtest.Config{
+					PluginDir:    pluginDir,
+					PluginName:   "nomad-device-zfs",
+					PluginConfig: tc.config,
+					Env:          exe.Env,
+				}, 90*time.Second)
+				if containsAll(out, tc.want) {
+					return
 				}
 			}
+			t.Errorf("agent output does not contain all of %q:\n%s", tc.want, lastLines(out, 15))
 		})
 	}
 	for _, c := range f.Calls() {
 		t.Errorf("a rejected configuration ran %q", c)
+	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor polls cond every 200ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -36,6 +36,9 @@ func flattenSpec(prefix string, s *hclspec.Spec, out map[string]specEntry) {
 	case *hclspec.Spec_BlockMap:
 		out[prefix+` "<name>"`] = specEntry{typ: "block", def: "none"}
 		flattenSpec(prefix+".", b.BlockMap.Nested, out)
+	case *hclspec.Spec_BlockValue:
+		out[prefix] = specEntry{typ: "block", def: "none"}
+		flattenSpec(prefix+".", b.BlockValue.Nested, out)
 	case *hclspec.Spec_BlockAttrs:
 		out[prefix] = specEntry{typ: "block", def: "none"}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/nomad/plugins/device"
 	"google.golang.org/grpc/codes"
@@ -13,10 +12,6 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 )
-
-// reserveTimeout bounds Reserve: Nomad calls it with no deadline, so a hung
-// zfs would otherwise hang the task's start forever.
-const reserveTimeout = 30 * time.Second
 
 // Reserve hands the task its slots: for each ID a bind mount of the slot's
 // dataset at the class's mount path (exec, docker and java honour mounts),
@@ -27,11 +22,13 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 	if len(deviceIDs) == 0 {
 		return &device.ContainerReservation{}, nil
 	}
-	mgr, _, err := p.manager()
+	mgr, s, err := p.manager()
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	ctx, cancel := context.WithTimeout(p.runCtx, reserveTimeout)
+	// Nomad calls Reserve with no deadline: bound it, or a hung zfs or a
+	// predecessor that never stops would hang the task's start forever.
+	ctx, cancel := context.WithTimeout(p.runCtx, s.reserveTimeout)
 	defer cancel()
 	grants, err := mgr.Reserve(ctx, deviceIDs)
 	switch {
@@ -39,6 +36,8 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, hooks.ErrNotReady):
 		return nil, status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, hooks.ErrRefused):
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	case err != nil:
 		return nil, status.Error(codes.Internal, err.Error())
 	}

@@ -142,15 +142,24 @@ plugin "raw_exec" {
 			}
 			fmt.Fprintf(&b, "  args = [%s]\n", strings.Join(quoted, ", "))
 		}
-		fmt.Fprintf(&b, "  config {\n%s\n  }\n}\n", indent(c.PluginConfig, "    "))
+		fmt.Fprintf(&b, "  config {\n%s\n  }\n}\n", indent(withAddr(c.PluginConfig, p), "    "))
 	}
 	if c.ACL {
 		b.WriteString("\nacl {\n  enabled = true\n}\n")
 	}
 	if c.ExtraHCL != "" {
-		b.WriteString("\n" + c.ExtraHCL + "\n")
+		b.WriteString("\n" + withAddr(c.ExtraHCL, p) + "\n")
 	}
 	return b.String()
+}
+
+// HTTPAddrPlaceholder in PluginConfig or ExtraHCL is replaced by the agent's
+// HTTP address, which is only known once its ports are picked: a plugin that
+// talks to the agent's API (nomad { address = "..." }) needs it.
+const HTTPAddrPlaceholder = "@NOMADTEST_HTTP_ADDR@"
+
+func withAddr(s string, p ports) string {
+	return strings.ReplaceAll(s, HTTPAddrPlaceholder, fmt.Sprintf("http://127.0.0.1:%d", p.HTTP))
 }
 
 func indent(s, prefix string) string {

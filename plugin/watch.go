@@ -1,0 +1,97 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+)
+
+// lazyWatcher is the lifecycle's allocation source while the watcher may
+// not exist yet (its token or TLS files unreadable). Until it does, every
+// query fails: Reserve then refuses rather than guesses, and no slot is
+// released.
+type lazyWatcher struct {
+	mu  sync.Mutex
+	w   *allocwatch.Watcher
+	err error
+}
+
+var _ hooks.Allocs = (*lazyWatcher)(nil)
+
+var errNoWatcher = errors.New("the Nomad allocation watcher is not running yet")
+
+func (l *lazyWatcher) get() (*allocwatch.Watcher, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		if l.err != nil {
+			return nil, errors.Join(errNoWatcher, l.err)
+		}
+		return nil, errNoWatcher
+	}
+	return l.w, nil
+}
+
+func (l *lazyWatcher) Refresh(ctx context.Context) (allocwatch.Snapshot, error) {
+	w, err := l.get()
+	if err != nil {
+		return allocwatch.Snapshot{}, err
+	}
+	return w.Refresh(ctx)
+}
+
+func (l *lazyWatcher) Lookup(ctx context.Context, id string) (allocwatch.Alloc, bool, error) {
+	w, err := l.get()
+	if err != nil {
+		return allocwatch.Alloc{}, false, err
+	}
+	return w.Lookup(ctx, id)
+}
+
+func (l *lazyWatcher) RunningLocally(ctx context.Context, id string) (bool, error) {
+	w, err := l.get()
+	if err != nil {
+		return false, err
+	}
+	return w.RunningLocally(ctx, id)
+}
+
+// watcherRetry paces attempts to create the watcher.
+const watcherRetry = 10 * time.Second
+
+// run creates the watcher, retrying until its configuration's files are
+// readable, then feeds every snapshot to onSnapshot until ctx ends.
+func (l *lazyWatcher) run(ctx context.Context, cfg allocwatch.Config, logger hclog.Logger, onSnapshot func(allocwatch.Snapshot)) {
+	logged := false
+	for {
+		w, err := allocwatch.New(cfg, logger)
+		if err == nil {
+			l.mu.Lock()
+			l.w, l.err = w, nil
+			l.mu.Unlock()
+			if logged {
+				logger.Info("allocation watcher started")
+			}
+			_ = w.Run(ctx, onSnapshot)
+			return
+		}
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		if !logged {
+			logger.Error("cannot start the allocation watcher; slots will not be released or handed out until it starts", "error", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(watcherRetry):
+		}
+	}
+}
