@@ -7,6 +7,7 @@ package plugin_test
 // suite (e2e/, build tag e2e) runs the same flow on real OpenZFS in a VM.
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 // pluginBinary builds cmd/nomad-device-zfs into a fresh plugin_dir.
-func pluginBinary(t *testing.T) string {
+func pluginBinary(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	_, file, _, _ := runtime.Caller(0)
@@ -43,14 +44,14 @@ func pluginBinary(t *testing.T) string {
 
 // fakeZFSHost is a fake pool "tank" with the operator's parent tank/nomad,
 // installed as zfs and zpool executables for the agent's children.
-func fakeZFSHost(t *testing.T, withParent bool) (*zfstest.Fake, *zfstest.Executables) {
+func fakeZFSHost(t testing.TB, withParent bool) (*zfstest.Fake, *zfstest.Executables) {
 	t.Helper()
 	f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
 	if err := f.AddPool("tank", 4<<30); err != nil {
 		t.Fatal(err)
 	}
 	if withParent {
-		if err := zfs.NewClient(f).Create(t.Context(), "tank/nomad", nil); err != nil {
+		if err := zfs.NewClient(f).Create(context.Background(), "tank/nomad", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ package plugin_test
 // below the seam is the fake (real files), as in nomad_fakezfs_test.go.
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,7 +35,7 @@ type lifecycleAgent struct {
 
 // startLifecycleAgent starts an ACL-enabled agent whose plugin watches
 // allocations with a least-privilege token read from a file.
-func startLifecycleAgent(t *testing.T, slots int, release string) *lifecycleAgent {
+func startLifecycleAgent(t testing.TB, slots int, release string) *lifecycleAgent {
 	t.Helper()
 	f, exe := fakeZFSHost(t, true)
 	pluginDir := pluginBinary(t)
@@ -68,9 +69,9 @@ class "scratch" {
 }
 
 // slotProp reads one of a slot's recorded properties from the fake ZFS.
-func (a *lifecycleAgent) slotProp(t *testing.T, id, prop string) string {
+func (a *lifecycleAgent) slotProp(t testing.TB, id, prop string) string {
 	t.Helper()
-	out, err := a.f.Run(t.Context(), "zfs", "get", "-H", "-p", "-o", "value", "nomad-device-zfs:"+prop, "tank/nomad/scratch/"+id)
+	out, err := a.f.Run(context.Background(), "zfs", "get", "-H", "-p", "-o", "value", "nomad-device-zfs:"+prop, "tank/nomad/scratch/"+id)
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -238,7 +239,7 @@ func pluginPID(t *testing.T, pluginDir string) int {
 	return found[0]
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
