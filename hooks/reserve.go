@@ -127,8 +127,8 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v (last: %v)", ErrNotReady, id, s.Dataset, ctx.Err(), err)
 			}
 			m.logger.Warn("reserve: retrying", "slot", id, "error", err)
-			if err := sleep(ctx, waitStep); err != nil {
-				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting", ErrNotReady, id, s.Dataset)
+			if serr := sleep(ctx, waitStep); serr != nil {
+				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v", ErrNotReady, id, s.Dataset, err)
 			}
 		}
 	}

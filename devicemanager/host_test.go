@@ -1,0 +1,135 @@
+package devicemanager_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+func TestMain(m *testing.M) {
+	zfstest.ImpersonateIfCalled()
+	os.Exit(m.Run())
+}
+
+// hostFixture builds the real plugin binary into a plugin dir and puts the
+// fake zfs (this test binary) on the PATH the plugin inherits.
+func hostFixture(t *testing.T, binaryName string) string {
+	t.Helper()
+	dir := t.TempDir()
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, binaryName), "./cmd/nomad-device-zfs")
+	cmd.Dir = filepath.Dir(filepath.Dir(file))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the plugin: %v\n%s", err, out)
+	}
+	f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
+	if err := f.AddPool("tank", 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if err := zfs.NewClient(f).Create(context.Background(), "tank/nomad", nil); err != nil {
+		t.Fatal(err)
+	}
+	exe := zfstest.InstallExecutables(t, f)
+	for _, kv := range exe.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return dir
+}
+
+const agentHCL = `
+plugin "nomad-device-zfs" {
+  config {
+    parent          = "tank/nomad"
+    reserve_timeout = "1s"
+    nomad {
+      address = "http://127.0.0.1:1"   # no agent: Reserve must refuse, not guess
+    }
+    class "scratch" {
+      slots = 2
+      properties { quota = "1G" }
+    }
+  }
+}`
+
+func TestHostFakeZFS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the plugin binary")
+	}
+	dir := hostFixture(t, "nomad-device-zfs")
+	af, err := devicemanager.ParseAgentConfig(agentHCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := devicemanager.Launch(&devicemanager.Config{PluginDir: dir, Plugins: af.Plugins, Name: "nomad-device-zfs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	devs, err := h.FirstFingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 1 || devs[0].ID().String() != "zfs/dataset/scratch" || len(devs[0].Instances) != 2 {
+		t.Fatalf("node devices %+v", devs)
+	}
+	for _, inst := range devs[0].Instances {
+		if !inst.Healthy {
+			t.Errorf("%s unhealthy: %s", inst.ID, inst.HealthDescription)
+		}
+	}
+	if q := devs[0].Attributes["quota"]; q == nil || q.Int == nil || *q.Int != 1024 || q.Unit != "MiB" {
+		t.Errorf("quota attribute %v", q)
+	}
+
+	// No Nomad API: the plugin cannot tell who asks, so it refuses.
+	_, err = h.Device.Reserve([]string{"scratch-1"})
+	if err == nil || !strings.Contains(err.Error(), "Nomad API") {
+		t.Fatalf("Reserve without the Nomad API: %v", err)
+	}
+}
+
+func TestHostRefusesLikeTheAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the plugin binary")
+	}
+	cases := []struct {
+		name, binary, hcl string
+		want              []string
+	}{
+		{"bad config", "nomad-device-zfs", strings.Replace(agentHCL, "slots = 2", "slots = 0", 1), []string{"slots = 0"}},
+		{"binary name does not match its block", "zfs-plugin", agentHCL, []string{`no device plugin named "nomad-device-zfs"`}},
+		{"no block", "nomad-device-zfs", `plugin "other" { config {} }`, []string{`no plugin "nomad-device-zfs" block`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := hostFixture(t, tc.binary)
+			af, err := devicemanager.ParseAgentConfig(tc.hcl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := devicemanager.Launch(&devicemanager.Config{PluginDir: dir, Plugins: af.Plugins, Name: "nomad-device-zfs"})
+			if err == nil {
+				h.Close()
+				t.Fatal("launched")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
