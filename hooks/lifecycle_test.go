@@ -443,6 +443,29 @@ func TestReserveFencing(t *testing.T) {
 	})
 }
 
+// TestReconcileDoesNotWaitForReserve: a Reserve waiting for a stopping
+// predecessor holds its slot; a reconcile pass meanwhile must not block.
+func TestReconcileDoesNotWaitForReserve(t *testing.T) {
+	r := newRig(t, Release{})
+	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+	r.allocs.set(alloc("A", 10, "running", "stop", "scratch-1"), alloc("B", 20, "pending", "run", "scratch-1"))
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	go func() { _, _ = r.m.Reserve(ctx, []string{"scratch-1"}) }()
+	time.Sleep(200 * time.Millisecond) // Reserve is now waiting, holding the slot
+	done := make(chan struct{})
+	go func() {
+		r.m.OnAllocs(r.allocs.snap())
+		r.m.Reconcile(t.Context())
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("a reconcile pass blocked behind a waiting Reserve")
+	}
+}
+
 func TestRetentionPruned(t *testing.T) {
 	r := newRig(t, Release{Policy: PolicySnapshot, Retain: time.Hour, RetainMax: 1})
 	now := time.Now()

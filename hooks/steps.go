@@ -24,10 +24,16 @@ func (m *Manager) runLifecycle(ctx context.Context, v *View) bool {
 	return changed
 }
 
-// runStep re-reads one slot under its lock, re-plans and acts.
+// runStep re-reads one slot under its lock, re-plans and acts. A slot whose
+// lock is taken is being fenced by a Reserve, which may wait up to
+// reserve_timeout for a predecessor: the pass skips it rather than stall
+// every other slot, and the next pass looks again.
 func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatch.Snapshot) bool {
 	lock := m.locks.get(id)
-	lock.Lock()
+	if !lock.TryLock() {
+		m.logger.Debug("slot busy in Reserve; next pass", "slot", id)
+		return false
+	}
 	defer lock.Unlock()
 
 	s, err := m.reread(ctx, class, id)
