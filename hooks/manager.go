@@ -205,7 +205,7 @@ func (m *Manager) apply(ctx context.Context, acts []action) map[string]string {
 			err = m.zfs.Create(ctx, a.dataset, a.props)
 		case createSlot:
 			err = m.createSlot(ctx, m.class(a.class), a.dataset, a.props)
-		case mountSlot:
+		case mountSlot, mountClass:
 			err = m.zfs.Mount(ctx, a.dataset)
 		}
 		if err == nil {
@@ -218,7 +218,7 @@ func (m *Manager) apply(ctx context.Context, acts []action) map[string]string {
 		}
 		m.logger.Error("cannot "+a.kind.String(), "dataset", a.dataset, "error", err)
 		failed[a.dataset] = reason
-		if a.kind == createClass {
+		if a.kind == createClass || a.kind == mountClass {
 			badClass[a.class] = "class dataset " + a.dataset + ": " + reason
 		}
 	}

@@ -15,10 +15,12 @@ const (
 	createSlot
 	// mountSlot mounts an owned slot that is not mounted.
 	mountSlot
+	// mountClass mounts an owned class dataset, before any of its slots.
+	mountClass
 )
 
 func (k actionKind) String() string {
-	return [...]string{"create class dataset", "create slot", "mount slot"}[k]
+	return [...]string{"create class dataset", "create slot", "mount slot", "mount class dataset"}[k]
 }
 
 // action is one zfs command to run, planned from a View.
@@ -45,6 +47,10 @@ func planEnsure(cfg *Config, v *View, now time.Time) (acts []action, blocked map
 			continue
 		}
 		avail := cv.Info.Available
+		if cv.Exists && unmounted(&cv.Info) {
+			// Top-down: the class dataset first, its slots after it.
+			acts = append(acts, action{kind: mountClass, class: cv.Class.Name, dataset: cv.Dataset})
+		}
 		if !cv.Exists {
 			acts = append(acts, action{kind: createClass, class: cv.Class.Name, dataset: cv.Dataset,
 				props: map[string]string{PropOwner: cv.Dataset}})

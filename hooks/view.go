@@ -141,6 +141,12 @@ func buildView(cfg *Config, s scan, prev *View) *View {
 		v.Problem = fmt.Sprintf("parent dataset %q does not exist (create it: zfs create -p %s)", cfg.Parent, cfg.Parent)
 	case s.listErr != nil:
 		v.Problem = fmt.Sprintf("zfs list failed: %v", s.listErr)
+	case unmounted(byName[cfg.Parent]):
+		// Mounting anything below it would put it on the directory that the
+		// parent's own mount later covers (a pool imported with -N, or one
+		// still mounting its datasets): the slot's path would then show the
+		// parent, and a task would write outside its slot.
+		v.Problem = fmt.Sprintf("parent dataset %q is not mounted; nothing below it is mounted until it is (zfs mount %s)", cfg.Parent, cfg.Parent)
 	}
 	if s.listErr != nil && prev != nil && !errors.Is(s.listErr, zfs.ErrNotExist) {
 		byName = prevDatasets(prev) // keep the last good set, marked unhealthy below
@@ -162,9 +168,21 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, createErrs
 		}
 	}
 	for n := 1; n <= c.Slots; n++ {
-		s := slotFromRows(cfg, c.Name, SlotID(c.Name, n), byName)
-		s.Healthy, s.Reason = health(&s, cv.Problem, createErrs[s.Dataset])
-		cv.Slots = append(cv.Slots, s)
+		cv.Slots = append(cv.Slots, slotFromRows(cfg, c.Name, SlotID(c.Name, n), byName))
+	}
+	if cv.Problem == "" && cv.Exists && unmounted(&cv.Info) {
+		for _, s := range cv.Slots {
+			if s.Exists && s.Mounted {
+				// Mounting the class dataset now would cover this slot.
+				cv.Problem = fmt.Sprintf("slot %s is mounted while its class dataset %s is not: its mountpoint may be covered; "+
+					"unmount the slots (zfs unmount %s) and the plugin remounts them in order", s.ID, cv.Dataset, s.Dataset)
+				break
+			}
+		}
+	}
+	for i := range cv.Slots {
+		s := &cv.Slots[i]
+		s.Healthy, s.Reason = health(s, cv.Problem, createErrs[s.Dataset])
 	}
 	cv.Retained = retained(cv.Dataset, byName)
 	return cv
@@ -236,6 +254,11 @@ func health(s *Slot, problem, createErr string) (bool, string) {
 		return false, "not mounted"
 	}
 	return true, ""
+}
+
+// unmounted reports a filesystem that should be mounted and is not.
+func unmounted(d *zfs.Dataset) bool {
+	return d != nil && !d.IsSnapshot() && !d.Mounted && mountable(d.Mountpoint) && d.Mountpoint != "-"
 }
 
 // prevDatasets rebuilds the dataset index from a previous view.

@@ -36,6 +36,19 @@ func ownedRow(name string, state State) zfs.Dataset {
 	return fsRow(name, u)
 }
 
+// withUnmounted copies rows, marking the named datasets not mounted.
+func withUnmounted(rows []zfs.Dataset, names ...string) []zfs.Dataset {
+	out := append([]zfs.Dataset(nil), rows...)
+	for i := range out {
+		for _, n := range names {
+			if out[i].Name == n {
+				out[i].Mounted = false
+			}
+		}
+	}
+	return out
+}
+
 func TestBuildViewHealth(t *testing.T) {
 	full := []zfs.Dataset{
 		fsRow("tank/nomad", nil),
@@ -81,6 +94,10 @@ func TestBuildViewHealth(t *testing.T) {
 			wantHealth: [2]bool{true, false}, wantReason: [2]string{"", "not owned by nomad-device-zfs"}},
 		{name: "releasing slot is not offered", scan: scan{pools: onlinePool(), sets: releasing},
 			wantHealth: [2]bool{false, true}, wantReason: [2]string{"releasing", ""}},
+		{name: "parent not mounted: nothing below it counts", scan: scan{pools: onlinePool(), sets: withUnmounted(full, "tank/nomad")},
+			wantReason: [2]string{`parent dataset "tank/nomad" is not mounted`, "zfs mount tank/nomad"}},
+		{name: "slot mounted below an unmounted class dataset", scan: scan{pools: onlinePool(), sets: withUnmounted(full, "tank/nomad/scratch")},
+			wantReason: [2]string{"is mounted while its class dataset tank/nomad/scratch is not", "may be covered"}},
 		{name: "class dataset not ours", scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil), fsRow("tank/nomad/scratch", nil)}},
 			wantReason: [2]string{`dataset "tank/nomad/scratch" exists but is not owned`, "not touching it"}},
 	}
@@ -152,6 +169,13 @@ func TestPlanEnsure(t *testing.T) {
 		{name: "foreign slot is left alone", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{
 			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), fsRow("tank/nomad/scratch/scratch-1", nil)}},
 			want: []string{"create slot tank/nomad/scratch/scratch-2"}},
+		{name: "after import -N: class first, then its slots", cfg: testCfg, scan: scan{pools: onlinePool(), sets: withUnmounted([]zfs.Dataset{
+			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-1", StateReady), ownedRow("tank/nomad/scratch/scratch-2", StateHeld)},
+			"tank/nomad/scratch", "tank/nomad/scratch/scratch-1", "tank/nomad/scratch/scratch-2")},
+			want: []string{"mount class dataset tank/nomad/scratch", "mount slot tank/nomad/scratch/scratch-1", "mount slot tank/nomad/scratch/scratch-2"}},
+		{name: "parent unmounted plans nothing", cfg: testCfg, scan: scan{pools: onlinePool(), sets: withUnmounted([]zfs.Dataset{
+			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-1", StateReady)},
+			"tank/nomad", "tank/nomad/scratch", "tank/nomad/scratch/scratch-1")}},
 		{name: "space for two reserved slots of three", cfg: spaceCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil), dbClass}},
 			want:        []string{"create slot tank/nomad/db/db-1", "create slot tank/nomad/db/db-2"},
 			wantBlocked: []string{"tank/nomad/db/db-3"}},
@@ -163,7 +187,7 @@ func TestPlanEnsure(t *testing.T) {
 			var got []string
 			for _, a := range acts {
 				got = append(got, a.kind.String()+" "+a.dataset)
-				if a.kind != mountSlot && a.props[PropOwner] != a.dataset {
+				if (a.kind == createClass || a.kind == createSlot) && a.props[PropOwner] != a.dataset {
 					t.Errorf("%s created without its ownership mark: %v", a.dataset, a.props)
 				}
 			}

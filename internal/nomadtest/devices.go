@@ -43,6 +43,43 @@ func (a *Agent) WaitForNodeDevice(t testing.TB, vendor, typ, name string, health
 	return found
 }
 
+// WaitForUnhealthy polls the node until every instance of the group is
+// unhealthy with a description containing reason. Use it rather than a
+// healthy count of 0 when the reason matters: a group can pass through
+// other unhealthy states first (a pool being exported unmounts its datasets
+// before it disappears).
+func (a *Agent) WaitForUnhealthy(t testing.TB, vendor, typ, name, reason string, timeout time.Duration) *api.NodeDeviceResource {
+	t.Helper()
+	var found *api.NodeDeviceResource
+	err := a.poll(timeout, func() (bool, string) {
+		node, _, err := a.Client().Nodes().Info(a.NodeID(), nil)
+		if err != nil {
+			return false, "reading node: " + err.Error()
+		}
+		var groups []*api.NodeDeviceResource
+		if node.NodeResources != nil {
+			groups = node.NodeResources.Devices
+		}
+		for _, g := range groups {
+			if g.Vendor != vendor || g.Type != typ || g.Name != name {
+				continue
+			}
+			for _, inst := range g.Instances {
+				if inst.Healthy || !strings.Contains(inst.HealthDescription, reason) {
+					return false, "node devices: " + describeDevices(groups)
+				}
+			}
+			found = g
+			return len(g.Instances) > 0, "no instances"
+		}
+		return false, "no such group; node devices: " + describeDevices(groups)
+	})
+	if err != nil {
+		a.fatalf(t, "waiting for device %s/%s/%s to be unhealthy with %q: %v", vendor, typ, name, reason, err)
+	}
+	return found
+}
+
 func countHealthy(g *api.NodeDeviceResource) int {
 	n := 0
 	for _, inst := range g.Instances {

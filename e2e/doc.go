@@ -1,0 +1,30 @@
+// Package e2e holds the end-to-end tests: a real Nomad agent (server and
+// client, from internal/nomadtest) loads the plugin binary from its
+// plugin_dir, and the plugin drives a real OpenZFS (kernel module, zfs and
+// zpool) on pools the tests create from file vdevs.
+//
+// Every test file carries the build tag e2e, and the tests run only inside
+// the throw-away QEMU VM of e2e/vm, as root, where they may create, break,
+// export and destroy pools. Run them from the module root with
+//
+//	make e2e                                  # or: scripts/e2e.sh
+//	scripts/e2e.sh -test.run 'Quota|Restart'  # extra arguments go to the test binary
+//
+// scripts/e2e.sh builds the test binary and the plugin (static, CGO_ENABLED=0),
+// copies the Nomad binary (tools/nomad-bin.sh) next to them, boots one VM
+// with e2e/vm/run-in-vm.sh and runs the test binary once in it. The binary
+// reads its configuration from the environment, which run-in-vm.sh forwards
+// into the guest:
+//
+//	NDZ_E2E_NOMAD       the nomad binary (else $NOMAD_BINARY)
+//	NDZ_E2E_PLUGIN_DIR  a directory holding the nomad-device-zfs binary
+//	NDZ_E2E_LOG_DIR     if set, each test's agent log is written there
+//
+// Each test makes its own pool on file vdevs under the guest's /tmp, starts
+// its own agent (internal/nomadtest) with a data dir there, and checks the
+// facts on the real datasets with the project's zfs package, cross-checked
+// with github.com/mistifyio/go-zfs/v3. The tests run in parallel (see
+// scripts/e2e.sh). A task that must hold its slot while the test looks at
+// the data waits for the test's go-ahead (see held): when an allocation
+// ends, the plugin releases its slot, by default destroying the data.
+package e2e
