@@ -87,6 +87,22 @@ func newer(as []allocwatch.Alloc, holderIndex uint64) []allocwatch.Alloc {
 	return out
 }
 
+// anyRunning reports whether an allocation has started: its client says
+// running, or one of its tasks runs.
+func anyRunning(as []allocwatch.Alloc) bool {
+	for _, a := range as {
+		if a.ClientStatus == "running" {
+			return true
+		}
+		for _, st := range a.TaskStates {
+			if st == "running" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // outcomeOf names how a client-terminal allocation ended.
 func outcomeOf(a allocwatch.Alloc) string {
 	switch a.ClientStatus {
@@ -175,14 +191,14 @@ func planSlot(s Slot, class string, snap *allocwatch.Snapshot) (step, bool) {
 	case StateReady:
 		// An allocation placed after the last recorded holder that has
 		// already ended ran on this slot unrecorded (the plugin was down):
-		// its data is here. Unless a newer one is already running on it.
+		// its data is here and must go before anyone else gets the slot —
+		// unless an allocation already runs on it, under which nothing is
+		// ever wiped.
 		dirty := newer(r.terminal, s.HolderIndex)
 		live := newer(r.live, s.HolderIndex)
-		if len(dirty) > 0 {
+		if len(dirty) > 0 && !anyRunning(live) {
 			d := dirty[len(dirty)-1]
-			if len(live) == 0 || live[0].CreateIndex < d.CreateIndex {
-				return step{kind: stepRelease, slot: s, alloc: d, outcome: OutcomeUnknown}, true
-			}
+			return step{kind: stepRelease, slot: s, alloc: d, outcome: OutcomeUnknown}, true
 		}
 		if len(live) > 0 {
 			return step{kind: stepRecord, slot: s, alloc: live[0]}, true
@@ -267,11 +283,16 @@ func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) 
 	}
 
 	// Ready: who is asking?
+	live := newer(r.live, s.HolderIndex)
 	if dirty := newer(r.terminal, s.HolderIndex); len(dirty) > 0 {
 		d := dirty[len(dirty)-1]
+		if anyRunning(live) {
+			return reserveDecision{kind: reserveFail, reason: fmt.Sprintf(
+				"slot still holds data of ended allocation %s, and an allocation already runs on it; refusing to wipe or share",
+				short(d.ID))}
+		}
 		return reserveDecision{kind: reserveReleaseFirst, alloc: d, outcome: OutcomeUnknown}
 	}
-	live := newer(r.live, s.HolderIndex)
 	switch {
 	case len(live) == 1:
 		return reserveDecision{kind: reserveGrant}

@@ -297,6 +297,25 @@ func TestLifecycleEdges(t *testing.T) {
 			t.Fatal("a released holder was released again")
 		}
 	})
+	t.Run("unrecorded holder's data goes before a pending newcomer gets it", func(t *testing.T) {
+		r := newRig(t, Release{})
+		r.write("secret", "D's data")
+		r.sync(alloc("D", 20, "complete", "run", "scratch-1"), alloc("B", 30, "pending", "run", "scratch-1"))
+		if r.exists("secret") {
+			t.Fatal("B was recorded on a slot still holding D's data")
+		}
+		r.sync(alloc("D", 20, "complete", "run", "scratch-1"), alloc("B", 30, "pending", "run", "scratch-1"))
+		r.wantState(StateHeld, "B", 2)
+	})
+	t.Run("nothing is wiped under a running allocation", func(t *testing.T) {
+		r := newRig(t, Release{})
+		r.write("live", "B's data")
+		r.sync(alloc("D", 20, "complete", "run", "scratch-1"), alloc("B", 30, "running", "run", "scratch-1"))
+		if !r.exists("live") {
+			t.Fatal("a running allocation's data was wiped")
+		}
+		r.wantState(StateHeld, "B", 1)
+	})
 	t.Run("busy dataset is retried, not forced", func(t *testing.T) {
 		r := newRig(t, Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
