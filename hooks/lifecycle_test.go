@@ -538,3 +538,23 @@ func TestGoldenCloneClass(t *testing.T) {
 		t.Fatal("the golden dataset was changed")
 	}
 }
+
+// TestReconcileLeavesAFencedSlotToReserve: between the destroy and the
+// re-create of a release started by Reserve (which holds the slot's lock),
+// a reconcile pass must not create the slot itself: that would lose the
+// holder index the release records.
+func TestReconcileLeavesAFencedSlotToReserve(t *testing.T) {
+	r := newRig(t, Release{})
+	lock := r.m.locks.get("scratch-1")
+	lock.Lock()
+	must(t, r.c.Destroy(t.Context(), "tank/nomad/scratch/scratch-1", zfs.DestroyOptions{Recursive: true}))
+	r.m.Reconcile(t.Context())
+	if r.slot().Exists {
+		t.Fatal("the reconcile re-created a slot a Reserve is releasing")
+	}
+	lock.Unlock()
+	r.m.Reconcile(t.Context())
+	if s := r.slot(); !s.Exists || !s.Healthy {
+		t.Fatalf("not re-created once free: %+v", s)
+	}
+}

@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"errors"
+	"path"
 	"sync"
 	"time"
 
@@ -201,12 +202,22 @@ func (m *Manager) apply(ctx context.Context, acts []action) map[string]string {
 		}
 		var err error
 		switch a.kind {
-		case createClass:
-			err = m.zfs.Create(ctx, a.dataset, a.props)
-		case createSlot:
-			err = m.createSlot(ctx, m.class(a.class), a.dataset, a.props)
-		case mountSlot, mountClass:
-			err = m.zfs.Mount(ctx, a.dataset)
+		case createClass, mountClass:
+			err = m.classAction(ctx, a)
+		case createSlot, mountSlot:
+			// A slot a Reserve is fencing may be between the destroy and the
+			// re-create of a release: creating it here would lose what the
+			// release records. Leave it to the Reserve; the next pass sees.
+			lock := m.locks.get(path.Base(a.dataset))
+			if !lock.TryLock() {
+				continue
+			}
+			if a.kind == createSlot {
+				err = m.createSlot(ctx, m.class(a.class), a.dataset, a.props)
+			} else {
+				err = m.zfs.Mount(ctx, a.dataset)
+			}
+			lock.Unlock()
 		}
 		if err == nil {
 			m.logger.Info(a.kind.String(), "dataset", a.dataset)
@@ -223,6 +234,14 @@ func (m *Manager) apply(ctx context.Context, acts []action) map[string]string {
 		}
 	}
 	return failed
+}
+
+// classAction creates or mounts a class dataset.
+func (m *Manager) classAction(ctx context.Context, a action) error {
+	if a.kind == createClass {
+		return m.zfs.Create(ctx, a.dataset, a.props)
+	}
+	return m.zfs.Mount(ctx, a.dataset)
 }
 
 // class returns the configured class by name.

@@ -184,26 +184,16 @@ func (m *Manager) recordHolder(ctx context.Context, s Slot, a allocwatch.Alloc) 
 }
 
 // pruneRetained destroys retained data past its expiry, and the oldest past
-// the class's RetainMax. It reports whether it destroyed anything.
+// the class's RetainMax (RetainedDue decides). It reports whether it
+// destroyed anything.
 func (m *Manager) pruneRetained(ctx context.Context, cv *ClassView) bool {
-	now := m.now()
 	pruned := false
-	keep := cv.Class.Release.RetainMax
-	for i, r := range cv.Retained { // newest first
-		expired := !r.Expires.IsZero() && now.After(r.Expires)
-		if !expired && (keep <= 0 || i < keep) {
+	for _, p := range RetainedDue(cv.Class.Release, cv.Retained, m.now()) {
+		if err := DestroyRetained(ctx, m.zfs, p.Retained.Dataset); err != nil {
+			m.logger.Error("cannot prune retained data", "dataset", p.Retained.Dataset, "error", err)
 			continue
 		}
-		snap := r.Dataset + "@" + retainedSnapshot
-		if err := m.zfs.Release(ctx, holdTag, snap); err != nil {
-			m.logger.Error("cannot release hold on retained data", "dataset", r.Dataset, "error", err)
-			continue
-		}
-		if err := m.zfs.Destroy(ctx, r.Dataset, zfs.DestroyOptions{Recursive: true}); err != nil {
-			m.logger.Error("cannot destroy retained data", "dataset", r.Dataset, "error", err)
-			continue
-		}
-		m.logger.Info("pruned retained data", "dataset", r.Dataset, "expired", expired)
+		m.logger.Info("pruned retained data", "dataset", p.Retained.Dataset, "expired", p.Expired)
 		pruned = true
 	}
 	return pruned

@@ -123,13 +123,17 @@ type ClassConfig struct {
 	Release      *ReleaseConfig `codec:"release"`
 }
 
-// settings is a validated Config in the types the rest of the plugin uses.
-type settings struct {
-	slots          hooks.Config
-	zfsTimeout     time.Duration
-	reserveTimeout time.Duration
-	nomad          allocwatch.Config
+// Settings is a validated Config in the types the rest of the product uses;
+// the operator CLI reads the same one the plugin runs with.
+type Settings struct {
+	Slots          hooks.Config
+	ZFSTimeout     time.Duration
+	ReserveTimeout time.Duration
+	Nomad          allocwatch.Config
 }
+
+// Resolve validates c, as SetConfig does, and maps it.
+func (c *Config) Resolve() (*Settings, error) { return c.validate() }
 
 // classNameRE: class names become device names, dataset components, slot IDs
 // and environment variable names. Starting with a letter keeps slot IDs from
@@ -148,7 +152,7 @@ const maxSlots = 1024
 
 // validate checks everything that can be checked without touching the host,
 // naming the key and the value in every error. It has no side effects.
-func (c *Config) validate() (*settings, error) {
+func (c *Config) validate() (*Settings, error) {
 	var errs []string
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 
@@ -200,11 +204,11 @@ func (c *Config) validate() (*settings, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid nomad-device-zfs config: %s", strings.Join(errs, "; "))
 	}
-	return &settings{
-		slots:          hooks.Config{Parent: c.Parent, Classes: classes, ScanInterval: scan},
-		zfsTimeout:     timeout,
-		reserveTimeout: reserve,
-		nomad:          nomad,
+	return &Settings{
+		Slots:          hooks.Config{Parent: c.Parent, Classes: classes, ScanInterval: scan},
+		ZFSTimeout:     timeout,
+		ReserveTimeout: reserve,
+		Nomad:          nomad,
 	}, nil
 }
 

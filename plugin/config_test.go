@@ -59,7 +59,7 @@ func TestConfigDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := p.settings.slots
+	got := p.settings.Slots
 	want := hooks.Config{
 		Parent:       "tank/nomad",
 		ScanInterval: 5 * time.Second,
@@ -73,10 +73,10 @@ func TestConfigDecodes(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
-	if p.settings.zfsTimeout != 2*time.Minute || p.settings.reserveTimeout != time.Minute {
-		t.Errorf("defaults: zfs_timeout %v, reserve_timeout %v", p.settings.zfsTimeout, p.settings.reserveTimeout)
+	if p.settings.ZFSTimeout != 2*time.Minute || p.settings.ReserveTimeout != time.Minute {
+		t.Errorf("defaults: zfs_timeout %v, reserve_timeout %v", p.settings.ZFSTimeout, p.settings.ReserveTimeout)
 	}
-	if n := p.settings.nomad; n.Address != "https://127.0.0.1:4646" || n.TokenFile != "/etc/nomad.d/ndz.token" {
+	if n := p.settings.Nomad; n.Address != "https://127.0.0.1:4646" || n.TokenFile != "/etc/nomad.d/ndz.token" {
 		t.Errorf("nomad block: %+v", n)
 	}
 }
@@ -90,7 +90,7 @@ func TestConfigNeedBytesFromReservation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.settings.slots.Classes[0].NeedBytes; got != 2<<30 {
+	if got := p.settings.Slots.Classes[0].NeedBytes; got != 2<<30 {
 		t.Fatalf("NeedBytes = %d, want 2 GiB", got)
 	}
 }

@@ -35,14 +35,14 @@ var Version = "v0.1.0"
 type Plugin struct {
 	logger hclog.Logger
 	// newRunner builds the zfs runner; tests swap it for a fake.
-	newRunner func(s *settings) zfs.Runner
+	newRunner func(s *Settings) zfs.Runner
 	// noWatcher runs without the allocation watcher (unit tests of the
 	// gRPC boundary, which have no Nomad API): slots are never released.
 	noWatcher bool
 
 	// mu guards settings and mgr.
 	mu       sync.Mutex
-	settings *settings
+	settings *Settings
 	mgr      *hooks.Manager
 	// runCtx outlives any one Fingerprint stream: the manager keeps slots
 	// ready for the life of the process.
@@ -57,8 +57,8 @@ func New(logger hclog.Logger) *Plugin {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Plugin{
 		logger: logger.Named(Name),
-		newRunner: func(s *settings) zfs.Runner {
-			return &zfs.ExecRunner{Logger: logger.Named("zfs"), Timeout: s.zfsTimeout}
+		newRunner: func(s *Settings) zfs.Runner {
+			return &zfs.ExecRunner{Logger: logger.Named("zfs"), Timeout: s.ZFSTimeout}
 		},
 		runCtx:    ctx,
 		runCancel: cancel,
@@ -104,7 +104,7 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 }
 
 // manager returns the slot manager, starting it on first use.
-func (p *Plugin) manager() (*hooks.Manager, *settings, error) {
+func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.settings == nil {
@@ -118,12 +118,12 @@ func (p *Plugin) manager() (*hooks.Manager, *settings, error) {
 			watcher = &lazyWatcher{}
 			allocs = watcher
 		}
-		p.mgr = hooks.NewManager(&p.settings.slots, client, allocs, p.logger)
+		p.mgr = hooks.NewManager(&p.settings.Slots, client, allocs, p.logger)
 		go func() { _ = p.mgr.Run(p.runCtx) }()
 		if watcher != nil {
-			go watcher.run(p.runCtx, p.settings.nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs)
+			go watcher.run(p.runCtx, p.settings.Nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs)
 		}
-		p.logger.Info("managing slots", "parent", p.settings.slots.Parent, "classes", len(p.settings.slots.Classes))
+		p.logger.Info("managing slots", "parent", p.settings.Slots.Parent, "classes", len(p.settings.Slots.Classes))
 	}
 	return p.mgr, p.settings, nil
 }

@@ -29,7 +29,7 @@ func grpcPlugin(t *testing.T, agentHCL string) (device.DevicePlugin, *Plugin, *z
 	must(t, zfs.NewClient(f).Create(t.Context(), "tank/nomad", nil))
 
 	impl := New(hclog.NewNullLogger())
-	impl.newRunner = func(*settings) zfs.Runner { return f }
+	impl.newRunner = func(*Settings) zfs.Runner { return f }
 	impl.noWatcher = true // no Nomad API here; the lifecycle is tested in hooks and on a real agent
 	t.Cleanup(impl.Shutdown)
 	client, server := goplugin.TestPluginGRPCConn(t, true, map[string]goplugin.Plugin{
@@ -186,7 +186,7 @@ func TestSetConfigIsSideEffectFree(t *testing.T) {
 	f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
 	must(t, f.AddPool("tank", 1<<30))
 	p := New(hclog.NewNullLogger())
-	p.newRunner = func(*settings) zfs.Runner { return f }
+	p.newRunner = func(*Settings) zfs.Runner { return f }
 	if err := setConfigFromAgentHCL(t, p, `config {
     parent = "tank/nomad"
     class "scratch" { slots = 2 }

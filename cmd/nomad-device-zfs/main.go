@@ -1,17 +1,13 @@
 // Command nomad-device-zfs is the Nomad device plugin that hands each
-// allocation its own ZFS dataset. Nomad runs it from plugin_dir.
+// allocation its own ZFS dataset, and its operator CLI. Nomad runs it from
+// plugin_dir as a plugin; a person runs it for doctor, status, release and
+// gc (package cli).
 package main
 
 import (
-	hclog "github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/nomad/plugins/device"
+	"os"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
+	"github.com/nomad-device-zfs/nomad-device-zfs/cli"
 )
 
-func main() {
-	// go-plugin owns stdout for its handshake; Nomad re-logs JSON from stderr
-	// under the plugin's name.
-	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, JSONFormat: true})
-	device.Serve(plugin.New(logger), logger)
-}
+func main() { os.Exit(cli.Main(os.Args)) }

@@ -1,0 +1,23 @@
+// Package cli is the operator's side of the nomad-device-zfs binary. The
+// one binary installed in plugin_dir serves the device plugin when Nomad
+// starts it (NOMAD_PLUGIN_MAGIC_COOKIE is set) and is the operator CLI when
+// a person runs it:
+//
+//   - doctor: loads the plugin the way the agent does, from the agent's
+//     configuration, and checks everything it depends on, one line per
+//     check; it changes nothing (see shim.go).
+//   - status: the slots by class, their holders and the retained data.
+//   - release: asks the running plugin to release one slot.
+//   - gc: prunes retained data past its retention.
+//
+// The CLI never destroys, creates or renames a slot: the long-lived plugin
+// process owns them and serialises its changes with locks this process
+// cannot take. `release` records its request in the slot's ZFS user
+// properties with one `zfs set` (hooks.MarkReleasing) and the plugin's next
+// reconcile pass carries it out; `gc` destroys only retained data, which the
+// plugin prunes by the same rule (hooks.RetainedDue), idempotently.
+//
+// Output follows the nomad CLI: aligned tables and `key = value` headers for
+// people, -json for machines, the API flags -address, -token, -ca-cert,
+// -client-cert, -client-key and -tls-server-name.
+package cli

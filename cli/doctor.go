@@ -1,0 +1,341 @@
+package cli
+
+import (
+	"context"
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/nomad/structs/config"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+const doctorHelp = `
+Check what the plugin depends on, the way the Nomad agent would meet it:
+the agent's configuration files (-config, like 'nomad agent -config'), the
+plugin binary in plugin_dir and its block, the plugin's configuration (with
+the agent's own error text), zfs and zpool, the pool and the parent dataset,
+the class datasets, and the Nomad API at the address and with the token the
+plugin uses, capability by capability. Then it starts the plugin binary as
+the agent does and prints the device groups Nomad would see.
+
+One line per check: ✓ passed, ✗ a problem, ! worth knowing. The exit status
+is 1 when there is a problem. Doctor changes nothing: the plugin it starts
+runs zfs and zpool through a read-only shim, so a slot it would create shows
+as "not created yet".`
+
+type doctorReport struct {
+	OK       bool         `json:"ok"`
+	Problems int          `json:"problems"`
+	Checks   []checkJSON  `json:"checks"`
+	Devices  []deviceJSON `json:"devices,omitempty"`
+}
+
+type checkJSON struct {
+	Section string `json:"section"`
+	// Status is ok, fail or warn.
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+type deviceJSON struct {
+	Name       string            `json:"name"`
+	Attributes map[string]string `json:"attributes"`
+	Instances  []instanceJSON    `json:"instances"`
+}
+
+type instanceJSON struct {
+	ID      string `json:"id"`
+	Healthy bool   `json:"healthy"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// fingerprintTimeout bounds the wait for the hosted plugin's first
+// fingerprint (Nomad's client waits up to 50 s for it).
+const fingerprintTimeout = 50 * time.Second
+
+func runDoctor(ctx context.Context, e *env, args []string) int {
+	fs := newFlags(e, "doctor", "", doctorHelp)
+	var configs stringsFlag
+	fs.Var(&configs, "config", "Agent configuration file or directory; repeatable (default "+defaultConfigPath+").")
+	jsonOut := fs.Bool("json", false, "Print JSON.")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "doctor takes no arguments, got %q\n", fs.Args())
+		return 1
+	}
+	d := &doctor{e: e, json: *jsonOut, rep: &doctorReport{Checks: []checkJSON{}}}
+	d.run(ctx, configs)
+	d.rep.OK = d.rep.Problems == 0
+	if d.json {
+		if err := printJSON(e.stdout, d.rep); err != nil {
+			return 1
+		}
+	} else if d.rep.Problems == 0 {
+		fmt.Fprintln(e.stdout, "\nNo problems found.")
+	} else {
+		fmt.Fprintf(e.stdout, "\n%d problem(s) found.\n", d.rep.Problems)
+	}
+	if d.rep.OK {
+		return 0
+	}
+	return 1
+}
+
+// doctor runs the checks and prints each as it completes.
+type doctor struct {
+	e       *env
+	json    bool
+	rep     *doctorReport
+	section string
+}
+
+func (d *doctor) begin(section string) {
+	d.section = section
+	if !d.json {
+		if len(d.rep.Checks) > 0 || d.rep.Devices != nil {
+			fmt.Fprintln(d.e.stdout)
+		}
+		fmt.Fprintln(d.e.stdout, section)
+	}
+}
+
+func (d *doctor) add(status, mark, format string, a ...any) {
+	msg := fmt.Sprintf(format, a...)
+	d.rep.Checks = append(d.rep.Checks, checkJSON{Section: d.section, Status: status, Message: msg})
+	if status == "fail" {
+		d.rep.Problems++
+	}
+	if !d.json {
+		fmt.Fprintf(d.e.stdout, "  %s %s\n", mark, msg)
+	}
+}
+
+func (d *doctor) ok(format string, a ...any)   { d.add("ok", "✓", format, a...) }
+func (d *doctor) fail(format string, a ...any) { d.add("fail", "✗", format, a...) }
+func (d *doctor) warn(format string, a ...any) { d.add("warn", "!", format, a...) }
+
+func (d *doctor) run(ctx context.Context, configs []string) {
+	d.begin("Configuration")
+	ac, err := loadAgentConfig(configs)
+	if err != nil {
+		d.fail("%v", err)
+		d.begin("ZFS")
+		d.zfsVersion(ctx, zfs.DefaultTimeout)
+		return
+	}
+	d.ok("agent configuration: %s", ac.files())
+	pluginDir := ac.pluginDir()
+	block := ac.block()
+	binOK := d.checkBinary(ac, pluginDir, block)
+
+	var st *settings
+	var cfgErr error
+	if block != nil {
+		st, cfgErr = decodeBlock(block)
+	}
+	var host *devicemanager.Host
+	switch {
+	case cfgErr != nil:
+		// SetConfig's text, which the agent prints inside its own error.
+		d.fail("configuration invalid; the agent would refuse to start: %s", oneLine(cfgErr.Error()))
+	case binOK:
+		h, cleanup, err := d.launch(pluginDir, block)
+		defer cleanup()
+		if err != nil {
+			d.fail("the plugin does not start the way the agent starts it: %s", oneLine(err.Error()))
+		} else {
+			host = h
+			defer host.Close()
+		}
+	}
+	if st != nil {
+		d.ok("configuration valid: parent %q, %s", st.Slots.Parent, describeClasses(&st.Slots))
+	}
+
+	d.begin("ZFS")
+	timeout := zfs.DefaultTimeout
+	if st != nil {
+		timeout = st.ZFSTimeout
+	}
+	d.zfsVersion(ctx, timeout)
+	if st != nil {
+		d.checkDatasets(ctx, st, timeout)
+		d.checkAPI(ctx, st.Nomad)
+	}
+	if host != nil {
+		d.devices(ctx, host)
+	}
+}
+
+// cmdPath is the main package of this project's binary, as recorded in
+// every binary's build information: it tells our plugin binary under
+// another file name.
+const cmdPath = "github.com/nomad-device-zfs/nomad-device-zfs/cmd/nomad-device-zfs"
+
+// checkBinary checks the plugin binary against the block, as the agent's
+// loader pairs them: by file name. It reports whether the agent would
+// launch <plugin_dir>/nomad-device-zfs with the block.
+func (d *doctor) checkBinary(ac *agentConfig, pluginDir string, block *config.PluginConfig) bool {
+	if pluginDir == "" {
+		d.fail("neither plugin_dir nor data_dir is set in %s: the agent would not know where the plugin is", ac.files())
+		return false
+	}
+	want := filepath.Join(pluginDir, plugin.Name)
+	others := pluginBinaries(pluginDir)
+	fi, statErr := os.Stat(want)
+	exists := statErr == nil && !fi.IsDir()
+	blockFor := func(file string) string {
+		for _, p := range ac.Plugins {
+			if p.Name == file {
+				return p.Name
+			}
+		}
+		return ""
+	}
+	switch {
+	case block != nil && exists && fi.Mode()&0o111 == 0:
+		d.fail("plugin binary %s is not executable: the agent skips it (chmod 755 %s)", want, want)
+	case block != nil && exists:
+		d.ok("plugin binary %s matches its block plugin %q", want, plugin.Name)
+		return true
+	case block != nil && len(others) > 0:
+		d.fail("plugin binary is named %s, but the block is plugin %q: the agent loads a binary only under its block's name (mv %s %s)",
+			others[0], plugin.Name, others[0], want)
+	case block != nil:
+		d.fail("no plugin binary %s (plugin_dir %s): copy the binary there under that name", want, pluginDir)
+	case len(others) > 0 && blockFor(filepath.Base(others[0])) != "":
+		name := filepath.Base(others[0])
+		d.fail("plugin block %q loads %s, which is nomad-device-zfs: name both the block and the binary %q", name, others[0], plugin.Name)
+	case exists || len(others) > 0:
+		bin := want
+		if !exists {
+			bin = others[0]
+		}
+		d.fail("no plugin %q block in %s: the agent loads %s only when a plugin block names it", plugin.Name, ac.files(), bin)
+	default:
+		d.fail("no plugin %q block in %s, and no plugin binary in %s", plugin.Name, ac.files(), pluginDir)
+	}
+	return false
+}
+
+// pluginBinaries lists the files in dir, other than nomad-device-zfs, that
+// are this project's binary under another name.
+func pluginBinaries(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() || e.Name() == plugin.Name {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if bi, err := buildinfo.ReadFile(p); err == nil && bi.Path == cmdPath {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// launch starts the plugin binary as the agent does, its zfs and zpool
+// through the read-only shim.
+// Only the plugin's own block is passed: the loader then starts no other
+// plugin binary that plugin_dir may hold.
+func (d *doctor) launch(pluginDir string, block *config.PluginConfig) (*devicemanager.Host, func(), error) {
+	restore, cleanup, err := readOnlyZFS()
+	if err != nil {
+		return nil, func() {}, fmt.Errorf("cannot set up the read-only zfs: %w", err)
+	}
+	defer restore()
+	h, err := devicemanager.Launch(&devicemanager.Config{PluginDir: pluginDir, Plugins: []*config.PluginConfig{block}, Name: plugin.Name})
+	if err != nil {
+		cleanup()
+		return nil, func() {}, err
+	}
+	return h, cleanup, nil
+}
+
+func (d *doctor) zfsVersion(ctx context.Context, timeout time.Duration) {
+	v, err := d.e.zfs(timeout).Version(ctx)
+	switch {
+	case errors.Is(err, zfs.ErrNotFound):
+		d.fail("zfs is not installed: no zfs on PATH (%s)", os.Getenv("PATH"))
+	case err != nil:
+		d.fail("zfs version failed: %v", err)
+	default:
+		d.ok("%s", v)
+	}
+}
+
+// checkDatasets scans the parent as the plugin does and reports the
+// problems the plugin would report as unhealthy instances.
+func (d *doctor) checkDatasets(ctx context.Context, st *settings, timeout time.Duration) {
+	v, err := hooks.Inspect(ctx, &st.Slots, d.e.zfs(timeout))
+	switch {
+	case errors.Is(err, zfs.ErrNotFound):
+		d.fail("zpool is not installed: no zpool on PATH (%s)", os.Getenv("PATH"))
+		return
+	case err != nil:
+		d.fail("cannot scan %s: %v", st.Slots.Parent, err)
+		return
+	case v.Problem != "":
+		d.fail("%s", v.Problem)
+		return
+	}
+	d.ok("pool %q %s, %s free", v.Pool.Name, v.Pool.Health, size(v.Pool.Free))
+	d.ok("parent %q exists and is mounted", st.Slots.Parent)
+	for ci := range v.Classes {
+		cv := &v.Classes[ci]
+		if cv.Problem != "" {
+			d.fail("%s", cv.Problem)
+			continue
+		}
+		created := 0
+		for _, s := range cv.Slots {
+			if s.Foreign {
+				d.fail("%s", s.Reason)
+			}
+			if s.Exists {
+				created++
+			}
+		}
+		if cv.Exists {
+			d.ok("class %q: %s is the plugin's, %s; %d of %d slots created", cv.Class.Name, cv.Dataset, mountState(&cv.Info), created, cv.Class.Slots)
+		} else {
+			d.ok("class %q: %s not created yet (the plugin creates it)", cv.Class.Name, cv.Dataset)
+		}
+	}
+}
+
+// oneLine folds a multi-line error (a multierror's list) into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func describeClasses(cfg *hooks.Config) string {
+	parts := make([]string, 0, len(cfg.Classes))
+	for _, c := range cfg.Classes {
+		parts = append(parts, fmt.Sprintf("%s (%d slots, release %s)", c.Name, c.Slots, c.Release.Policy))
+	}
+	return fmt.Sprintf("%d class(es): %s", len(cfg.Classes), strings.Join(parts, ", "))
+}
+
+// mountState names a dataset's mount state for people.
+func mountState(d *zfs.Dataset) string {
+	if d.Mounted {
+		return "mounted at " + d.Mountpoint
+	}
+	return "not mounted"
+}

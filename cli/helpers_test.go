@@ -1,0 +1,415 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+func TestMain(m *testing.M) {
+	ShimIfCalled()
+	zfstest.ImpersonateIfCalled()
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	builtDir  string
+	builtErr  error
+)
+
+// builtBinary builds cmd/nomad-device-zfs once per test process.
+func builtBinary(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the plugin binary")
+	}
+	buildOnce.Do(func() {
+		builtDir, builtErr = os.MkdirTemp("", "ndz-cli-test-")
+		if builtErr != nil {
+			return
+		}
+		_, file, _, _ := runtime.Caller(0)
+		cmd := exec.Command("go", "build", "-o", filepath.Join(builtDir, "nomad-device-zfs"), "./cmd/nomad-device-zfs")
+		cmd.Dir = filepath.Dir(filepath.Dir(file))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			builtErr = fmt.Errorf("building the plugin: %v\n%s", err, out)
+		}
+	})
+	if builtErr != nil {
+		t.Fatal(builtErr)
+	}
+	return filepath.Join(builtDir, "nomad-device-zfs")
+}
+
+// pluginDir is a fresh plugin_dir holding the binary under name.
+func pluginDir(t testing.TB, name string) string {
+	t.Helper()
+	src := builtBinary(t)
+	dir := t.TempDir()
+	b, err := os.ReadFile(src)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, name), b, 0o755))
+	return dir
+}
+
+// fakeHost is a fake pool "tank" (4 GiB) with the operator's parent
+// tank/nomad.
+func fakeHost(t testing.TB) (*zfstest.Fake, *zfs.Client) {
+	t.Helper()
+	f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
+	must(t, f.AddPool("tank", 4<<30))
+	c := zfs.NewClient(f)
+	must(t, c.Create(context.Background(), "tank/nomad", nil))
+	return f, c
+}
+
+// agentFile writes an agent configuration with the plugin block's body.
+func agentFile(t testing.TB, pluginDir, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agent.hcl")
+	src := fmt.Sprintf("data_dir = %q\nplugin_dir = %q\n\nplugin \"nomad-device-zfs\" {\n  config {\n%s\n  }\n}\n", t.TempDir(), pluginDir, body)
+	must(t, os.WriteFile(p, []byte(src), 0o644))
+	return p
+}
+
+// pluginBody is a plugin block's config for the fake Nomad API at addr.
+func pluginBody(parent, addr, nomadExtra, classExtra string) string {
+	return fmt.Sprintf(`parent = %q
+scan_interval = "1s"
+nomad {
+  address = %q
+  %s
+}
+class "scratch" {
+  slots = 2
+  properties { quota = "1G" }
+  mount = "/data"
+  %s
+}`, parent, addr, nomadExtra, classExtra)
+}
+
+// runCLI runs the CLI in process.
+func runCLI(t testing.TB, e *env, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	e.stdout, e.stderr = &out, &errb
+	code = e.run(t.Context(), args)
+	t.Logf("$ nomad-device-zfs %s   → exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errb.String())
+	return code, out.String(), errb.String()
+}
+
+// lines returns the lines of s that start (after spaces) with prefix.
+func linesWith(s, prefix string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), prefix) {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return out
+}
+
+// slotOf reads a slot from the fake.
+func slotOf(t testing.TB, c *zfs.Client, cfg *hooks.Config, id string) hooks.Slot {
+	t.Helper()
+	s, err := hooks.ReadSlot(context.Background(), cfg, c, id)
+	must(t, err)
+	return s
+}
+
+// settingsOf decodes the plugin block of an agent file, as the CLI does.
+func settingsOf(t testing.TB, path string) *settings {
+	t.Helper()
+	_, st, err := loadSettings([]string{path})
+	must(t, err)
+	return st
+}
+
+// testPlugin is the plugin's slot manager over the same fake ZFS, standing
+// in for the long-lived plugin process: the CLI's requests are carried out
+// by its reconcile passes.
+type testPlugin struct {
+	m      *hooks.Manager
+	allocs *pluginAllocs
+}
+
+// pluginAllocs is the plugin's view of Nomad: a snapshot it was given,
+// and lookups that fail unless told otherwise (the plugin cannot see the
+// holder, so it keeps the slot until someone decides).
+type pluginAllocs struct {
+	mu   sync.Mutex
+	snap allocwatch.Snapshot
+}
+
+func (p *pluginAllocs) Refresh(context.Context) (allocwatch.Snapshot, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snap, nil
+}
+
+func (p *pluginAllocs) Lookup(_ context.Context, id string) (allocwatch.Alloc, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range p.snap.Allocs {
+		if a.ID == id {
+			return a, true, nil
+		}
+	}
+	return allocwatch.Alloc{}, false, fmt.Errorf("%w: the test plugin cannot read %s", allocwatch.ErrPermissionDenied, id)
+}
+
+func (p *pluginAllocs) RunningLocally(context.Context, string) (bool, error) { return false, nil }
+
+// startPlugin runs a manager for cfg until the test ends, with allocs as
+// its snapshot; scan is its scan interval.
+func startPlugin(t testing.TB, cfg hooks.Config, c *zfs.Client, scan time.Duration, allocs ...allocwatch.Alloc) *testPlugin {
+	t.Helper()
+	cfg.ScanInterval = scan
+	pa := &pluginAllocs{snap: allocwatch.Snapshot{NodeID: nodeID, Index: 100, Allocs: allocs, At: time.Now()}}
+	m := hooks.NewManager(&cfg, c, pa, hclog.NewNullLogger())
+	m.OnAllocs(pa.snap)
+	m.Reconcile(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("the test plugin did not stop")
+		}
+	})
+	return &testPlugin{m: m, allocs: pa}
+}
+
+// setAllocs changes what the test plugin sees and wakes it.
+func (p *testPlugin) setAllocs(allocs ...allocwatch.Alloc) {
+	p.allocs.mu.Lock()
+	p.allocs.snap = allocwatch.Snapshot{NodeID: nodeID, Index: p.allocs.snap.Index + 1, Allocs: allocs, At: time.Now()}
+	s := p.allocs.snap
+	p.allocs.mu.Unlock()
+	p.m.OnAllocs(s)
+}
+
+// hold records alloc as the holder of a ready slot, as the plugin does
+// when it sees a pending allocation.
+func hold(t testing.TB, c *zfs.Client, dataset, allocID string, index int) {
+	t.Helper()
+	must(t, c.Set(context.Background(), dataset, map[string]string{
+		hooks.PropState: string(hooks.StateHeld), hooks.PropHolder: allocID,
+		hooks.PropHolderIndex: fmt.Sprint(index), hooks.PropSince: fmt.Sprint(time.Now().Add(-3 * time.Minute).Unix()),
+	}))
+}
+
+const nodeID = "8b1c2f3a-0000-4000-8000-000000000001"
+
+// Allocation IDs of the tests.
+const (
+	allocA = "aaaaaaaa-0000-4000-8000-00000000000a"
+	allocB = "bbbbbbbb-0000-4000-8000-00000000000b"
+	allocC = "cccccccc-0000-4000-8000-00000000000c"
+)
+
+// fakeNomad is an httptest Nomad HTTP API: the endpoints the CLI and the
+// plugin's watcher use, with ACL tokens of chosen capabilities.
+type fakeNomad struct {
+	srv *httptest.Server
+
+	mu          sync.Mutex
+	aclDisabled bool
+	tokens      map[string]caps
+	allocs      map[string]*api.Allocation
+	// local are the allocations this node's client still has.
+	local map[string]bool
+}
+
+// caps are a token's capabilities.
+type caps struct{ node, readJob, agent bool }
+
+// Tokens of the fake API.
+const (
+	tokenFull    = "f0f0f0f0-0000-4000-8000-0000000000ff"
+	tokenNoNode  = "f0f0f0f0-0000-4000-8000-000000000001"
+	tokenNoJob   = "f0f0f0f0-0000-4000-8000-000000000002"
+	tokenNoAgent = "f0f0f0f0-0000-4000-8000-000000000003"
+	tokenUnknown = "deadbeef-0000-4000-8000-000000000000"
+)
+
+func newFakeNomad(t testing.TB) *fakeNomad {
+	t.Helper()
+	n := &fakeNomad{
+		tokens: map[string]caps{
+			tokenFull:    {true, true, true},
+			tokenNoNode:  {false, true, true},
+			tokenNoJob:   {true, false, true},
+			tokenNoAgent: {true, true, false},
+		},
+		allocs: map[string]*api.Allocation{},
+		local:  map[string]bool{},
+	}
+	n.srv = httptest.NewServer(http.HandlerFunc(n.serve))
+	t.Cleanup(n.srv.Close)
+	return n
+}
+
+func (n *fakeNomad) addr() string { return n.srv.URL }
+
+// addAlloc adds an allocation of job "job-<id[:1]>" whose task "t" holds
+// slot.
+func (n *fakeNomad) addAlloc(id, status, slot string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	desired := "run"
+	n.allocs[id] = &api.Allocation{ID: id, Namespace: "default", JobID: "job-" + id[:1], TaskGroup: "g", NodeID: nodeID,
+		ClientStatus: status, DesiredStatus: desired, CreateIndex: 10, ModifyIndex: 10,
+		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{
+			"t": {Devices: []*api.AllocatedDeviceResource{{Vendor: "zfs", Type: "dataset", Name: "scratch", DeviceIDs: []string{slot}}}},
+		}}}
+}
+
+func (n *fakeNomad) serve(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.Header().Set("X-Nomad-Index", "7")
+	c, known := n.tokens[r.Header.Get("X-Nomad-Token")]
+	if n.aclDisabled {
+		c, known = caps{true, true, true}, true
+	}
+	deny := func(ok bool) bool {
+		if !ok || !known {
+			http.Error(w, "Permission denied", http.StatusForbidden)
+			return true
+		}
+		return false
+	}
+	reply := func(v any) { _ = json.NewEncoder(w).Encode(v) }
+	p := r.URL.Path
+	switch {
+	case p == "/v1/status/leader":
+		reply("127.0.0.1:4647")
+	case p == "/v1/acl/token/self":
+		if n.aclDisabled {
+			http.Error(w, "ACL support disabled", http.StatusBadRequest)
+			return
+		}
+		if deny(true) {
+			return
+		}
+		reply(api.ACLToken{AccessorID: "acc", Name: "nomad-device-zfs", Type: "client", Policies: []string{"nomad-device-zfs"}})
+	case p == "/v1/agent/self":
+		if deny(c.agent) {
+			return
+		}
+		reply(map[string]any{"stats": map[string]any{"client": map[string]string{"node_id": nodeID}}})
+	case p == "/v1/nodes":
+		if deny(c.node) {
+			return
+		}
+		reply([]map[string]string{{"ID": nodeID}})
+	case p == "/v1/node/"+nodeID:
+		if deny(c.node) {
+			return
+		}
+		reply(map[string]string{"ID": nodeID})
+	case p == "/v1/node/"+nodeID+"/allocations":
+		if deny(c.node) {
+			return
+		}
+		reply([]any{})
+	case p == "/v1/allocations":
+		if deny(c.readJob) {
+			return
+		}
+		reply([]any{})
+	case p == "/v1/namespaces":
+		if deny(true) {
+			return
+		}
+		reply([]map[string]string{{"Name": "default"}})
+	case strings.HasPrefix(p, "/v1/allocation/"):
+		if deny(c.readJob) {
+			return
+		}
+		a, ok := n.allocs[strings.TrimPrefix(p, "/v1/allocation/")]
+		if !ok {
+			http.Error(w, "alloc not found", http.StatusNotFound)
+			return
+		}
+		reply(a)
+	case strings.HasPrefix(p, "/v1/client/allocation/") && strings.HasSuffix(p, "/stats"):
+		if deny(c.readJob) {
+			return
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(p, "/v1/client/allocation/"), "/stats")
+		if !n.local[id] {
+			http.Error(w, fmt.Sprintf("Unknown allocation %q", id), http.StatusNotFound)
+			return
+		}
+		reply(map[string]any{})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// closedAddr is an HTTP address where nothing listens.
+func closedAddr(t testing.TB) string {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close()
+	return addr
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond every 100ms until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// decodeJSON decodes a command's -json output.
+func decodeJSON[T any](t testing.TB, out string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	return v
+}

@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins/base"
+	"github.com/hashicorp/nomad/plugins/device"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// Main is the binary's whole main: it returns the exit status.
+//
+//   - Run by Nomad (the go-plugin magic cookie is in the environment): serve
+//     the device plugin until Nomad kills the process.
+//   - Run as zfs or zpool by a plugin that doctor hosts: the read-only shim.
+//   - Otherwise: the operator CLI.
+func Main(args []string) int {
+	if code, ok := runShim(args); ok {
+		return code
+	}
+	if os.Getenv(base.Handshake.MagicCookieKey) != "" {
+		servePlugin()
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, args[1:], os.Stdout, os.Stderr)
+}
+
+// servePlugin runs the device plugin. go-plugin owns stdout for its
+// handshake; Nomad re-logs JSON from stderr under the plugin's name.
+func servePlugin() {
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, JSONFormat: true})
+	device.Serve(plugin.New(logger), logger)
+}
+
+// env is what a command needs from the outside world; tests replace it.
+type env struct {
+	stdout, stderr io.Writer
+	// runner runs zfs and zpool; nil means the real executables.
+	runner zfs.Runner
+	// now is the clock; nil means time.Now.
+	now func() time.Time
+	// poll paces release's wait for the plugin; 0 means a second.
+	poll time.Duration
+}
+
+func (e *env) zfs(timeout time.Duration) *zfs.Client {
+	if e.runner != nil {
+		return zfs.NewClient(e.runner)
+	}
+	return zfs.NewClient(&zfs.ExecRunner{Timeout: timeout})
+}
+
+func (e *env) clock() time.Time {
+	if e.now != nil {
+		return e.now()
+	}
+	return time.Now()
+}
+
+// command is one subcommand.
+type command struct {
+	synopsis string
+	run      func(ctx context.Context, e *env, args []string) int
+}
+
+var commands = map[string]command{
+	"doctor":  {"Check the plugin's configuration, ZFS and Nomad API access; show what Nomad would see", runDoctor},
+	"status":  {"Show the slots by class, their holders, and retained data", runStatus},
+	"release": {"Ask the running plugin to release a slot by its class's policy", runRelease},
+	"gc":      {"Destroy retained data past its retention (and beyond retain_max)", runGC},
+	"version": {"Print the version", runVersion},
+}
+
+// Run runs the CLI with args (without the program name) and returns the
+// exit status.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return (&env{stdout: stdout, stderr: stderr}).run(ctx, args)
+}
+
+func (e *env) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return 1
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(e.stdout)
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "unknown command %q\n\n", args[0])
+		usage(e.stderr)
+		return 1
+	}
+	return cmd.run(ctx, e, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `Usage: %s <command> [options]
+
+The nomad-device-zfs device plugin (run by Nomad from its plugin_dir) and its
+operator CLI. Commands read the plugin's configuration from the Nomad agent's
+configuration files (-config, default %s).
+
+Commands:
+`, plugin.Name, defaultConfigPath)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "    %-9s %s\n", n, commands[n].synopsis)
+	}
+	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's options.\n", plugin.Name)
+}
+
+// newFlags returns a command's flag set; its usage names the command.
+func newFlags(e *env, name, args, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s %s [options] %s\n\n%s\n\nOptions:\n\n", plugin.Name, name, args, strings.TrimSpace(help))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args; done reports that the command must return code.
+func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0, true
+	case err != nil:
+		return 1, true
+	}
+	return 0, false
+}
+
+// stringsFlag is a repeatable string flag, like the agent's -config.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+func runVersion(_ context.Context, e *env, args []string) int {
+	fs := newFlags(e, "version", "", "Print the plugin's version.")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	fmt.Fprintf(e.stdout, "%s %s\n", plugin.Name, plugin.Version)
+	return 0
+}

@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+)
+
+const statusHelp = `
+Show the plugin's slots by class, read from ZFS in one zfs list (the plugin's
+own scan): state, generation, holder allocation with its job, task and
+status (asked from the Nomad API when it answers), since when, space used
+and quota; then the retained data with its expiry.`
+
+type statusReport struct {
+	Parent        string         `json:"parent"`
+	Pool          *poolJSON      `json:"pool,omitempty"`
+	Problem       string         `json:"problem,omitempty"`
+	NomadAPI      string         `json:"nomad_api"`
+	NomadAPIError string         `json:"nomad_api_error,omitempty"`
+	ScannedAt     time.Time      `json:"scanned_at"`
+	Slots         []slotJSON     `json:"slots"`
+	Retained      []retainedJSON `json:"retained"`
+}
+
+type poolJSON struct {
+	Name     string `json:"name"`
+	Health   string `json:"health"`
+	ReadOnly bool   `json:"read_only"`
+	Free     uint64 `json:"free"`
+}
+
+type slotJSON struct {
+	Class   string `json:"class"`
+	ID      string `json:"id"`
+	Dataset string `json:"dataset"`
+	// State is ready, held, releasing, or missing (not created) or foreign
+	// (a dataset the plugin does not own).
+	State      string     `json:"state"`
+	Generation int        `json:"generation"`
+	Healthy    bool       `json:"healthy"`
+	Reason     string     `json:"reason,omitempty"`
+	Since      *time.Time `json:"since,omitempty"`
+	Used       uint64     `json:"used"`
+	Quota      uint64     `json:"quota"`
+	Holder     *holder    `json:"holder,omitempty"`
+}
+
+type retainedJSON struct {
+	Class   string     `json:"class"`
+	Dataset string     `json:"dataset"`
+	Holder  string     `json:"alloc_id,omitempty"`
+	Outcome string     `json:"outcome,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+	Expires *time.Time `json:"expires,omitempty"`
+	Used    uint64     `json:"used"`
+}
+
+func runStatus(ctx context.Context, e *env, args []string) int {
+	fs := newFlags(e, "status", "", statusHelp)
+	var configs stringsFlag
+	fs.Var(&configs, "config", "Agent configuration file or directory; repeatable (default "+defaultConfigPath+").")
+	jsonOut := fs.Bool("json", false, "Print JSON.")
+	var af apiFlags
+	af.register(fs)
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "status takes no arguments, got %q\n", fs.Args())
+		return 1
+	}
+	_, st, err := loadSettings(configs)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "✗ %v\n", err)
+		return 1
+	}
+	view, err := hooks.Inspect(ctx, &st.Slots, e.zfs(st.ZFSTimeout))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "✗ cannot read the slots: %v\n", err)
+		return 1
+	}
+	rep := buildStatus(ctx, st, view, af.apply(st.Nomad))
+	if *jsonOut {
+		if err := printJSON(e.stdout, rep); err != nil {
+			return 1
+		}
+		return 0
+	}
+	rep.print(e.stdout, e.clock())
+	return 0
+}
+
+// buildStatus turns a view into the report, asking Nomad about holders.
+func buildStatus(ctx context.Context, st *settings, v *hooks.View, nc allocwatch.Config) *statusReport {
+	rep := &statusReport{Parent: st.Slots.Parent, Problem: v.Problem, ScannedAt: v.ScannedAt,
+		NomadAPI: address(nc), Slots: []slotJSON{}, Retained: []retainedJSON{}}
+	if p := v.Pool; p != nil {
+		rep.Pool = &poolJSON{Name: p.Name, Health: p.Health, ReadOnly: p.ReadOnly, Free: p.Free}
+	}
+	n, err := newNomadAPI(nc)
+	if err != nil {
+		rep.NomadAPIError = err.Error()
+	}
+	for ci := range v.Classes {
+		cv := &v.Classes[ci]
+		for _, s := range cv.Slots {
+			sj := slotJSON{Class: cv.Class.Name, ID: s.ID, Dataset: s.Dataset, State: string(s.State),
+				Generation: s.Generation, Healthy: s.Healthy, Reason: s.Reason,
+				Used: s.Info.Used, Quota: s.Info.Quota, Since: timePtr(s.Since)}
+			switch {
+			case s.Foreign:
+				sj.State = "foreign"
+			case !s.Exists:
+				sj.State = "missing"
+			}
+			if s.Exists && s.Holder != "" && s.State != hooks.StateReady {
+				h := holder{ID: s.Holder}
+				if n != nil {
+					h = n.holder(ctx, s.Holder, s.ID)
+				}
+				sj.Holder = &h
+			}
+			rep.Slots = append(rep.Slots, sj)
+		}
+		for _, r := range cv.Retained {
+			rep.Retained = append(rep.Retained, retainedJSON{Class: cv.Class.Name, Dataset: r.Dataset, Holder: r.Holder,
+				Outcome: r.Outcome, Since: timePtr(r.Since), Expires: timePtr(r.Expires), Used: r.Info.Used})
+		}
+	}
+	if n != nil && n.down != nil {
+		rep.NomadAPIError = apiProblem(n.addr, n.down)
+	}
+	return rep
+}
+
+func (r *statusReport) print(w io.Writer, now time.Time) {
+	kv := [][2]string{{"Parent", r.Parent}}
+	if p := r.Pool; p != nil {
+		state := p.Health
+		if p.ReadOnly {
+			state += ", read-only"
+		}
+		kv = append(kv, [2]string{"Pool", fmt.Sprintf("%s (%s, %s free)", p.Name, state, size(p.Free))})
+	}
+	if r.Problem != "" {
+		kv = append(kv, [2]string{"Problem", r.Problem})
+	}
+	api := r.NomadAPI
+	if r.NomadAPIError != "" {
+		api += " (" + r.NomadAPIError + "; job and task not shown)"
+	}
+	kv = append(kv, [2]string{"Nomad API", api})
+	keyValues(w, kv)
+
+	fmt.Fprintln(w, "\nSlots")
+	rows := make([][]string, 0, len(r.Slots))
+	var unhealthy [][]string
+	for _, s := range r.Slots {
+		row := []string{s.ID, s.Class, s.State, "", "", "", "", "", "", "", "", s.Dataset}
+		if s.State != "missing" && s.State != "foreign" {
+			row[3] = strconv.Itoa(s.Generation)
+			row[9], row[10] = size(s.Used), quota(s.Quota)
+		}
+		if h := s.Holder; h != nil {
+			row[4] = short(h.ID)
+			switch {
+			case errors.Is(h.Err, allocwatch.ErrPermissionDenied):
+				row[7] = "denied"
+			case h.Err != nil:
+			case !h.Found:
+				row[7] = "gone"
+			default:
+				row[5], row[6], row[7] = h.JobID, strings.Join(h.Tasks, ","), h.ClientStatus
+			}
+		}
+		if s.Since != nil {
+			row[8] = ago(*s.Since, now)
+		}
+		rows = append(rows, row)
+		if !s.Healthy {
+			unhealthy = append(unhealthy, []string{s.ID, s.Reason})
+		}
+	}
+	table(w, []string{"ID", "Class", "State", "Gen", "Allocation", "Job", "Task", "Status", "Since", "Used", "Quota", "Dataset"}, rows)
+	if len(unhealthy) > 0 {
+		fmt.Fprintln(w, "\nNot offered to the scheduler")
+		table(w, []string{"ID", "Reason"}, unhealthy)
+	}
+
+	fmt.Fprintln(w, "\nRetained")
+	if len(r.Retained) == 0 {
+		fmt.Fprintln(w, "No retained data")
+		return
+	}
+	rows = rows[:0]
+	for _, rt := range r.Retained {
+		row := []string{rt.Dataset, rt.Class, short(rt.Holder), rt.Outcome, "", "never", size(rt.Used)}
+		if rt.Since != nil {
+			row[4] = ago(*rt.Since, now)
+		}
+		if rt.Expires != nil {
+			row[5] = until(*rt.Expires, now)
+		}
+		rows = append(rows, row)
+	}
+	table(w, []string{"Dataset", "Class", "Allocation", "Outcome", "Since", "Expires", "Used"}, rows)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+)
+
+// statusRig: scratch-1 held by allocA (running in Nomad), and the data of
+// allocB, which ran on scratch-2, retained by policy snapshot.
+func statusRig(t *testing.T, parent string) (*env, string, *fakeNomad) {
+	t.Helper()
+	f, c := fakeHost(t)
+	n := newFakeNomad(t)
+	cfg := agentFile(t, t.TempDir(), pluginBody(parent, n.addr(), `token = "`+tokenFull+`"`, `release { policy = "snapshot" }`))
+	st := settingsOf(t, cfg)
+	if parent == "tank/nomad" {
+		p := startPlugin(t, st.Slots, c, time.Hour)
+		hold(t, c, slot1, allocA, 10)
+		hold(t, c, "tank/nomad/scratch/scratch-2", allocB, 11)
+		p.setAllocs(allocwatch.Alloc{ID: allocB, ClientStatus: "complete", CreateIndex: 11,
+			Devices: []allocwatch.Device{{Task: "t", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{"scratch-2"}}}})
+		waitFor(t, 10*time.Second, "allocB's data retained", func() bool {
+			return slotOf(t, c, &st.Slots, "scratch-2").Generation == 2
+		})
+		n.addAlloc(allocA, "running", "scratch-1")
+	}
+	return &env{runner: f}, cfg, n
+}
+
+func TestStatus(t *testing.T) {
+	cases := []struct {
+		name   string
+		parent string
+		flags  []string
+		want   []string // regular expressions, each matching a line
+	}{
+		{"held slot with its allocation, job and task", "tank/nomad", nil, []string{
+			`^Parent +=  ?tank/nomad$`,
+			`^Pool +=  ?tank \(ONLINE, [0-9.]+G free\)$`,
+			`^ID +Class +State +Gen +Allocation +Job +Task +Status +Since +Used +Quota +Dataset$`,
+			`^scratch-1 +scratch +held +1 +aaaaaaaa +job-a +t +running +3m(1s)? ago +\d+K +1G +tank/nomad/scratch/scratch-1$`,
+			`^scratch-2 +scratch +ready +2 +- +- +- +- +(just now|\ds ago) +\d+K +1G +tank/nomad/scratch/scratch-2$`,
+			`^tank/nomad/scratch/retained-bbbbbbbb-0000-4000-8000-00000000000b +scratch +bbbbbbbb +complete +(just now|\ds ago) +in (3d|2d23h) +\d+K$`,
+		}},
+		{"Nomad API down: holders by ID only", "tank/nomad", []string{"-address", "@closed@"}, []string{
+			`^Nomad API += http://127.0.0.1:\d+ \(the Nomad API at http://127.0.0.1:\d+ is down \(connection refused\); job and task not shown\)$`,
+			`^scratch-1 +scratch +held +1 +aaaaaaaa +- +- +- +3m(1s)? ago`,
+		}},
+		{"token without read-job", "tank/nomad", []string{"-token", tokenNoJob}, []string{
+			`^scratch-1 +scratch +held +1 +aaaaaaaa +- +- +denied +3m(1s)? ago`,
+		}},
+		{"missing pool", "nopool/nomad", nil, []string{
+			`^Problem += pool "nopool" not found \(parent = "nopool/nomad"\)$`,
+			`^scratch-1 +scratch +missing +- +- +- +- +- +- +- +- +nopool/nomad/scratch/scratch-1$`,
+			`^scratch-1 +pool "nopool" not found`,
+			`^No retained data$`,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, cfg, _ := statusRig(t, tc.parent)
+			flags := append([]string(nil), tc.flags...)
+			for i, f := range flags {
+				if f == "@closed@" {
+					flags[i] = closedAddr(t)
+				}
+			}
+			code, out, _ := runCLI(t, e, append([]string{"status", "-config", cfg}, flags...)...)
+			if code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+			for _, w := range tc.want {
+				if !regexp.MustCompile(`(?m)` + w).MatchString(out) {
+					t.Errorf("no line matches %s", w)
+				}
+			}
+		})
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	e, cfg, _ := statusRig(t, "tank/nomad")
+	code, out, _ := runCLI(t, e, "status", "-config", cfg, "-json")
+	rep := decodeJSON[statusReport](t, out)
+	if code != 0 || len(rep.Slots) != 2 || len(rep.Retained) != 1 || rep.Pool == nil || rep.Pool.Health != "ONLINE" {
+		t.Fatalf("exit %d, report %+v", code, rep)
+	}
+	h := rep.Slots[0].Holder
+	if h == nil || h.ID != allocA || h.JobID != "job-a" || strings.Join(h.Tasks, ",") != "t" || h.ClientStatus != "running" || !h.Found {
+		t.Fatalf("holder %+v", h)
+	}
+	if r := rep.Retained[0]; r.Holder != allocB || r.Expires == nil || r.Since == nil {
+		t.Fatalf("retained %+v", r)
+	}
+}
+
+func TestStatusRefusesAnInvalidConfig(t *testing.T) {
+	cfg := agentFile(t, t.TempDir(), `parent = "tank/nomad"
+class "scratch" { slots = 0 }`)
+	code, _, errOut := runCLI(t, &env{}, "status", "-config", cfg)
+	if code != 1 || !strings.Contains(errOut, `slots = 0: must be between 1 and 1024`) {
+		t.Fatalf("exit %d", code)
+	}
+}
