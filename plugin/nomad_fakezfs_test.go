@@ -107,6 +107,28 @@ func TestNomadAgentFakeZFS(t *testing.T) {
 		check("dataset", "tank/nomad/scratch")
 	})
 
+	t.Run("example job specs parse and ask for the device", func(t *testing.T) {
+		files, err := filepath.Glob("../examples/job-*.nomad.hcl")
+		if err != nil || len(files) < 3 {
+			t.Fatalf("example jobs: %v %v", files, err)
+		}
+		for _, file := range files {
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			job, err := agent.Client().Jobs().ParseHCL(string(src), true)
+			if err != nil {
+				t.Errorf("%s: %v", file, err)
+				continue
+			}
+			dev := job.TaskGroups[0].Tasks[0].Resources.Devices
+			if len(dev) != 1 || dev[0].Name != "zfs/dataset/scratch" {
+				t.Errorf("%s: devices %+v", file, dev)
+			}
+		}
+	})
+
 	t.Run("raw_exec job gets a slot through the environment", func(t *testing.T) {
 		job := agent.RunJob(t, `job "raw" {
   type = "batch"
