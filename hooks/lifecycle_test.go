@@ -262,7 +262,7 @@ func TestLifecycleEdges(t *testing.T) {
 		// Crash right after the release was recorded: destroy never ran.
 		r.f.Inject(zfstest.Fault{Cmd: "zfs", ArgsContain: []string{"destroy"}, Stderr: "killed", ExitCode: 137, Times: 1})
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		if s := r.slot(); s.State != StateReleasing || s.Healthy {
+		if s := r.slot(); s.State != StateReleasing {
 			t.Fatalf("after the failed step: %+v", s)
 		}
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
@@ -319,10 +319,11 @@ func TestLifecycleEdges(t *testing.T) {
 	t.Run("busy dataset is retried, not forced", func(t *testing.T) {
 		r := newRig(t, Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+		r.write("open", "held open by a process")
 		must(t, r.f.SetBusy("tank/nomad/scratch/scratch-1", true))
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		if s := r.slot(); s.State != StateReleasing || s.Healthy {
-			t.Fatalf("busy: %+v", s)
+		if s := r.slot(); s.State != StateReleasing || !r.exists("open") {
+			t.Fatalf("busy: state %q, data present %v", s.State, r.exists("open"))
 		}
 		must(t, r.f.SetBusy("tank/nomad/scratch/scratch-1", false))
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))

@@ -247,7 +247,14 @@ func health(s *Slot, problem, createErr string) (bool, string) {
 	case !s.Exists:
 		return false, "not created yet"
 	case s.State == StateReleasing:
-		return false, "releasing the previous holder's data"
+		// Healthy on purpose. Reserve finishes a pending release before it
+		// mounts, so offering the slot is safe; marking it unhealthy is not:
+		// a job evaluated while a class has no healthy instance is blocked
+		// with the node's class ineligible, and since device health is not
+		// part of the computed node class, the slot turning healthy again
+		// never unblocks it (seen on a real agent). It also spares the node
+		// a re-registration per release.
+		return true, ""
 	case s.State != StateReady && s.State != StateHeld:
 		return false, fmt.Sprintf("unknown state %q", s.State)
 	case !s.Mounted:

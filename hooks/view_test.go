@@ -92,8 +92,10 @@ func TestBuildViewHealth(t *testing.T) {
 			wantHealth: [2]bool{true, false}, wantReason: [2]string{"", "not mounted"}},
 		{name: "inherited owner is not ownership", scan: scan{pools: onlinePool(), sets: inherited},
 			wantHealth: [2]bool{true, false}, wantReason: [2]string{"", "not owned by nomad-device-zfs"}},
-		{name: "releasing slot is not offered", scan: scan{pools: onlinePool(), sets: releasing},
-			wantHealth: [2]bool{false, true}, wantReason: [2]string{"releasing", ""}},
+		// Offered: Reserve finishes the release first, and an unhealthy
+		// instance can block a job's evaluation for good.
+		{name: "releasing slot stays offered", scan: scan{pools: onlinePool(), sets: releasing},
+			wantHealth: [2]bool{true, true}},
 		{name: "parent not mounted: nothing below it counts", scan: scan{pools: onlinePool(), sets: withUnmounted(full, "tank/nomad")},
 			wantReason: [2]string{`parent dataset "tank/nomad" is not mounted`, "zfs mount tank/nomad"}},
 		{name: "slot mounted below an unmounted class dataset", scan: scan{pools: onlinePool(), sets: withUnmounted(full, "tank/nomad/scratch")},
