@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	gozfs "github.com/mistifyio/go-zfs/v3"
 
@@ -33,7 +34,7 @@ const scratchClass = `class "scratch" {
 func TestFingerprintPlaceAndWrite(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "e2edata", false)
-	a := startAgent(t, p, scratchClass)
+	a := startAgentScan(t, p, 5*time.Second, scratchClass) // no scan is waited for
 
 	g := a.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 2, deviceTimeout)
 	for name, want := range map[string]string{

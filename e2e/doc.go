@@ -19,6 +19,7 @@
 //	NDZ_E2E_NOMAD       the nomad binary (else $NOMAD_BINARY)
 //	NDZ_E2E_PLUGIN_DIR  a directory holding the nomad-device-zfs binary
 //	NDZ_E2E_LOG_DIR     if set, each test's agent log is written there
+//	                    instead of skipping (they fail until the bugs are fixed)
 //
 // Each test makes its own pool on file vdevs under the guest's /tmp, starts
 // its own agent (internal/nomadtest) with a data dir there, and checks the
@@ -27,4 +28,12 @@
 // scripts/e2e.sh). A task that must hold its slot while the test looks at
 // the data waits for the test's go-ahead (see held): when an allocation
 // ends, the plugin releases its slot, by default destroying the data.
+//
+// The guest's two emulated vCPUs are the suite's budget: an idle agent
+// with its plugin takes about a sixth of one, a zfs command 0.1-0.2 s of
+// CPU. Tests poll once a second (waitFor), tests that wait on no scan use
+// a longer scan_interval (startAgentScan), and each agent logs the CPU its
+// process tree used at cleanup; the suite's total and the guest's lowest
+// available memory are printed at the end. Eight tests at once fit in the
+// default 2 GiB; all of them at once ran the guest out of memory.
 package e2e

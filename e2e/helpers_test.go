@@ -143,18 +143,33 @@ func newPool(t *testing.T, name string, mirror bool) *testPool {
 // given class blocks below pool's parent, scanning every 2 s.
 func startAgent(t *testing.T, p *testPool, classes string) *nomadtest.Agent {
 	t.Helper()
+	return startAgentScan(t, p, 2*time.Second, classes)
+}
+
+// startAgentScan is startAgent with another scan_interval. A scan is two
+// zfs processes, about 0.25 s of CPU in the emulated guest: every 2 s that
+// is an eighth of a vCPU per agent, with a dozen agents a large share of
+// the VM's two. Tests that do not wait on scans (a release is triggered by
+// the allocation watcher, not by a scan) use a longer interval.
+func startAgentScan(t *testing.T, p *testPool, scan time.Duration, classes string) *nomadtest.Agent {
+	t.Helper()
 	a := nomadtest.Start(t, nomadtest.Config{
 		Binary:     nomadBin,
 		PluginDir:  pluginDir,
 		PluginName: pluginName,
 		// The allocation watcher talks to this agent's API.
-		PluginConfig: fmt.Sprintf("parent = %q\nscan_interval = \"2s\"\nnomad {\n  address = %q\n}\n%s",
-			p.Parent, nomadtest.HTTPAddrPlaceholder, classes),
+		PluginConfig: fmt.Sprintf("parent = %q\nscan_interval = %q\nnomad {\n  address = %q\n}\n%s",
+			p.Parent, scan.String(), nomadtest.HTTPAddrPlaceholder, classes),
 		// The guest has only lo and no default route: without this the
 		// client's network fingerprint stops the agent ("No default
-		// interface found").
-		ExtraHCL: "client {\n  network_interface = \"lo\"\n}",
+		// interface found"). The client collects host and allocation
+		// stats every second by default, a quarter of an idle agent's CPU
+		// here; no test reads them.
+		ExtraHCL: "client {\n  network_interface = \"lo\"\n}\ntelemetry {\n  collection_interval = \"10s\"\n}",
 	})
+	// Registered after Start's cleanup, so it runs first, while the agent
+	// still runs: the guest's two emulated vCPUs are the suite's budget.
+	t.Cleanup(func() { t.Logf("agent CPU: %s", agentCPU(t, a)) })
 	if dir := os.Getenv("NDZ_E2E_LOG_DIR"); dir != "" {
 		t.Cleanup(func() {
 			name := strings.ReplaceAll(t.Name(), "/", "_") + ".agent.log"
@@ -499,8 +514,8 @@ func zombie(pid int) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
-// waitFor polls cond every 250 ms until it holds or timeout passes; on
-// timeout it fails the test with what cond last said.
+// waitFor polls cond every pollInterval until it holds or timeout passes;
+// on timeout it fails the test with what cond last said.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -512,9 +527,15 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, state)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(pollInterval)
 	}
 }
+
+// pollInterval paces waitFor. Most conditions run a zfs command, about
+// 0.1-0.2 s of CPU in the emulated guest: polling four times a second,
+// a dozen tests waiting at once took a large share of the VM's two vCPUs
+// and slowed everything they waited for.
+const pollInterval = time.Second
 
 // killProcess sends SIGKILL to pid.
 func killProcess(t testing.TB, pid int) {
@@ -536,4 +557,53 @@ func checkInstances(t testing.TB, g *api.NodeDeviceResource, healthy bool, want 
 			t.Errorf("instance %s: health description %q does not contain %q", inst.ID, inst.HealthDescription, want)
 		}
 	}
+}
+
+// agentCPU reports the CPU time the agent's process tree has used: the
+// nomad process and its reaped children (exited tasks, executors,
+// throw-away plugin processes), and the running plugin with its reaped
+// children (zfs and zpool).
+func agentCPU(t testing.TB, a *nomadtest.Agent) string {
+	nomad := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(string(b), "\x00"+a.ConfigFile()) {
+			nomad = pid
+			break
+		}
+	}
+	if nomad == 0 {
+		return "agent not running"
+	}
+	self, children := cpuTimes(nomad)
+	s := fmt.Sprintf("nomad %.1fs + children %.1fs", self, children)
+	for _, pid := range pluginPIDs(t, a) {
+		ps, pc := cpuTimes(pid)
+		s += fmt.Sprintf(", plugin %.1fs + zfs %.1fs", ps, pc)
+	}
+	return s
+}
+
+// cpuTimes returns a process's own CPU seconds and its reaped children's.
+func cpuTimes(pid int) (self, children float64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 15 {
+		return 0, 0
+	}
+	var v [4]float64
+	for k := range v {
+		n, _ := strconv.Atoi(f[11+k])
+		v[k] = float64(n) / 100 // USER_HZ
+	}
+	return v[0] + v[1], v[2] + v[3]
 }

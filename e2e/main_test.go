@@ -10,7 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // Where TestMain staged the binaries (see stage).
@@ -33,7 +37,14 @@ func TestMain(m *testing.M) {
 			"e2e: these tests run as root inside the VM of e2e/vm with real OpenZFS; run them with scripts/e2e.sh (make e2e)\n", err)
 		os.Exit(2)
 	}
+	busy0, total0 := guestCPU()
+	minAvail := watchMemory()
 	code := m.Run()
+	busy1, total1 := guestCPU()
+	self, children := cpuTimes(os.Getpid())
+	fmt.Printf("e2e: guest CPU busy %.0f s of %.0f s (all vCPUs); the test binary %.1f s, "+
+		"its reaped children (agents, zfs) %.1f s; guest memory available at least %d MiB\n",
+		busy1-busy0, total1-total0, self, children, minAvail()>>20)
 	os.RemoveAll(stageDir)
 	os.Exit(code)
 }
@@ -99,4 +110,66 @@ func copyExecutable(src, dst string) error {
 		return fmt.Errorf("copying %s: %w", src, err)
 	}
 	return out.Close()
+}
+
+// guestCPU returns the guest's busy and total CPU seconds, all CPUs, from
+// /proc/stat (busy: all but idle and iowait).
+func guestCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseFloat(v, 64)
+		total += n / 100
+		if i != 3 && i != 4 {
+			busy += n / 100
+		}
+	}
+	return busy, total
+}
+
+// watchMemory samples the guest's MemAvailable every second until the
+// returned function is called, which reports the lowest, in bytes.
+func watchMemory() func() int64 {
+	var mu sync.Mutex
+	low := int64(-1)
+	done := make(chan struct{})
+	sample := func() {
+		b, err := os.ReadFile("/proc/meminfo")
+		if err != nil {
+			return
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemAvailable:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				mu.Lock()
+				if low < 0 || kb<<10 < low {
+					low = kb << 10
+				}
+				mu.Unlock()
+			}
+		}
+	}
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return low
+	}
 }

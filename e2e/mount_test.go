@@ -3,9 +3,9 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,9 +15,10 @@ import (
 // TestImportWithoutMountKeepsSlotsVisible: the pool comes back without its
 // datasets mounted (`zpool import -N`, as at boot before the mount step; a
 // plain `zpool import` mounts them one by one and can race a scan the same
-// way), then they are mounted (`zfs mount -a`). Afterwards every slot's
-// mountpoint must show the slot's own dataset with its data: that path is
-// what Reserve hands to the task (bind mount source, ZFS_<CLASS>_HOST_PATH).
+// way), then they are mounted (as `zfs mount -a` does, for this pool
+// only). Afterwards every slot's mountpoint must show the slot's own
+// dataset with its data: that path is what Reserve hands to the task (bind
+// mount source, ZFS_<CLASS>_HOST_PATH).
 //
 // The plugin mounts top-down only: nothing below an unmounted parent, the
 // class dataset before its slots. A slot mounted below an unmounted parent
@@ -36,23 +37,18 @@ func TestImportWithoutMountKeepsSlotsVisible(t *testing.T) {
 		}
 	}
 
-	waitFor(t, 30*time.Second, "zpool export", func() (bool, string) {
-		_, err := runErr("zpool", "export", p.Name)
-		return err == nil, fmt.Sprint(err)
-	})
+	exportPool(t, p.Name)
 	a.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 0, deviceTimeout)
 	run(t, "zpool", "import", "-N", "-d", p.Dir, p.Name)
 	// Give the plugin's scans (every 2 s) the chance to act on the
 	// unmounted slots before the mount step.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(pollInterval) {
 		if dataset(t, slots["scratch-1"].Name).Mounted {
 			t.Logf("after zpool import -N, scratch-1 was mounted (by the plugin), its parents were not:\n%s", mountsOf(p.Name))
 			break
 		}
 	}
-	if out, err := runErr("zfs", "mount", "-a"); err != nil {
-		t.Logf("zfs mount -a: %v %s", err, out)
-	}
+	mountPool(t, p.Name)
 	a.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 2, deviceTimeout)
 
 	classFS := fsid(t, "/"+p.Parent+"/scratch")
@@ -71,6 +67,29 @@ func TestImportWithoutMountKeepsSlotsVisible(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("mounts of %s:\n%s", p.Name, mountsOf(p.Name))
+	}
+}
+
+// mountPool mounts the pool's unmounted filesystems the way `zfs mount -a`
+// does (by mountpoint, parents first), but only this pool's: `zfs mount -a`
+// would also remount what the tests running beside this one have just
+// unmounted (a slot the plugin is destroying: "dataset is busy").
+func mountPool(t testing.TB, pool string) {
+	t.Helper()
+	type fs struct{ name, mountpoint string }
+	var all []fs
+	for _, l := range strings.Split(strings.TrimSpace(run(t, "zfs", "list", "-H", "-r", "-t", "filesystem",
+		"-o", "name,mountpoint,canmount,mounted", pool)), "\n") {
+		f := strings.Split(l, "\t")
+		if len(f) == 4 && f[2] == "on" && f[3] == "no" && strings.HasPrefix(f[1], "/") {
+			all = append(all, fs{f[0], f[1]})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].mountpoint < all[j].mountpoint })
+	for _, d := range all {
+		if out, err := runErr("zfs", "mount", d.name); err != nil {
+			t.Logf("zfs mount %s: %v %s", d.name, err, out)
+		}
 	}
 }
 

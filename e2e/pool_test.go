@@ -42,10 +42,7 @@ func TestPoolDegradedAndExported(t *testing.T) {
 	t.Run("exported", func(t *testing.T) {
 		// The plugin's scans hold nothing open; an export can still race
 		// one and find the pool busy for a moment.
-		waitFor(t, 30*time.Second, "zpool export", func() (bool, string) {
-			_, err := runErr("zpool", "export", p.Name)
-			return err == nil, fmt.Sprint(err)
-		})
+		exportPool(t, p.Name)
 		// On the way out the pool unmounts its datasets ("parent ... is not
 		// mounted"), then it is gone.
 		a.WaitForUnhealthy(t, "zfs", "dataset", "scratch", fmt.Sprintf("pool %q not found", p.Name), deviceTimeout)
@@ -65,6 +62,28 @@ func TestPoolDegradedAndExported(t *testing.T) {
 	}
 	if got := readFile(t, marker); got != "kept\n" {
 		t.Errorf("%s = %q after export and import", marker, got)
+	}
+}
+
+// exportPool exports pool, retrying while it is busy. A zfs or zpool
+// command of the plugin's scan holds a reference on the pool while it runs
+// (an export then fails with "pool is busy"), and in the loaded guest a
+// scan's commands can take seconds: retry often, and for up to a minute.
+func exportPool(t testing.TB, pool string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for n := 1; ; n++ {
+		_, err := runErr("zpool", "export", pool)
+		if err == nil {
+			if n > 1 {
+				t.Logf("zpool export %s: done at attempt %d", pool, n)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zpool export %s: still failing after %d attempts: %v", pool, n, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

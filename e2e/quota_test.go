@@ -17,6 +17,12 @@ import (
 // in the task with EDQUOT (or ENOSPC), the task exits non-zero, and the
 // dataset stays within its quota. (busybox dd, not head: head reports any
 // write error as "standard output: I/O error", without the errno.)
+//
+// The next holder is unaffected: after the failed allocation's release, a
+// second allocation on the same (only) slot gets a clean dataset with the
+// whole refquota available, and writes 12 MiB into it (zeros: compression
+// is off, so they take their space, and are cheaper to make than random
+// data in the emulated guest).
 func TestQuotaEnforcedInTask(t *testing.T) {
 	t.Parallel()
 	const (
@@ -26,7 +32,7 @@ func TestQuotaEnforcedInTask(t *testing.T) {
 		slack    = mib
 	)
 	p := newPool(t, "e2equota", false)
-	a := startAgent(t, p, `class "small" {
+	a := startAgentScan(t, p, releaseScan, `class "small" {
   slots = 1
   properties {
     refquota    = "16M"
@@ -42,6 +48,7 @@ func TestQuotaEnforcedInTask(t *testing.T) {
 		t.Errorf("device attribute quota = %v, want none", got)
 	}
 	slot := checkSlots(t, p, "small", 1)["small-1"]
+	gen := generation(mustLookup(t, slot.Name))
 	if slot.Refquota != refquota || slot.Compression != "off" {
 		t.Fatalf("%s: refquota=%d compression=%s, want %d off", slot.Name, slot.Refquota, slot.Compression, refquota)
 	}
@@ -103,4 +110,34 @@ func TestQuotaEnforcedInTask(t *testing.T) {
 	if exit <= 0 {
 		t.Errorf("task exit code %d, want a failure:\n%s", exit, taskEvents(alloc))
 	}
+
+	// The next holder: the released slot is empty with the whole refquota
+	// available.
+	fresh := waitSlotFree(t, a, "small", slot.Name, gen, 1)
+	if fresh.GUID == slot.GUID {
+		t.Errorf("%s: guid %s unchanged after the release", slot.Name, fresh.GUID)
+	}
+	checkEntries(t, "/"+slot.Name)
+	syncPool(t, p.Name)
+	fresh = mustLookup(t, slot.Name)
+	t.Logf("%s after the release: referenced %d, available %d, refquota %d", slot.Name, fresh.Referenced, fresh.Available, fresh.Refquota)
+	if fresh.Refquota != refquota || fresh.Referenced > slack || fresh.Available < refquota-slack || fresh.Available > refquota {
+		t.Errorf("%s after the release: refquota %d, referenced %d, available %d: want %d available, nothing referenced",
+			slot.Name, fresh.Refquota, fresh.Referenced, fresh.Available, refquota)
+	}
+	next, out := startHeld(t, a, batchJob("next", "exec", "small", held(nextHolderScript("/q", "",
+		`dd if=/dev/zero of=/q/next.bin bs=1048576 count=12 2>&1`)), noRetry))
+	if deviceID(t, next) != "small-1" {
+		t.Fatalf("next allocation placed on %s", deviceID(t, next))
+	}
+	if !strings.Contains(out, "body exit 0") || !strings.Contains(out, "12+0 records out") || !strings.Contains(out, "clean and writable") {
+		t.Errorf("next task: %s\nstderr: %s", out, logOrErr(a, next.ID, "stderr"))
+	}
+	checkSize(t, filepath.Join("/"+slot.Name, "next.bin"), 12*mib)
+	syncPool(t, p.Name)
+	if d := mustLookup(t, slot.Name); d.Referenced < 12*mib || d.Referenced > 12*mib+slack {
+		t.Errorf("%s references %d bytes after the next holder wrote 12 MiB", slot.Name, d.Referenced)
+	}
+	finish(t, a, next.ID)
+	waitComplete(t, a, "next")
 }

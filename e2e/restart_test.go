@@ -22,11 +22,13 @@ const beatScript = `echo first > /data/first.txt; i=0; while [ ! -e "$NOMAD_TASK
 // TestAgentRestartKeepsRunningAllocData: the Nomad agent (and with it the
 // plugin) restarts while an exec task holds a slot. The allocation keeps
 // running without a task restart, on the same dataset, still writing
-// through its mount, and the data it wrote before is there.
+// through its mount, and the data it wrote before is there. When it then
+// ends, the restarted plugin still releases the slot (policy destroy): a
+// fresh, empty dataset at generation+1 with no holder.
 func TestAgentRestartKeepsRunningAllocData(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "e2erestart", false)
-	a := startAgent(t, p, strings.Replace(scratchClass, "slots = 2", "slots = 1", 1))
+	a := startAgentScan(t, p, releaseScan, strings.Replace(scratchClass, "slots = 2", "slots = 1", 1))
 	a.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 1, deviceTimeout)
 
 	job := a.RunJob(t, batchJob("beat", "exec", "scratch", beatScript, ""))
@@ -37,6 +39,7 @@ func TestAgentRestartKeepsRunningAllocData(t *testing.T) {
 	waitBeat(t, dir, 1)
 	waitHolder(t, ds, alloc.ID)
 	guid := dataset(t, ds).GUID
+	gen := generation(mustLookup(t, ds))
 	startedAt := alloc.TaskStates["t"].StartedAt
 
 	pluginsBefore := pluginPIDs(t, a)
@@ -68,6 +71,13 @@ func TestAgentRestartKeepsRunningAllocData(t *testing.T) {
 	waitHolder(t, ds, alloc.ID)
 	finish(t, a, alloc.ID)
 	waitComplete(t, a, *job.ID)
+
+	// Kept while it ran, released once it ended.
+	released := waitReleased(t, ds, gen)
+	if released.GUID == guid {
+		t.Errorf("%s: guid %s unchanged after the allocation ended: not released", ds, guid)
+	}
+	checkEntries(t, dir)
 }
 
 // waitBeat waits until the counter in dir/beat exceeds min and returns it.

@@ -85,12 +85,15 @@ var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 
 // Config is the decoded `config` block of `plugin "nomad-device-zfs"`.
 type Config struct {
-	Parent         string                 `codec:"parent"`
-	ScanInterval   string                 `codec:"scan_interval"`
-	ZFSTimeout     string                 `codec:"zfs_timeout"`
-	ReserveTimeout string                 `codec:"reserve_timeout"`
-	Nomad          *NomadConfig           `codec:"nomad"`
-	Classes        map[string]ClassConfig `codec:"class"`
+	Parent         string       `codec:"parent"`
+	ScanInterval   string       `codec:"scan_interval"`
+	ZFSTimeout     string       `codec:"zfs_timeout"`
+	ReserveTimeout string       `codec:"reserve_timeout"`
+	Nomad          *NomadConfig `codec:"nomad"`
+	// Classes holds pointers: decoding into a map of structs reuses one
+	// value for every entry, so pointers and maps inside it (release,
+	// properties) ended up shared by all classes.
+	Classes map[string]*ClassConfig `codec:"class"`
 }
 
 // NomadConfig is the decoded `nomad` block.

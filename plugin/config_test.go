@@ -204,3 +204,52 @@ func TestConfigRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigClassesDoNotShareDecodedValues: the msgpack decoder reuses one
+// value for every entry of the class map; each class must still get its own
+// release policy and its own properties (found by the e2e suite: every
+// class got the release policy of the class sorted last).
+func TestConfigClassesDoNotShareDecodedValues(t *testing.T) {
+	p := New(hclog.NewNullLogger())
+	err := setConfigFromAgentHCL(t, p, `config {
+    parent = "tank/nomad"
+    class "keep" {
+      properties { quota = "1G" }
+      release { policy = "snapshot" }
+    }
+    class "wipe" {
+      properties { compression = "lz4" }
+      release { policy = "rollback" }
+    }
+    class "zplain" {}
+  }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]hooks.Class{}
+	for _, c := range p.settings.Slots.Classes {
+		got[c.Name] = c
+	}
+	want := map[string]struct {
+		policy hooks.Policy
+		props  map[string]string
+	}{
+		"keep":  {hooks.PolicySnapshot, map[string]string{"quota": "1G"}},
+		"zplain": {hooks.PolicyDestroy, nil},
+		"wipe":  {hooks.PolicyRollback, map[string]string{"compression": "lz4"}},
+	}
+	for name, w := range want {
+		c := got[name]
+		if c.Release.Policy != w.policy {
+			t.Errorf("class %s: release policy %q, want %q", name, c.Release.Policy, w.policy)
+		}
+		if len(c.Properties) != len(w.props) {
+			t.Errorf("class %s: properties %v, want %v", name, c.Properties, w.props)
+		}
+		for k, v := range w.props {
+			if c.Properties[k] != v {
+				t.Errorf("class %s: properties %v, want %v", name, c.Properties, w.props)
+			}
+		}
+	}
+}

@@ -12,7 +12,7 @@
 #
 # Env: NDZ_VM_*           the VM's settings (e2e/vm/README.md)
 #      NDZ_E2E_LOG_DIR   if set, each test's Nomad agent log is copied there
-#      NDZ_E2E_PARALLEL  how many tests run at once (default 8: all of them)
+#      NDZ_E2E_PARALLEL  how many tests run at once (default 8; more runs the 2 GiB guest out of memory)
 #      NDZ_E2E_*         passed into the guest
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
