@@ -234,9 +234,9 @@ func TestConfigClassesDoNotShareDecodedValues(t *testing.T) {
 		policy hooks.Policy
 		props  map[string]string
 	}{
-		"keep":  {hooks.PolicySnapshot, map[string]string{"quota": "1G"}},
+		"keep":   {hooks.PolicySnapshot, map[string]string{"quota": "1G"}},
 		"zplain": {hooks.PolicyDestroy, nil},
-		"wipe":  {hooks.PolicyRollback, map[string]string{"compression": "lz4"}},
+		"wipe":   {hooks.PolicyRollback, map[string]string{"compression": "lz4"}},
 	}
 	for name, w := range want {
 		c := got[name]
