@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -32,8 +30,7 @@ var ErrSlotChanged = errors.New("slot changed since it was read")
 // the error is set only when the scan could not read the datasets at all
 // (not for a missing pool or parent, which are Problems).
 func Inspect(ctx context.Context, cfg *Config, z ZFS) (*View, error) {
-	m := NewManager(cfg, z, nil, hclog.NewNullLogger())
-	s := m.scan(ctx, nil)
+	s := scanParent(ctx, cfg, z, time.Now(), nil)
 	v := buildView(cfg, s, nil)
 	switch {
 	case s.poolErr != nil && !errors.Is(s.poolErr, zfs.ErrNotExist):
@@ -52,6 +49,12 @@ func ReadSlot(ctx context.Context, cfg *Config, z ZFS, id string) (Slot, error) 
 	if !ok {
 		return Slot{}, fmt.Errorf("%w %q", ErrUnknownSlot, id)
 	}
+	return readSlot(ctx, cfg, z, class, id)
+}
+
+// readSlot lists one slot's dataset and its snapshots (one zfs process) and
+// builds the slot from them; a missing dataset gives Exists false.
+func readSlot(ctx context.Context, cfg *Config, z ZFS, class, id string) (Slot, error) {
 	rows, err := z.List(ctx, cfg.slotDataset(class, id), userProps)
 	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return Slot{}, err

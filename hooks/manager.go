@@ -184,9 +184,14 @@ func (m *Manager) Reconcile(ctx context.Context) {
 
 // scan runs one zpool and one zfs process.
 func (m *Manager) scan(ctx context.Context, createErrs map[string]string) scan {
-	s := scan{at: m.now(), createErrs: createErrs}
-	s.pools, s.poolErr = m.zfs.Pools(ctx, zfs.PoolOf(m.cfg.Parent))
-	s.sets, s.listErr = m.zfs.List(ctx, m.cfg.Parent, userProps)
+	return scanParent(ctx, m.cfg, m.zfs, m.now(), createErrs)
+}
+
+// scanParent reads the parent's pool and everything below the parent.
+func scanParent(ctx context.Context, cfg *Config, z ZFS, at time.Time, createErrs map[string]string) scan {
+	s := scan{at: at, createErrs: createErrs}
+	s.pools, s.poolErr = z.Pools(ctx, zfs.PoolOf(cfg.Parent))
+	s.sets, s.listErr = z.List(ctx, cfg.Parent, userProps)
 	return s
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // runLifecycle carries out what the watcher's latest snapshot calls for.
@@ -110,15 +109,10 @@ func (m *Manager) releaseIfGone(ctx context.Context, s Slot, c Class, id string)
 // as an override of the published view, so Reserve sees the change at once.
 func (m *Manager) reread(ctx context.Context, class, id string) (Slot, error) {
 	at := m.now()
-	rows, err := m.zfs.List(ctx, m.cfg.slotDataset(class, id), userProps)
-	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
+	s, err := readSlot(ctx, m.cfg, m.zfs, class, id)
+	if err != nil {
 		return Slot{}, err
 	}
-	byName := make(map[string]*zfs.Dataset, len(rows))
-	for i := range rows {
-		byName[rows[i].Name] = &rows[i]
-	}
-	s := slotFromRows(m.cfg, class, id, byName)
 	v, _ := m.View()
 	problem := ""
 	if v != nil {
