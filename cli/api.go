@@ -73,6 +73,8 @@ type holder struct {
 	// Err says why Nomad could not be asked; Error is its text.
 	Err   error  `json:"-"`
 	Error string `json:"error,omitempty"`
+	// alloc is Nomad's answer, for the model's rules.
+	alloc allocwatch.Alloc
 }
 
 // nomadAPI answers questions about holders through the allocation
@@ -113,7 +115,7 @@ func (n *nomadAPI) holder(ctx context.Context, id, slot string) holder {
 		h.Err, h.Error = err, err.Error()
 		return h
 	}
-	h.Found = found
+	h.Found, h.alloc = found, a
 	h.Namespace, h.JobID, h.TaskGroup = a.Namespace, a.JobID, a.TaskGroup
 	h.ClientStatus, h.DesiredStatus = a.ClientStatus, a.DesiredStatus
 	for _, d := range a.Devices {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
-	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 )
 
@@ -125,7 +125,7 @@ func (ac *agentConfig) files() string { return strings.Join(ac.Files, ", ") }
 // settings is the plugin's validated configuration in the types the CLI
 // works with.
 type settings struct {
-	Slots      hooks.Config
+	Slots      model.Config
 	Nomad      allocwatch.Config
 	ZFSTimeout time.Duration
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 func TestLoadAgentConfig(t *testing.T) {
@@ -46,8 +46,8 @@ func TestLoadAgentConfig(t *testing.T) {
 	}
 	_, st, err := loadSettings([]string{dir})
 	must(t, err)
-	want := hooks.Class{Name: "scratch", Slots: 3, MountPath: "/zfs/scratch",
-		Release: hooks.Release{Policy: hooks.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}}
+	want := model.Class{Name: "scratch", Slots: 3, MountPath: "/zfs/scratch",
+		Release: model.Release{Policy: model.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}}
 	if st.Slots.Parent != "tank/b" || len(st.Slots.Classes) != 1 || st.Slots.Classes[0].Name != want.Name ||
 		st.Slots.Classes[0].Slots != want.Slots || st.Slots.Classes[0].MountPath != want.MountPath || st.Slots.Classes[0].Release != want.Release {
 		t.Fatalf("settings %+v", st.Slots)

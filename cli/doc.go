@@ -15,7 +15,7 @@
 // cannot take. `release` records its request in the slot's ZFS user
 // properties with one `zfs set` (hooks.MarkReleasing) and the plugin's next
 // reconcile pass carries it out; `gc` destroys only retained data, which the
-// plugin prunes by the same rule (hooks.RetainedDue), idempotently.
+// plugin prunes by the same rule (model.RetainedDue), idempotently.
 //
 // Output follows the nomad CLI: aligned tables and `key = value` headers for
 // people, -json for machines, the API flags -address, -token, -ca-cert,

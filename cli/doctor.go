@@ -14,6 +14,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -324,7 +325,7 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-func describeClasses(cfg *hooks.Config) string {
+func describeClasses(cfg *model.Config) string {
 	parts := make([]string, 0, len(cfg.Classes))
 	for _, c := range cfg.Classes {
 		parts = append(parts, fmt.Sprintf("%s (%d slots, release %s)", c.Name, c.Slots, c.Release.Policy))

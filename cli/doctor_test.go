@@ -11,6 +11,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
@@ -81,7 +82,7 @@ func TestDoctorFakeZFS(t *testing.T) {
 			fail: `✗ configuration invalid; the agent would refuse to start: `,
 			want: []string{`release: policy = "shred": "shred" is not a release policy (destroy, rollback or snapshot)`}},
 		{name: "foreign slot dataset", noPlugin: true, setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
-			must(t, c.Create(t.Context(), "tank/nomad/scratch", map[string]string{hooks.PropOwner: "tank/nomad/scratch"}))
+			must(t, c.Create(t.Context(), "tank/nomad/scratch", map[string]string{model.PropOwner: "tank/nomad/scratch"}))
 			must(t, c.Create(t.Context(), "tank/nomad/scratch/scratch-2", nil))
 		}, fail: `✗ dataset "tank/nomad/scratch/scratch-2" exists but is not owned by nomad-device-zfs; not touching it`},
 		{name: "foreign class dataset", noPlugin: true, setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {

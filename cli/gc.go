@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 const gcHelp = `
@@ -81,7 +82,7 @@ func gc(ctx context.Context, e *env, configs []string, rep *gcReport) int {
 	code := 0
 	for ci := range v.Classes {
 		cv := &v.Classes[ci]
-		for _, p := range hooks.RetainedDue(cv.Class.Release, cv.Retained, now) {
+		for _, p := range model.RetainedDue(cv.Class.Release, cv.Retained, now) {
 			r := p.Retained
 			ent := gcEntry{Class: cv.Class.Name, Dataset: r.Dataset, Holder: r.Holder, Outcome: r.Outcome,
 				Since: timePtr(r.Since), Expires: timePtr(r.Expires), Used: r.Info.Used, Why: "expired"}

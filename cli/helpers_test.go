@@ -21,6 +21,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
@@ -134,7 +135,7 @@ func linesWith(s, prefix string) []string {
 }
 
 // slotOf reads a slot from the fake.
-func slotOf(t testing.TB, c *zfs.Client, cfg *hooks.Config, id string) hooks.Slot {
+func slotOf(t testing.TB, c *zfs.Client, cfg *model.Config, id string) model.Slot {
 	t.Helper()
 	s, err := hooks.ReadSlot(context.Background(), cfg, c, id)
 	must(t, err)
@@ -186,7 +187,7 @@ func (p *pluginAllocs) RunningLocally(context.Context, string) (bool, error) { r
 
 // startPlugin runs a manager for cfg until the test ends, with allocs as
 // its snapshot; scan is its scan interval.
-func startPlugin(t testing.TB, cfg hooks.Config, c *zfs.Client, scan time.Duration, allocs ...allocwatch.Alloc) *testPlugin {
+func startPlugin(t testing.TB, cfg model.Config, c *zfs.Client, scan time.Duration, allocs ...allocwatch.Alloc) *testPlugin {
 	t.Helper()
 	cfg.ScanInterval = scan
 	pa := &pluginAllocs{snap: allocwatch.Snapshot{NodeID: nodeID, Index: 100, Allocs: allocs, At: time.Now()}}
@@ -221,8 +222,8 @@ func (p *testPlugin) setAllocs(allocs ...allocwatch.Alloc) {
 func hold(t testing.TB, c *zfs.Client, dataset, allocID string, index int) {
 	t.Helper()
 	must(t, c.Set(context.Background(), dataset, map[string]string{
-		hooks.PropState: string(hooks.StateHeld), hooks.PropHolder: allocID,
-		hooks.PropHolderIndex: fmt.Sprint(index), hooks.PropSince: fmt.Sprint(time.Now().Add(-3 * time.Minute).Unix()),
+		model.PropState: string(model.StateHeld), model.PropHolder: allocID,
+		model.PropHolderIndex: fmt.Sprint(index), model.PropSince: fmt.Sprint(time.Now().Add(-3 * time.Minute).Unix()),
 	}))
 }
 

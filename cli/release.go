@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 const releaseHelp = `
@@ -109,28 +110,23 @@ func (r *releaser) run(ctx context.Context, configs []string, af *apiFlags, forc
 	case err != nil:
 		return r.fail("cannot read slot %s: %v", id, err)
 	}
-	class := classNamed(&st.Slots, seen.Class)
+	class := st.Slots.Class(seen.Class)
 	r.rep.Dataset, r.rep.Class, r.rep.State, r.rep.PreviousGeneration = seen.Dataset, seen.Class, string(seen.State), seen.Generation
-	switch {
-	case seen.Foreign:
-		return r.fail("%s exists but is not owned by nomad-device-zfs; not touching it", seen.Dataset)
-	case !seen.Exists:
-		return r.fail("%s does not exist: the plugin has not created slot %s (nothing to release)", seen.Dataset, id)
-	case seen.State == hooks.StateReady:
-		return r.fail("slot %s is ready (generation %d, no holder): nothing to release", id, seen.Generation)
+	if err := model.CheckMarkReleasing(seen); err != nil {
+		return r.fail("%v", err)
 	}
 
-	policy, plan := describePolicy(class, seen, hooks.RetainedName(&st.Slots, seen))
+	policy, plan := describePolicy(class, seen, st.Slots.RetainedName(seen))
 	r.rep.Policy = string(policy)
-	if policy == hooks.PolicySnapshot {
-		r.rep.Retained = hooks.RetainedName(&st.Slots, seen)
+	if policy == model.PolicySnapshot {
+		r.rep.Retained = st.Slots.RetainedName(seen)
 	}
 	now := r.e.clock()
 	kv := [][2]string{
 		{"Slot", id}, {"Dataset", seen.Dataset},
 		{"State", fmt.Sprintf("%s, generation %d, since %s", seen.State, seen.Generation, ago(seen.Since, now))},
 	}
-	if seen.State == hooks.StateReleasing {
+	if seen.State == model.StateReleasing {
 		r.rep.Safe = true
 		if !r.json {
 			keyValues(r.e.stdout, append(kv, [2]string{"Outcome", seen.Outcome}))
@@ -161,7 +157,7 @@ func (r *releaser) run(ctx context.Context, configs []string, af *apiFlags, forc
 			return r.fail("cannot mark %s releasing: %v", seen.Dataset, err)
 		}
 		r.rep.Marked = true
-		r.say("✓ marked %s releasing (outcome %s)", id, hooks.OutcomeOperator)
+		r.say("✓ marked %s releasing (outcome %s)", id, model.OutcomeOperator)
 	}
 	if detach {
 		r.say("The plugin releases it on its next pass (scan_interval %s).", st.Slots.ScanInterval)
@@ -173,7 +169,7 @@ func (r *releaser) run(ctx context.Context, configs []string, af *apiFlags, forc
 
 // wait polls the slot until the plugin has released it: a newer
 // generation that is not releasing.
-func (r *releaser) wait(ctx context.Context, st *settings, seen hooks.Slot, wait time.Duration) int {
+func (r *releaser) wait(ctx context.Context, st *settings, seen model.Slot, wait time.Duration) int {
 	z := r.e.zfs(st.ZFSTimeout)
 	poll := r.e.poll
 	if poll <= 0 {
@@ -188,10 +184,10 @@ func (r *releaser) wait(ctx context.Context, st *settings, seen hooks.Slot, wait
 		s, err := hooks.ReadSlot(ctx, &st.Slots, z, seen.ID)
 		if err == nil {
 			last = s
-			if s.Exists && s.Generation > seen.Generation && s.State != hooks.StateReleasing {
+			if s.Exists && s.Generation > seen.Generation && s.State != model.StateReleasing {
 				r.rep.Ready, r.rep.Gen = true, s.Generation
 				after := span(r.e.clock().Sub(start))
-				if s.State == hooks.StateReady {
+				if s.State == model.StateReady {
 					r.say("✓ %s is ready again: generation %d (after %s)", seen.ID, s.Generation, after)
 				} else {
 					r.say("✓ %s released: generation %d, already %s by its next allocation (after %s)", seen.ID, s.Generation, s.State, after)
@@ -216,8 +212,9 @@ func (r *releaser) wait(ctx context.Context, st *settings, seen hooks.Slot, wait
 	}
 }
 
-// checkHolder decides whether the slot's holder has definitely ended.
-func checkHolder(ctx context.Context, n *nomadAPI, nerr error, s hooks.Slot) (*holder, bool, string) {
+// checkHolder asks Nomad about the slot's holder and says whether it has
+// definitely ended, by the plugin's own rule (model.Judge).
+func checkHolder(ctx context.Context, n *nomadAPI, nerr error, s model.Slot) (*holder, bool, string) {
 	id := s.Holder
 	if id == "" {
 		return nil, false, "the slot records no holder, so Nomad cannot be asked whether it still runs"
@@ -227,17 +224,17 @@ func checkHolder(ctx context.Context, n *nomadAPI, nerr error, s hooks.Slot) (*h
 			fmt.Sprintf("cannot ask Nomad whether allocation %s still runs: %v", short(id), nerr)
 	}
 	h := n.holder(ctx, id, s.ID)
-	switch {
-	case h.Err != nil:
+	if h.Err != nil {
 		return &h, false, fmt.Sprintf("cannot tell whether allocation %s still runs: %s", short(id), apiProblem(n.addr, h.Err))
-	case !h.Found:
+	}
+	if !h.Found {
 		return &h, true, fmt.Sprintf("allocation %s no longer exists in Nomad (garbage-collected)", short(id))
 	}
 	what := fmt.Sprintf("allocation %s (job %s) is %s", short(id), h.JobID, h.ClientStatus)
-	switch h.ClientStatus {
-	case "complete", "failed":
+	switch live, _ := model.Judge(h.alloc, h.Found); live {
+	case model.Ended:
 		return &h, true, what
-	case "lost":
+	case model.AskClient:
 		running, err := n.runningLocally(ctx, id)
 		switch {
 		case err != nil:
@@ -247,7 +244,7 @@ func checkHolder(ctx context.Context, n *nomadAPI, nerr error, s hooks.Slot) (*h
 		}
 		return &h, true, what + " and no longer on this node"
 	}
-	if h.DesiredStatus == "stop" || h.DesiredStatus == "evict" {
+	if h.alloc.ServerTerminal() {
 		what += " (stopping)"
 	}
 	return &h, false, what
@@ -266,36 +263,27 @@ func describeHolder(id string, h *holder) string {
 }
 
 // describePolicy says what the plugin will do with the slot's data.
-func describePolicy(c hooks.Class, s hooks.Slot, retainedAs string) (hooks.Policy, string) {
-	p := c.Release.PolicyFor(hooks.OutcomeOperator)
+func describePolicy(c model.Class, s model.Slot, retainedAs string) (model.Policy, string) {
+	p := c.PolicyFor(s, model.OutcomeOperator)
 	switch {
-	case p == hooks.PolicyRollback && s.HasPristine:
+	case p == model.PolicyRollback:
 		return p, "rolled back to its @pristine snapshot; the holder's data is lost"
-	case p == hooks.PolicyRollback:
-		return hooks.PolicyDestroy, "no @pristine snapshot, so destroyed and created afresh; the holder's data is lost"
-	case p == hooks.PolicySnapshot:
+	case p != c.Release.PolicyFor(model.OutcomeOperator):
+		return p, "no @pristine snapshot, so destroyed and created afresh; the holder's data is lost"
+	case p == model.PolicySnapshot:
 		return p, fmt.Sprintf("the holder's data is kept at %s for %s, a fresh slot takes its place", retainedAs, span(c.Release.Retain))
 	}
 	return p, "destroyed and created afresh; the holder's data is lost"
 }
 
-func classNamed(cfg *hooks.Config, name string) hooks.Class {
-	for _, c := range cfg.Classes {
-		if c.Name == name {
-			return c
-		}
-	}
-	return hooks.Class{Name: name}
-}
-
 // slotRange lists the configured slot IDs compactly: "scratch-1..4, pg-1".
-func slotRange(cfg *hooks.Config) string {
+func slotRange(cfg *model.Config) string {
 	parts := make([]string, 0, len(cfg.Classes))
 	for _, c := range cfg.Classes {
 		if c.Slots == 1 {
-			parts = append(parts, hooks.SlotID(c.Name, 1))
+			parts = append(parts, model.SlotID(c.Name, 1))
 		} else {
-			parts = append(parts, fmt.Sprintf("%s..%d", hooks.SlotID(c.Name, 1), c.Slots))
+			parts = append(parts, fmt.Sprintf("%s..%d", model.SlotID(c.Name, 1), c.Slots))
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -12,6 +12,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
@@ -94,12 +95,12 @@ func TestReleaseDecidesOnTheHolder(t *testing.T) {
 			s := slotOf(t, r.c, &r.st.Slots, "scratch-1")
 			_, err := os.Stat(filepath.Join(r.slot1, "data"))
 			if tc.released {
-				if !strings.Contains(out, "✓ scratch-1 is ready again: generation 2") || s.State != hooks.StateReady || s.Generation != 2 || err == nil {
+				if !strings.Contains(out, "✓ scratch-1 is ready again: generation 2") || s.State != model.StateReady || s.Generation != 2 || err == nil {
 					t.Fatalf("not released: %+v, data still there: %v", s, err == nil)
 				}
 				return
 			}
-			if s.State != hooks.StateHeld || s.Holder != allocA || s.Generation != 1 || err != nil {
+			if s.State != model.StateHeld || s.Holder != allocA || s.Generation != 1 || err != nil {
 				t.Fatalf("a refused release changed the slot: %+v, data: %v", s, err)
 			}
 			if len(linesWith(errOut, "✗")) != 1 {
@@ -181,7 +182,7 @@ func TestReleaseDetachDoesNotWait(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "The plugin releases it on its next pass (scan_interval 1s)") || time.Since(start) > 5*time.Second {
 		t.Fatalf("exit %d after %s", code, time.Since(start))
 	}
-	if s := slotOf(t, r.c, &r.st.Slots, "scratch-1"); s.State != hooks.StateReleasing || s.Outcome != hooks.OutcomeOperator || s.Holder != allocA {
+	if s := slotOf(t, r.c, &r.st.Slots, "scratch-1"); s.State != model.StateReleasing || s.Outcome != model.OutcomeOperator || s.Holder != allocA {
 		t.Fatalf("slot after -detach: %+v", s)
 	}
 }
@@ -210,7 +211,7 @@ func (c *changingRunner) Run(ctx context.Context, cmd string, args ...string) ([
 		second := c.reads == 2
 		c.mu.Unlock()
 		if second {
-			if _, err := c.Fake.Run(ctx, "zfs", "set", hooks.PropHolder+"="+allocB, slot1); err != nil {
+			if _, err := c.Fake.Run(ctx, "zfs", "set", model.PropHolder+"="+allocB, slot1); err != nil {
 				return nil, err
 			}
 		}
@@ -227,7 +228,7 @@ func TestReleaseRefusesASlotThatChanged(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "slot changed since it was read") || !strings.Contains(errOut, `is now held (holder "`+allocB+`"`) {
 		t.Fatalf("exit %d", code)
 	}
-	if s := slotOf(t, r.c, &r.st.Slots, "scratch-1"); s.State != hooks.StateHeld {
+	if s := slotOf(t, r.c, &r.st.Slots, "scratch-1"); s.State != model.StateHeld {
 		t.Fatalf("marked anyway: %+v", s)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 const statusHelp = `
@@ -99,7 +100,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 }
 
 // buildStatus turns a view into the report, asking Nomad about holders.
-func buildStatus(ctx context.Context, st *settings, v *hooks.View, nc allocwatch.Config) *statusReport {
+func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch.Config) *statusReport {
 	rep := &statusReport{Parent: st.Slots.Parent, Problem: v.Problem, ScannedAt: v.ScannedAt,
 		NomadAPI: address(nc), Slots: []slotJSON{}, Retained: []retainedJSON{}}
 	if p := v.Pool; p != nil {
@@ -121,7 +122,7 @@ func buildStatus(ctx context.Context, st *settings, v *hooks.View, nc allocwatch
 			case !s.Exists:
 				sj.State = "missing"
 			}
-			if s.Exists && s.Holder != "" && s.State != hooks.StateReady {
+			if s.Exists && s.Holder != "" && s.State != model.StateReady {
 				h := holder{ID: s.Holder}
 				if n != nil {
 					h = n.holder(ctx, s.Holder, s.ID)

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
 func TestInspectChangesNothing(t *testing.T) {
-	r := newRig(t, Release{Policy: PolicyDestroy})
+	r := newRig(t, model.Release{Policy: model.PolicyDestroy})
 	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 	r.f.ResetCalls()
 
@@ -19,7 +20,7 @@ func TestInspectChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, cv := v.Slot("scratch-1")
-	if s == nil || cv.Class.Name != "scratch" || s.State != StateHeld || s.Holder != "A" || !s.Healthy {
+	if s == nil || cv.Class.Name != "scratch" || s.State != model.StateHeld || s.Holder != "A" || !s.Healthy {
 		t.Fatalf("slot %+v", s)
 	}
 	calls := r.f.Calls()
@@ -45,7 +46,7 @@ func TestInspectProblems(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(f)
 			}
-			cfg := &Config{Parent: tc.parent, Classes: []Class{{Name: "scratch", Slots: 1}}}
+			cfg := &model.Config{Parent: tc.parent, Classes: []model.Class{{Name: "scratch", Slots: 1}}}
 			v, err := Inspect(t.Context(), cfg, c)
 			if err != nil {
 				t.Fatal(err)
@@ -58,7 +59,7 @@ func TestInspectProblems(t *testing.T) {
 	t.Run("a failing zfs is an error", func(t *testing.T) {
 		f, c := newFakeZFS(t)
 		f.Inject(zfstest.Fault{Cmd: "zfs", ArgsContain: []string{"list"}, Stderr: "internal error: out of memory\n"})
-		cfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "scratch", Slots: 1}}}
+		cfg := &model.Config{Parent: "tank/nomad", Classes: []model.Class{{Name: "scratch", Slots: 1}}}
 		if _, err := Inspect(t.Context(), cfg, c); err == nil || !strings.Contains(err.Error(), "out of memory") {
 			t.Fatalf("error %v", err)
 		}
@@ -68,7 +69,7 @@ func TestInspectProblems(t *testing.T) {
 // TestMarkReleasingIsResumedByThePlugin: an operator's mark is one zfs set,
 // and the manager's next pass releases the slot by the class's policy.
 func TestMarkReleasingIsResumedByThePlugin(t *testing.T) {
-	r := newRig(t, Release{Policy: PolicyDestroy, OnFailure: PolicySnapshot})
+	r := newRig(t, model.Release{Policy: model.PolicyDestroy, OnFailure: model.PolicySnapshot})
 	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 	r.write("secret", "A's data")
 	seen, err := ReadSlot(t.Context(), r.m.cfg, r.c, "scratch-1")
@@ -89,13 +90,13 @@ func TestMarkReleasingIsResumedByThePlugin(t *testing.T) {
 	}
 	s, err := ReadSlot(t.Context(), r.m.cfg, r.c, "scratch-1")
 	must(t, err)
-	if s.State != StateReleasing || s.Outcome != OutcomeOperator || s.Holder != "A" {
+	if s.State != model.StateReleasing || s.Outcome != model.OutcomeOperator || s.Holder != "A" {
 		t.Fatalf("marked slot %+v", s)
 	}
 	// The holder is complete now; the plugin's pass finishes the release
 	// with the class's policy (destroy), not on_failure.
 	r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-	r.wantState(StateReady, "", 2)
+	r.wantState(model.StateReady, "", 2)
 	if r.exists("secret") {
 		t.Fatal("A's data survived the release")
 	}
@@ -107,23 +108,23 @@ func TestMarkReleasingIsResumedByThePlugin(t *testing.T) {
 func TestMarkReleasingRefuses(t *testing.T) {
 	cases := []struct {
 		name   string
-		mutate func(r *lifecycleRig, seen *Slot)
+		mutate func(r *lifecycleRig, seen *model.Slot)
 		want   error
 		text   string
 	}{
-		{"ready slot", func(r *lifecycleRig, seen *Slot) { seen.State = StateReady }, nil, "nothing to release"},
-		{"foreign dataset", func(r *lifecycleRig, seen *Slot) { seen.Foreign, seen.Exists = true, false }, nil, "not owned"},
-		{"missing dataset", func(r *lifecycleRig, seen *Slot) { seen.Exists = false }, nil, "does not exist"},
-		{"released meanwhile", func(r *lifecycleRig, _ *Slot) {
+		{"ready slot", func(r *lifecycleRig, seen *model.Slot) { seen.State = model.StateReady }, nil, "nothing to release"},
+		{"foreign dataset", func(r *lifecycleRig, seen *model.Slot) { seen.Foreign, seen.Exists = true, false }, nil, "not owned"},
+		{"missing dataset", func(r *lifecycleRig, seen *model.Slot) { seen.Exists = false }, nil, "does not exist"},
+		{"released meanwhile", func(r *lifecycleRig, _ *model.Slot) {
 			r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
 		}, ErrSlotChanged, "generation 2"},
-		{"new holder meanwhile", func(r *lifecycleRig, _ *Slot) {
-			must(r.t, r.c.Set(r.t.Context(), "tank/nomad/scratch/scratch-1", map[string]string{PropHolder: "B"}))
+		{"new holder meanwhile", func(r *lifecycleRig, _ *model.Slot) {
+			must(r.t, r.c.Set(r.t.Context(), "tank/nomad/scratch/scratch-1", map[string]string{model.PropHolder: "B"}))
 		}, ErrSlotChanged, `holder "B"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, Release{Policy: PolicyDestroy})
+			r := newRig(t, model.Release{Policy: model.PolicyDestroy})
 			r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 			seen, err := ReadSlot(t.Context(), r.m.cfg, r.c, "scratch-1")
 			must(t, err)
@@ -140,7 +141,7 @@ func TestMarkReleasingRefuses(t *testing.T) {
 		})
 	}
 	t.Run("unknown slot", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		if _, err := ReadSlot(t.Context(), r.m.cfg, r.c, "scratch-2"); !errors.Is(err, ErrUnknownSlot) {
 			t.Fatalf("error %v", err)
 		}
@@ -149,15 +150,15 @@ func TestMarkReleasingRefuses(t *testing.T) {
 
 func TestRetainedDue(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	ret := func(name string, expiresIn time.Duration) Retained {
-		r := Retained{Dataset: name}
+	ret := func(name string, expiresIn time.Duration) model.Retained {
+		r := model.Retained{Dataset: name}
 		if expiresIn != 0 {
 			r.Expires = now.Add(expiresIn)
 		}
 		return r
 	}
-	// Newest first, as ClassView.Retained lists them.
-	list := []Retained{ret("c", time.Hour), ret("b", -time.Minute), ret("a", time.Hour)}
+	// Newest first, as model.ClassView.Retained lists them.
+	list := []model.Retained{ret("c", time.Hour), ret("b", -time.Minute), ret("a", time.Hour)}
 	cases := []struct {
 		name      string
 		retainMax int
@@ -171,7 +172,7 @@ func TestRetainedDue(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, p := range RetainedDue(Release{RetainMax: tc.retainMax}, list, now) {
+			for _, p := range model.RetainedDue(model.Release{RetainMax: tc.retainMax}, list, now) {
 				why := "max"
 				if p.Expired {
 					why = "expired"
@@ -183,7 +184,7 @@ func TestRetainedDue(t *testing.T) {
 			}
 		})
 	}
-	if due := RetainedDue(Release{}, []Retained{ret("never", 0)}, now); len(due) != 0 {
+	if due := model.RetainedDue(model.Release{}, []model.Retained{ret("never", 0)}, now); len(due) != 0 {
 		t.Fatalf("a retained dataset without expiry is due: %+v", due)
 	}
 }

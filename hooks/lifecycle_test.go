@@ -13,6 +13,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
@@ -97,15 +98,15 @@ type lifecycleRig struct {
 	m      *Manager
 }
 
-func newRig(t *testing.T, release Release, mods ...func(*Class)) *lifecycleRig {
+func newRig(t *testing.T, release model.Release, mods ...func(*model.Class)) *lifecycleRig {
 	t.Helper()
 	f, c := newFakeZFS(t)
-	class := Class{Name: "scratch", Slots: 1, MountPath: "/data", Release: release}
+	class := model.Class{Name: "scratch", Slots: 1, MountPath: "/data", Release: release}
 	for _, mod := range mods {
 		mod(&class)
 	}
 	fa := &fakeAllocs{gone: map[string]bool{}, forbid: map[string]bool{}, running: map[string]bool{}}
-	cfg := &Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []Class{class}}
+	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{class}}
 	r := &lifecycleRig{t: t, f: f, c: c, allocs: fa, m: NewManager(cfg, c, fa, hclog.NewNullLogger())}
 	r.m.Reconcile(t.Context())
 	return r
@@ -119,7 +120,7 @@ func (r *lifecycleRig) sync(as ...allocwatch.Alloc) {
 	r.m.Reconcile(r.t.Context())
 }
 
-func (r *lifecycleRig) slot() Slot {
+func (r *lifecycleRig) slot() model.Slot {
 	v, _ := r.m.View()
 	return v.Classes[0].Slots[0]
 }
@@ -140,7 +141,7 @@ func (r *lifecycleRig) exists(name string) bool {
 	return err == nil
 }
 
-func (r *lifecycleRig) wantState(state State, holder string, gen int) {
+func (r *lifecycleRig) wantState(state model.State, holder string, gen int) {
 	r.t.Helper()
 	s := r.slot()
 	if s.State != state || s.Holder != holder || s.Generation != gen {
@@ -151,29 +152,29 @@ func (r *lifecycleRig) wantState(state State, holder string, gen int) {
 // TestLifecycleEdges walks each edge of the state machine on the fake ZFS.
 func TestLifecycleEdges(t *testing.T) {
 	t.Run("seen pending records the holder", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "pending", "run", "scratch-1"))
-		r.wantState(StateHeld, "A", 1)
+		r.wantState(model.StateHeld, "A", 1)
 		if r.slot().HolderIndex != 10 {
 			t.Errorf("holder index %d", r.slot().HolderIndex)
 		}
 	})
 	t.Run("complete releases by destroy and replenishes", func(t *testing.T) {
-		r := newRig(t, Release{Policy: PolicyDestroy})
+		r := newRig(t, model.Release{Policy: model.PolicyDestroy})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("secret", "A's data")
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		r.wantState(StateReady, "", 2)
+		r.wantState(model.StateReady, "", 2)
 		if r.exists("secret") || !r.slot().Healthy {
 			t.Fatalf("not released: data present %v, slot %+v", r.exists("secret"), r.slot())
 		}
 	})
 	t.Run("failed with on_failure snapshot retains the data aside", func(t *testing.T) {
-		r := newRig(t, Release{Policy: PolicyDestroy, OnFailure: PolicySnapshot, Retain: time.Hour})
+		r := newRig(t, model.Release{Policy: model.PolicyDestroy, OnFailure: model.PolicySnapshot, Retain: time.Hour})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("crash.log", "why A failed")
 		r.sync(alloc("A", 10, "failed", "run", "scratch-1"))
-		r.wantState(StateReady, "", 2)
+		r.wantState(model.StateReady, "", 2)
 		if r.exists("crash.log") {
 			t.Fatal("the fresh slot has A's data")
 		}
@@ -187,12 +188,12 @@ func TestLifecycleEdges(t *testing.T) {
 			t.Fatalf("retained data: %q %v", b, err)
 		}
 		holds, err := r.c.Holds(t.Context(), ret[0].Dataset+"@retained")
-		if err != nil || len(holds) != 1 || holds[0].Tag != holdTag {
+		if err != nil || len(holds) != 1 || holds[0].Tag != model.HoldTag {
 			t.Fatalf("retained snapshot not held: %+v %v", holds, err)
 		}
 	})
 	t.Run("complete with rollback returns to pristine", func(t *testing.T) {
-		r := newRig(t, Release{Policy: PolicyRollback})
+		r := newRig(t, model.Release{Policy: model.PolicyRollback})
 		if !r.slot().HasPristine {
 			t.Fatal("rollback class slot has no @pristine")
 		}
@@ -202,91 +203,91 @@ func TestLifecycleEdges(t *testing.T) {
 			t.Fatal(err) // the holder's own snapshot must not block the rollback
 		}
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		r.wantState(StateReady, "", 2)
+		r.wantState(model.StateReady, "", 2)
 		if r.exists("secret") {
 			t.Fatal("rollback left A's data")
 		}
 	})
 	t.Run("unknown is kept", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("keep", "x")
 		r.sync(alloc("A", 10, "unknown", "run", "scratch-1"))
-		r.wantState(StateHeld, "A", 1)
+		r.wantState(model.StateHeld, "A", 1)
 		if !r.exists("keep") {
 			t.Fatal("data of an unknown allocation was touched")
 		}
 	})
 	t.Run("stopping (desired stop, still running) is kept", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.sync(alloc("A", 10, "running", "stop", "scratch-1"))
-		r.wantState(StateHeld, "A", 1)
+		r.wantState(model.StateHeld, "A", 1)
 	})
 	t.Run("lost but still running locally is kept, then released", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("keep", "x")
 		r.allocs.running["A"] = true
 		r.sync(alloc("A", 10, "lost", "stop", "scratch-1"))
-		r.wantState(StateHeld, "A", 1)
+		r.wantState(model.StateHeld, "A", 1)
 		if !r.exists("keep") {
 			t.Fatal("a lost allocation still running here lost its data")
 		}
 		r.allocs.running["A"] = false
 		r.sync(alloc("A", 10, "lost", "stop", "scratch-1"))
-		r.wantState(StateReady, "", 2)
+		r.wantState(model.StateReady, "", 2)
 	})
 	t.Run("garbage-collected before seen ending is released", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.allocs.gone["A"] = true
 		r.sync()
-		r.wantState(StateReady, "", 2)
+		r.wantState(model.StateReady, "", 2)
 	})
 	t.Run("invisible to the token is kept", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("keep", "x")
 		r.allocs.forbid["A"] = true
 		r.sync() // the narrow token's list no longer shows A
-		r.wantState(StateHeld, "A", 1)
+		r.wantState(model.StateHeld, "A", 1)
 		if !r.exists("keep") {
 			t.Fatal("an allocation the token cannot see was taken for deleted")
 		}
 	})
 	t.Run("releasing after a crash is resumed", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("secret", "x")
 		// Crash right after the release was recorded: destroy never ran.
 		r.f.Inject(zfstest.Fault{Cmd: "zfs", ArgsContain: []string{"destroy"}, Stderr: "killed", ExitCode: 137, Times: 1})
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		if s := r.slot(); s.State != StateReleasing {
+		if s := r.slot(); s.State != model.StateReleasing {
 			t.Fatalf("after the failed step: %+v", s)
 		}
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		r.wantState(StateReady, "", 2)
+		r.wantState(model.StateReady, "", 2)
 		if r.exists("secret") {
 			t.Fatal("resumed release left data")
 		}
 	})
 	t.Run("crash between destroy and create is repaired", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.f.Inject(zfstest.Fault{Cmd: "zfs", ArgsContain: []string{"create"}, Stderr: "killed", ExitCode: 137, Times: 1})
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		if s := r.slot(); !s.Healthy || s.State != StateReady {
+		if s := r.slot(); !s.Healthy || s.State != model.StateReady {
 			t.Fatalf("not repaired: %+v", s)
 		}
 	})
 	t.Run("an allocation that ran unrecorded is released", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		// The plugin was down while B ran and ended on the ready slot.
 		r.write("secret", "B's data")
 		r.sync(alloc("B", 20, "complete", "run", "scratch-1"))
-		r.wantState(StateReady, "", 2)
+		r.wantState(model.StateReady, "", 2)
 		if r.exists("secret") {
 			t.Fatal("unrecorded holder's data left in a ready slot")
 		}
@@ -298,36 +299,36 @@ func TestLifecycleEdges(t *testing.T) {
 		}
 	})
 	t.Run("unrecorded holder's data goes before a pending newcomer gets it", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.write("secret", "D's data")
 		r.sync(alloc("D", 20, "complete", "run", "scratch-1"), alloc("B", 30, "pending", "run", "scratch-1"))
 		if r.exists("secret") {
 			t.Fatal("B was recorded on a slot still holding D's data")
 		}
 		r.sync(alloc("D", 20, "complete", "run", "scratch-1"), alloc("B", 30, "pending", "run", "scratch-1"))
-		r.wantState(StateHeld, "B", 2)
+		r.wantState(model.StateHeld, "B", 2)
 	})
 	t.Run("nothing is wiped under a running allocation", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.write("live", "B's data")
 		r.sync(alloc("D", 20, "complete", "run", "scratch-1"), alloc("B", 30, "running", "run", "scratch-1"))
 		if !r.exists("live") {
 			t.Fatal("a running allocation's data was wiped")
 		}
-		r.wantState(StateHeld, "B", 1)
+		r.wantState(model.StateHeld, "B", 1)
 	})
 	t.Run("busy dataset is retried, not forced", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("open", "held open by a process")
 		must(t, r.f.SetBusy("tank/nomad/scratch/scratch-1", true))
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		if s := r.slot(); s.State != StateReleasing || !r.exists("open") {
+		if s := r.slot(); s.State != model.StateReleasing || !r.exists("open") {
 			t.Fatalf("busy: state %q, data present %v", s.State, r.exists("open"))
 		}
 		must(t, r.f.SetBusy("tank/nomad/scratch/scratch-1", false))
 		r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
-		r.wantState(StateReady, "", 2)
+		r.wantState(model.StateReady, "", 2)
 	})
 }
 
@@ -335,9 +336,9 @@ func TestLifecycleEdges(t *testing.T) {
 // new holder never sees a byte of the previous holder's data, under every
 // policy.
 func TestReserveFencing(t *testing.T) {
-	for _, policy := range []Policy{PolicyDestroy, PolicyRollback, PolicySnapshot} {
+	for _, policy := range []model.Policy{model.PolicyDestroy, model.PolicyRollback, model.PolicySnapshot} {
 		t.Run("pending release completed first ("+string(policy)+")", func(t *testing.T) {
-			r := newRig(t, Release{Policy: policy, Retain: time.Hour})
+			r := newRig(t, model.Release{Policy: policy, Retain: time.Hour})
 			r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 			r.write("secret", "A's data")
 			// A ended and B was placed on the same slot before the watcher
@@ -352,11 +353,11 @@ func TestReserveFencing(t *testing.T) {
 				t.Errorf("B sees %s left by A", e.Name())
 			}
 			r.sync(alloc("A", 10, "complete", "run", "scratch-1"), alloc("B", 20, "running", "run", "scratch-1"))
-			r.wantState(StateHeld, "B", 2)
+			r.wantState(model.StateHeld, "B", 2)
 		})
 	}
 	t.Run("destructive update waits for the stopping predecessor", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("secret", "A's data")
 		r.allocs.set(alloc("A", 10, "running", "stop", "scratch-1"), alloc("B", 20, "pending", "run", "scratch-1"))
@@ -377,7 +378,7 @@ func TestReserveFencing(t *testing.T) {
 		}
 	})
 	t.Run("stopping predecessor that never ends: bounded, then refused", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("keep", "A's live data")
 		r.allocs.set(alloc("A", 10, "running", "stop", "scratch-1"), alloc("B", 20, "pending", "run", "scratch-1"))
@@ -391,7 +392,7 @@ func TestReserveFencing(t *testing.T) {
 		}
 	})
 	t.Run("live holder not stopping and another claimant: refused", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.allocs.set(alloc("A", 10, "running", "run", "scratch-1"), alloc("B", 20, "pending", "run", "scratch-1"))
 		_, err := r.m.Reserve(t.Context(), []string{"scratch-1"})
@@ -400,7 +401,7 @@ func TestReserveFencing(t *testing.T) {
 		}
 	})
 	t.Run("holder's own task start: its data untouched, no zfs, one query", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "pending", "run", "scratch-1")) // recorded while pending
 		r.write("keep", "x")
 		r.f.ResetCalls()
@@ -421,7 +422,7 @@ func TestReserveFencing(t *testing.T) {
 		}
 	})
 	t.Run("stale snapshot: a replacement is not taken for the holder", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 		r.write("secret", "A's data")
 		// The watcher has not seen A end nor B arrive; Nomad has.
@@ -435,7 +436,7 @@ func TestReserveFencing(t *testing.T) {
 		}
 	})
 	t.Run("watcher behind: Reserve refreshes once", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync() // the watcher has not seen B yet
 		r.allocs.set(alloc("B", 20, "pending", "run", "scratch-1"))
 		if _, err := r.m.Reserve(t.Context(), []string{"scratch-1"}); err != nil {
@@ -446,7 +447,7 @@ func TestReserveFencing(t *testing.T) {
 		}
 	})
 	t.Run("API down at first: retried until it answers", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.allocs.set(alloc("B", 20, "pending", "run", "scratch-1"))
 		r.allocs.failNext = 2
 		if _, err := r.m.Reserve(t.Context(), []string{"scratch-1"}); err != nil {
@@ -454,7 +455,7 @@ func TestReserveFencing(t *testing.T) {
 		}
 	})
 	t.Run("nobody names the slot: refused, not guessed", func(t *testing.T) {
-		r := newRig(t, Release{})
+		r := newRig(t, model.Release{})
 		r.sync()
 		_, err := r.m.Reserve(t.Context(), []string{"scratch-1"})
 		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "read-job") {
@@ -466,7 +467,7 @@ func TestReserveFencing(t *testing.T) {
 // TestReconcileDoesNotWaitForReserve: a Reserve waiting for a stopping
 // predecessor holds its slot; a reconcile pass meanwhile must not block.
 func TestReconcileDoesNotWaitForReserve(t *testing.T) {
-	r := newRig(t, Release{})
+	r := newRig(t, model.Release{})
 	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 	r.allocs.set(alloc("A", 10, "running", "stop", "scratch-1"), alloc("B", 20, "pending", "run", "scratch-1"))
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
@@ -487,7 +488,7 @@ func TestReconcileDoesNotWaitForReserve(t *testing.T) {
 }
 
 func TestRetentionPruned(t *testing.T) {
-	r := newRig(t, Release{Policy: PolicySnapshot, Retain: time.Hour, RetainMax: 1})
+	r := newRig(t, model.Release{Policy: model.PolicySnapshot, Retain: time.Hour, RetainMax: 1})
 	now := time.Now()
 	r.m.now = func() time.Time { return now }
 	for i, id := range []string{"A", "B"} {
@@ -516,7 +517,7 @@ func TestGoldenCloneClass(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(f.Mountpoint("tank/golden"), "seed.sql"), []byte("seed"), 0o644))
 	must(t, c.Snapshot(ctx, "tank/golden@seed", nil))
 	fa := &fakeAllocs{}
-	cfg := &Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []Class{{Name: "scratch", Slots: 1, MountPath: "/db", FromSnapshot: "tank/golden@seed"}}}
+	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{{Name: "scratch", Slots: 1, MountPath: "/db", FromSnapshot: "tank/golden@seed"}}}
 	m := NewManager(cfg, c, fa, hclog.NewNullLogger())
 	m.Reconcile(ctx)
 	v, _ := m.View()
@@ -545,7 +546,7 @@ func TestGoldenCloneClass(t *testing.T) {
 // a reconcile pass must not create the slot itself: that would lose the
 // holder index the release records.
 func TestReconcileLeavesAFencedSlotToReserve(t *testing.T) {
-	r := newRig(t, Release{})
+	r := newRig(t, model.Release{})
 	lock := r.m.locks.get("scratch-1")
 	lock.Lock()
 	must(t, r.c.Destroy(t.Context(), "tank/nomad/scratch/scratch-1", zfs.DestroyOptions{Recursive: true}))

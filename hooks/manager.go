@@ -10,6 +10,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -46,9 +47,11 @@ var _ Allocs = (*allocwatch.Watcher)(nil)
 // Manager keeps every class's ready slots and runs their lifecycle: it scans
 // the parent, creates and mounts what is missing, records holders, releases
 // slots whose holders ended, prunes retained data, and publishes a View for
-// the fingerprint, Stats and Reserve. Run is its only goroutine.
+// the fingerprint, Stats and Reserve. What to do is the model's decision
+// (package model); the Manager scans, asks the model, and acts. Run is its
+// only goroutine.
 type Manager struct {
-	cfg    *Config
+	cfg    *model.Config
 	zfs    ZFS
 	allocs Allocs // nil: no watcher, no lifecycle (slots are never released)
 	logger hclog.Logger
@@ -59,7 +62,7 @@ type Manager struct {
 
 	// mu guards view, updated, snap and overrides.
 	mu   sync.RWMutex
-	view *View
+	view *model.View
 	// updated is closed and replaced on every publish.
 	updated chan struct{}
 	// snap is the watcher's latest snapshot of this node's allocations.
@@ -77,12 +80,12 @@ type Manager struct {
 }
 
 type override struct {
-	slot Slot
+	slot model.Slot
 	at   time.Time
 }
 
 // NewManager returns a Manager; nothing runs until Run. allocs may be nil.
-func NewManager(cfg *Config, z ZFS, allocs Allocs, logger hclog.Logger) *Manager {
+func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *Manager {
 	return &Manager{
 		cfg:       cfg,
 		zfs:       z,
@@ -143,7 +146,7 @@ func (m *Manager) snapshot() *allocwatch.Snapshot {
 
 // View returns the current view (nil before the first scan) and a channel
 // closed when a newer one is published.
-func (m *Manager) View() (*View, <-chan struct{}) {
+func (m *Manager) View() (*model.View, <-chan struct{}) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.view, m.updated
@@ -155,9 +158,9 @@ func (m *Manager) View() (*View, <-chan struct{}) {
 func (m *Manager) Reconcile(ctx context.Context) {
 	prev, _ := m.View()
 	s := m.scan(ctx, nil)
-	v := buildView(m.cfg, s, prev)
+	v := model.BuildView(m.cfg, s, prev)
 	changed := false
-	acts, blocked := planEnsure(m.cfg, v, m.now())
+	acts, blocked := model.PlanEnsure(v, m.now())
 	failed := map[string]string{}
 	if len(acts) > 0 || len(blocked) > 0 {
 		failed = m.apply(ctx, acts)
@@ -176,92 +179,76 @@ func (m *Manager) Reconcile(ctx context.Context) {
 	}
 	if changed {
 		s = m.scan(ctx, failed)
-		v = buildView(m.cfg, s, prev)
+		v = model.BuildView(m.cfg, s, prev)
 	}
 	m.logProblem(v)
-	m.publish(v, s.at)
+	m.publish(v, s.At)
 }
 
 // scan runs one zpool and one zfs process.
-func (m *Manager) scan(ctx context.Context, createErrs map[string]string) scan {
+func (m *Manager) scan(ctx context.Context, createErrs map[string]string) model.Scan {
 	return scanParent(ctx, m.cfg, m.zfs, m.now(), createErrs)
 }
 
 // scanParent reads the parent's pool and everything below the parent.
-func scanParent(ctx context.Context, cfg *Config, z ZFS, at time.Time, createErrs map[string]string) scan {
-	s := scan{at: at, createErrs: createErrs}
-	s.pools, s.poolErr = z.Pools(ctx, zfs.PoolOf(cfg.Parent))
-	s.sets, s.listErr = z.List(ctx, cfg.Parent, userProps)
+func scanParent(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, createErrs map[string]string) model.Scan {
+	s := model.Scan{At: at, CreateErrs: createErrs}
+	s.Pools, s.PoolErr = z.Pools(ctx, zfs.PoolOf(cfg.Parent))
+	s.Sets, s.ListErr = z.List(ctx, cfg.Parent, model.UserProps)
 	return s
 }
 
 // apply runs the planned actions in order and returns a reason for each
 // dataset it could not create. A class dataset that failed skips its slots.
-func (m *Manager) apply(ctx context.Context, acts []action) map[string]string {
+func (m *Manager) apply(ctx context.Context, acts []model.Action) map[string]string {
 	failed := map[string]string{}
 	badClass := map[string]string{}
 	for _, a := range acts {
-		if reason, ok := badClass[a.class]; ok {
-			failed[a.dataset] = reason
+		if reason, ok := badClass[a.Class]; ok {
+			failed[a.Dataset] = reason
 			continue
 		}
 		var err error
-		switch a.kind {
-		case createClass, mountClass:
-			err = m.classAction(ctx, a)
-		case createSlot, mountSlot:
+		switch a.Kind {
+		case model.CreateClass:
+			err = m.zfs.Create(ctx, a.Dataset, a.Props)
+		case model.MountClass:
+			err = m.zfs.Mount(ctx, a.Dataset)
+		case model.CreateSlot, model.MountSlot:
 			// A slot a Reserve is fencing may be between the destroy and the
 			// re-create of a release: creating it here would lose what the
 			// release records. Leave it to the Reserve; the next pass sees.
-			lock := m.locks.get(path.Base(a.dataset))
+			lock := m.locks.get(path.Base(a.Dataset))
 			if !lock.TryLock() {
 				continue
 			}
-			if a.kind == createSlot {
-				err = m.createSlot(ctx, m.class(a.class), a.dataset, a.props)
+			if a.Kind == model.CreateSlot {
+				err = m.createSlot(ctx, m.cfg.Class(a.Class), a.Dataset, a.Props)
 			} else {
-				err = m.zfs.Mount(ctx, a.dataset)
+				err = m.zfs.Mount(ctx, a.Dataset)
 			}
 			lock.Unlock()
 		}
 		if err == nil {
-			m.logger.Info(a.kind.String(), "dataset", a.dataset)
+			m.logger.Info(a.Kind.String(), "dataset", a.Dataset)
 			continue
 		}
 		reason := err.Error()
 		if errors.Is(err, zfs.ErrNoSpace) {
 			reason = "pool out of space for another slot: " + reason
 		}
-		m.logger.Error("cannot "+a.kind.String(), "dataset", a.dataset, "error", err)
-		failed[a.dataset] = reason
-		if a.kind == createClass || a.kind == mountClass {
-			badClass[a.class] = "class dataset " + a.dataset + ": " + reason
+		m.logger.Error("cannot "+a.Kind.String(), "dataset", a.Dataset, "error", err)
+		failed[a.Dataset] = reason
+		if a.Kind == model.CreateClass || a.Kind == model.MountClass {
+			badClass[a.Class] = "class dataset " + a.Dataset + ": " + reason
 		}
 	}
 	return failed
 }
 
-// classAction creates or mounts a class dataset.
-func (m *Manager) classAction(ctx context.Context, a action) error {
-	if a.kind == createClass {
-		return m.zfs.Create(ctx, a.dataset, a.props)
-	}
-	return m.zfs.Mount(ctx, a.dataset)
-}
-
-// class returns the configured class by name.
-func (m *Manager) class(name string) Class {
-	for _, c := range m.cfg.Classes {
-		if c.Name == name {
-			return c
-		}
-	}
-	return Class{Name: name}
-}
-
 // logProblem logs a node-wide problem once when it appears and once when it
 // clears, not every period.
-func (m *Manager) logProblem(v *View) {
+func (m *Manager) logProblem(v *model.View) {
 	if v.Problem == m.lastProblem {
 		return
 	}
@@ -275,7 +262,7 @@ func (m *Manager) logProblem(v *View) {
 
 // publish makes v current. Overrides older than the scan that built v are
 // dropped: v has read their datasets since.
-func (m *Manager) publish(v *View, scannedAt time.Time) {
+func (m *Manager) publish(v *model.View, scannedAt time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.view = v

@@ -11,6 +11,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
@@ -31,9 +32,9 @@ func newFakeZFS(t *testing.T) (*zfstest.Fake, *zfs.Client) {
 	return f, c
 }
 
-func newTestManager(t *testing.T, z ZFS, classes ...Class) *Manager {
+func newTestManager(t *testing.T, z ZFS, classes ...model.Class) *Manager {
 	t.Helper()
-	cfg := &Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: classes}
+	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: classes}
 	return NewManager(cfg, z, nil, hclog.NewNullLogger())
 }
 
@@ -49,7 +50,7 @@ func zfsCalls(f *zfstest.Fake, verb string) int {
 
 func TestManagerCreatesReadySlots(t *testing.T) {
 	f, c := newFakeZFS(t)
-	m := newTestManager(t, c, Class{Name: "scratch", Slots: 3, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"}})
+	m := newTestManager(t, c, model.Class{Name: "scratch", Slots: 3, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"}})
 	m.Reconcile(t.Context())
 
 	v, _ := m.View()
@@ -57,7 +58,7 @@ func TestManagerCreatesReadySlots(t *testing.T) {
 		t.Fatalf("problem: %s", v.Problem)
 	}
 	for _, s := range v.Classes[0].Slots {
-		if !s.Healthy || s.State != StateReady || s.Generation != 1 || !s.Mounted {
+		if !s.Healthy || s.State != model.StateReady || s.Generation != 1 || !s.Mounted {
 			t.Errorf("%s: %+v", s.ID, s)
 		}
 		if s.Info.Quota != 1<<30 || s.Info.Compression != "lz4" {
@@ -82,7 +83,7 @@ func TestManagerCreatesReadySlots(t *testing.T) {
 
 func TestManagerReplacesMissingSlot(t *testing.T) {
 	f, c := newFakeZFS(t)
-	m := newTestManager(t, c, Class{Name: "scratch", Slots: 2, MountPath: "/data"})
+	m := newTestManager(t, c, model.Class{Name: "scratch", Slots: 2, MountPath: "/data"})
 	m.Reconcile(t.Context())
 	if err := c.Destroy(t.Context(), "tank/nomad/scratch/scratch-2", zfs.DestroyOptions{}); err != nil {
 		t.Fatal(err)
@@ -109,7 +110,7 @@ func TestManagerNeverTouchesForeignDatasets(t *testing.T) {
 		}
 	}
 	f.ResetCalls()
-	m := newTestManager(t, c, Class{Name: "scratch", Slots: 2, MountPath: "/data"}, Class{Name: "fast", Slots: 1, MountPath: "/fast"})
+	m := newTestManager(t, c, model.Class{Name: "scratch", Slots: 2, MountPath: "/data"}, model.Class{Name: "fast", Slots: 1, MountPath: "/fast"})
 	m.Reconcile(ctx)
 
 	for _, call := range f.Calls() {
@@ -147,7 +148,7 @@ func TestManagerPoolProblems(t *testing.T) {
 			f, c := newFakeZFS(t)
 			tc.setup(t, f, c)
 			f.ResetCalls()
-			m := newTestManager(t, c, Class{Name: "scratch", Slots: 2, MountPath: "/data"})
+			m := newTestManager(t, c, model.Class{Name: "scratch", Slots: 2, MountPath: "/data"})
 			m.Reconcile(t.Context())
 			v, _ := m.View()
 			for _, s := range v.Classes[0].Slots {
@@ -166,7 +167,7 @@ func TestManagerPoolProblems(t *testing.T) {
 // not exist") keeps the last good set, unhealthy, and recovers.
 func TestManagerTransientFailureKeepsSlots(t *testing.T) {
 	f, c := newFakeZFS(t)
-	m := newTestManager(t, c, Class{Name: "scratch", Slots: 1, MountPath: "/data"})
+	m := newTestManager(t, c, model.Class{Name: "scratch", Slots: 1, MountPath: "/data"})
 	m.Reconcile(t.Context())
 	f.Inject(zfstest.Fault{Cmd: "zfs", ArgsContain: []string{"list"}, Stderr: "internal error: Input/output error", ExitCode: 1, Times: 1})
 	m.Reconcile(t.Context())
@@ -184,7 +185,7 @@ func TestManagerTransientFailureKeepsSlots(t *testing.T) {
 func TestManagerCreateFailureIsAReason(t *testing.T) {
 	f, c := newFakeZFS(t)
 	f.Inject(zfstest.Fault{Cmd: "zfs", ArgsContain: []string{"create", "tank/nomad/scratch/scratch-2"}, Stderr: "cannot create 'tank/nomad/scratch/scratch-2': out of space", ExitCode: 1, Times: 1})
-	m := newTestManager(t, c, Class{Name: "scratch", Slots: 2, MountPath: "/data"})
+	m := newTestManager(t, c, model.Class{Name: "scratch", Slots: 2, MountPath: "/data"})
 	m.Reconcile(t.Context())
 	v, _ := m.View()
 	if s := v.Classes[0].Slots[1]; s.Healthy || !strings.Contains(s.Reason, "pool out of space") {
@@ -201,7 +202,7 @@ func TestManagerCreateFailureIsAReason(t *testing.T) {
 
 func TestManagerReserve(t *testing.T) {
 	f, c := newFakeZFS(t)
-	m := newTestManager(t, c, Class{Name: "scratch", Slots: 2, MountPath: "/data"})
+	m := newTestManager(t, c, model.Class{Name: "scratch", Slots: 2, MountPath: "/data"})
 
 	// Before the first scan Reserve waits, bounded.
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)

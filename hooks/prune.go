@@ -3,42 +3,33 @@ package hooks
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-// Prune is one retained dataset that is due for destruction.
-type Prune struct {
-	Retained Retained
-	// Expired: past its expiry; otherwise it is beyond the class's
-	// RetainMax (the oldest go first).
-	Expired bool
-}
-
-// RetainedDue decides which of a class's retained datasets (newest first,
-// as ClassView.Retained lists them) are to be destroyed at now: those past
-// their expiry, and those beyond r.RetainMax. It is pure; the plugin's
-// reconcile and the operator's `gc` both prune by it.
-func RetainedDue(r Release, retained []Retained, now time.Time) []Prune {
-	var out []Prune
-	keep := r.RetainMax
-	for i, ret := range retained {
-		expired := !ret.Expires.IsZero() && now.After(ret.Expires)
-		if !expired && (keep <= 0 || i < keep) {
+// pruneRetained destroys retained data past its expiry, and the oldest past
+// the class's RetainMax (model.RetainedDue decides). It reports whether it
+// destroyed anything.
+func (m *Manager) pruneRetained(ctx context.Context, cv *model.ClassView) bool {
+	pruned := false
+	for _, p := range model.RetainedDue(cv.Class.Release, cv.Retained, m.now()) {
+		if err := DestroyRetained(ctx, m.zfs, p.Retained.Dataset); err != nil {
+			m.logger.Error("cannot prune retained data", "dataset", p.Retained.Dataset, "error", err)
 			continue
 		}
-		out = append(out, Prune{Retained: ret, Expired: expired})
+		m.logger.Info("pruned retained data", "dataset", p.Retained.Dataset, "expired", p.Expired)
+		pruned = true
 	}
-	return out
+	return pruned
 }
 
 // DestroyRetained releases the plugin's hold on a retained dataset's
 // snapshot and destroys the dataset with its snapshots. Both steps succeed
 // on what is already gone, so the plugin and an operator may race on it.
 func DestroyRetained(ctx context.Context, z ZFS, dataset string) error {
-	snap := dataset + "@" + retainedSnapshot
-	if err := z.Release(ctx, holdTag, snap); err != nil {
+	snap := dataset + "@" + model.RetainedSnapshot
+	if err := z.Release(ctx, model.HoldTag, snap); err != nil {
 		return fmt.Errorf("releasing the hold on %s: %w", snap, err)
 	}
 	if err := z.Destroy(ctx, dataset, zfs.DestroyOptions{Recursive: true}); err != nil {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // ErrUnknownSlot: Reserve got an ID that is not one of the configured slots.
@@ -21,8 +23,8 @@ var ErrRefused = errors.New("refusing to hand out slot")
 
 // Grant is one reserved slot: what Reserve hands the task.
 type Grant struct {
-	Slot  Slot
-	Class Class
+	Slot  model.Slot
+	Class model.Class
 }
 
 // waitStep paces Reserve while it waits for a previous holder to end or for
@@ -83,38 +85,38 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 	fresh := false
 	for {
 		s, cv := m.current(id)
-		if !s.Exists || (s.State != StateReleasing && !s.Healthy) {
+		if !s.Exists || (s.State != model.StateReleasing && !s.Healthy) {
 			return Grant{}, fmt.Errorf("%w: %s (%s): %s", ErrNotReady, id, s.Dataset, s.Reason)
 		}
 		if m.allocs == nil {
 			return Grant{Slot: *s, Class: cv.Class}, nil
 		}
-		d := decideReserve(*s, cv.Class.Name, m.snapshot(), fresh)
+		d := model.DecideReserve(*s, m.snapshot(), fresh)
 		var err error
-		switch d.kind {
-		case reserveGrant:
-			if s.State != StateReady && s.State != StateHeld {
+		switch d.Kind {
+		case model.ReserveGrant:
+			if s.State != model.StateReady && s.State != model.StateHeld {
 				break // a release just ran: read the slot again
 			}
 			return Grant{Slot: *s, Class: cv.Class}, nil
-		case reserveFail:
-			return Grant{}, fmt.Errorf("%w %s (%s): %s", ErrRefused, id, s.Dataset, d.reason)
-		case reserveRefresh:
+		case model.ReserveFail:
+			return Grant{}, fmt.Errorf("%w %s (%s): %s", ErrRefused, id, s.Dataset, d.Reason)
+		case model.ReserveRefresh:
 			fresh, err = m.refresh(ctx)
-		case reserveWait:
-			m.logger.Info("waiting for the previous holder to end", "slot", id, "alloc_id", d.alloc.ID, "reason", d.reason)
+		case model.ReserveWait:
+			m.logger.Info("waiting for the previous holder to end", "slot", id, "alloc_id", d.Alloc.ID, "reason", d.Reason)
 			if err = sleep(ctx, waitStep); err == nil {
 				fresh, err = m.refresh(ctx)
 			}
-		case reserveReleaseFirst:
-			err = m.release(ctx, *s, cv.Class, d.alloc, d.outcome)
+		case model.ReserveReleaseFirst:
+			err = m.release(ctx, *s, cv.Class, d.Alloc, d.Outcome)
 			fresh = false
-		case reserveCheckLost:
-			err = m.releaseIfNotRunningLocally(ctx, *s, cv.Class, d.alloc)
-		case reserveCheckGone:
-			err = m.releaseIfGone(ctx, *s, cv.Class, d.alloc.ID)
+		case model.ReserveCheckLost:
+			err = m.releaseIfNotRunningLocally(ctx, *s, cv.Class, d.Alloc)
+		case model.ReserveCheckGone:
+			err = m.releaseIfGone(ctx, *s, cv.Class, d.Alloc.ID)
 		}
-		if d.kind == reserveReleaseFirst || d.kind == reserveCheckLost || d.kind == reserveCheckGone {
+		if d.Kind == model.ReserveReleaseFirst || d.Kind == model.ReserveCheckLost || d.Kind == model.ReserveCheckGone {
 			if _, rerr := m.reread(ctx, cv.Class.Name, id); rerr != nil && err == nil {
 				err = rerr
 			}
@@ -156,7 +158,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func knownIDs(v *View) string {
+func knownIDs(v *model.View) string {
 	var ids []string
 	for _, cv := range v.Classes {
 		for _, s := range cv.Slots {

@@ -6,17 +6,18 @@ import (
 	"fmt"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // runLifecycle carries out what the watcher's latest snapshot calls for.
 // Each step re-reads its slot under the slot's lock and decides again, so a
 // Reserve that changed the slot meanwhile is never overtaken by a stale
 // plan. It reports whether anything changed.
-func (m *Manager) runLifecycle(ctx context.Context, v *View) bool {
+func (m *Manager) runLifecycle(ctx context.Context, v *model.View) bool {
 	snap := m.snapshot()
 	changed := false
-	for _, st := range planLifecycle(v, snap) {
-		if m.runStep(ctx, st.slot.ID, st.slot.Class, snap) {
+	for _, st := range model.PlanLifecycle(v, snap) {
+		if m.runStep(ctx, st.Slot.ID, st.Slot.Class, snap) {
 			changed = true
 		}
 	}
@@ -40,26 +41,26 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatc
 		m.logger.Error("cannot read slot", "slot", id, "error", err)
 		return false
 	}
-	st, ok := planSlot(s, class, snap)
+	st, ok := model.PlanSlot(s, snap)
 	if !ok {
 		return false
 	}
-	c := m.class(class)
-	switch st.kind {
-	case stepRecord:
-		err = m.recordHolder(ctx, s, st.alloc)
-	case stepRelease:
-		err = m.release(ctx, s, c, st.alloc, st.outcome)
-	case stepCheckLost:
-		err = m.releaseIfNotRunningLocally(ctx, s, c, st.alloc)
-	case stepCheckGone:
-		err = m.releaseIfGone(ctx, s, c, st.alloc.ID)
+	c := m.cfg.Class(class)
+	switch st.Kind {
+	case model.StepRecord:
+		err = m.recordHolder(ctx, s, st.Alloc)
+	case model.StepRelease:
+		err = m.release(ctx, s, c, st.Alloc, st.Outcome)
+	case model.StepCheckLost:
+		err = m.releaseIfNotRunningLocally(ctx, s, c, st.Alloc)
+	case model.StepCheckGone:
+		err = m.releaseIfGone(ctx, s, c, st.Alloc.ID)
 	}
 	if errors.Is(err, errKeep) {
 		return false
 	}
 	if err != nil {
-		m.logger.Error("slot lifecycle step failed; will retry", "slot", id, "step", st.kind, "alloc_id", st.alloc.ID, "error", err)
+		m.logger.Error("slot lifecycle step failed; will retry", "slot", id, "step", st.Kind, "alloc_id", st.Alloc.ID, "error", err)
 	}
 	if _, rerr := m.reread(ctx, class, id); rerr != nil {
 		m.logger.Debug("cannot re-read slot after a change", "slot", id, "error", rerr)
@@ -73,7 +74,7 @@ var errKeep = errors.New("holder may still run")
 // releaseIfNotRunningLocally releases a lost holder's slot only once the
 // local client confirms it does not run the allocation: a lost allocation
 // keeps running on a node that was cut off from the servers.
-func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s Slot, c Class, a allocwatch.Alloc) error {
+func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, c model.Class, a allocwatch.Alloc) error {
 	running, err := m.allocs.RunningLocally(ctx, a.ID)
 	if err != nil {
 		return fmt.Errorf("cannot ask the local client about lost allocation %s: %w", a.ID, err)
@@ -82,43 +83,43 @@ func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s Slot, c Clas
 		m.logger.Info("lost allocation still runs here; keeping its slot", "slot", s.ID, "alloc_id", a.ID)
 		return errKeep
 	}
-	return m.release(ctx, s, c, a, OutcomeLost)
+	return m.release(ctx, s, c, a, model.OutcomeLost)
 }
 
-// releaseIfGone looks up a holder missing from the node's allocation list.
-// Only a definite "not found" releases: an allocation the token cannot read
-// is missing from the list too, and an error is never read as absence.
-func (m *Manager) releaseIfGone(ctx context.Context, s Slot, c Class, id string) error {
+// releaseIfGone looks up a holder missing from the node's allocation list
+// and acts on the model's judgement of the answer. An error is never read
+// as absence: an allocation the token cannot read is missing from the list
+// too.
+func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class, id string) error {
 	a, found, err := m.allocs.Lookup(ctx, id)
 	if err != nil {
 		return fmt.Errorf("holder %s is missing from the node's allocations and cannot be looked up (does the token have read-job in its namespace?): %w", id, err)
 	}
-	switch {
-	case !found:
-		return m.release(ctx, s, c, allocwatch.Alloc{ID: id}, OutcomeGone)
-	case !a.ClientTerminal():
+	a.ID = id
+	switch live, outcome := model.Judge(a, found); live {
+	case model.MayRun:
 		return errKeep
-	case a.ClientStatus == "lost":
+	case model.AskClient:
 		return m.releaseIfNotRunningLocally(ctx, s, c, a)
 	default:
-		return m.release(ctx, s, c, a, outcomeOf(a))
+		return m.release(ctx, s, c, a, outcome)
 	}
 }
 
 // reread scans one slot's dataset (one zfs process) and records the result
 // as an override of the published view, so Reserve sees the change at once.
-func (m *Manager) reread(ctx context.Context, class, id string) (Slot, error) {
+func (m *Manager) reread(ctx context.Context, class, id string) (model.Slot, error) {
 	at := m.now()
 	s, err := readSlot(ctx, m.cfg, m.zfs, class, id)
 	if err != nil {
-		return Slot{}, err
+		return model.Slot{}, err
 	}
 	v, _ := m.View()
 	problem := ""
 	if v != nil {
 		problem = v.Problem
 	}
-	s.Healthy, s.Reason = health(&s, problem, "")
+	s.Healthy, s.Reason = model.Health(&s, problem, "")
 	m.mu.Lock()
 	m.overrides[id] = override{slot: s, at: at}
 	m.mu.Unlock()
@@ -127,7 +128,7 @@ func (m *Manager) reread(ctx context.Context, class, id string) (Slot, error) {
 
 // current returns a slot as last read: the override if newer than the
 // published view, else the view's.
-func (m *Manager) current(id string) (*Slot, *ClassView) {
+func (m *Manager) current(id string) (*model.Slot, *model.ClassView) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	s, cv := m.view.Slot(id)

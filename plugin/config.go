@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
-	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -129,7 +129,7 @@ type ClassConfig struct {
 // Settings is a validated Config in the types the rest of the product uses;
 // the operator CLI reads the same one the plugin runs with.
 type Settings struct {
-	Slots          hooks.Config
+	Slots          model.Config
 	ZFSTimeout     time.Duration
 	ReserveTimeout time.Duration
 	Nomad          allocwatch.Config
@@ -189,7 +189,7 @@ func (c *Config) validate() (*Settings, error) {
 	sort.Strings(names)
 	envNames := map[string]string{}
 	mounts := map[string]string{}
-	var classes []hooks.Class
+	var classes []model.Class
 	for _, name := range names {
 		cc := c.Classes[name]
 		class, problems := cc.validate(name)
@@ -208,7 +208,7 @@ func (c *Config) validate() (*Settings, error) {
 		return nil, fmt.Errorf("invalid nomad-device-zfs config: %s", strings.Join(errs, "; "))
 	}
 	return &Settings{
-		Slots:          hooks.Config{Parent: c.Parent, Classes: classes, ScanInterval: scan},
+		Slots:          model.Config{Parent: c.Parent, Classes: classes, ScanInterval: scan},
 		ZFSTimeout:     timeout,
 		ReserveTimeout: reserve,
 		Nomad:          nomad,
@@ -229,7 +229,7 @@ func (n *NomadConfig) watcherConfig() allocwatch.Config {
 	}
 }
 
-func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
+func (cc *ClassConfig) validate(name string) (model.Class, []string) {
 	var errs []string
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Sprintf("class %q: ", name)+fmt.Sprintf(format, a...))
@@ -259,8 +259,8 @@ func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
 			bad("properties: %s = %q: set by the plugin (%s)", k, v, why)
 			continue
 		}
-		if strings.HasPrefix(k, hooks.PropPrefix) {
-			bad("properties: %s = %q: the %s* properties are the plugin's own", k, v, hooks.PropPrefix)
+		if strings.HasPrefix(k, model.PropPrefix) {
+			bad("properties: %s = %q: the %s* properties are the plugin's own", k, v, model.PropPrefix)
 			continue
 		}
 		if err := zfs.ValidateProperty(k, v); err != nil {
@@ -282,23 +282,23 @@ func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
 			bad("from_snapshot = %q: %v", cc.FromSnapshot, err)
 		}
 	}
-	return hooks.Class{Name: name, Slots: cc.Slots, Properties: cc.Properties, MountPath: mount, NeedBytes: need,
+	return model.Class{Name: name, Slots: cc.Slots, Properties: cc.Properties, MountPath: mount, NeedBytes: need,
 		Release: release, FromSnapshot: cc.FromSnapshot}, errs
 }
 
 // validate reads a release block; an absent one means destroy.
-func (r *ReleaseConfig) validate() (hooks.Release, []string) {
-	out := hooks.Release{Policy: hooks.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}
+func (r *ReleaseConfig) validate() (model.Release, []string) {
+	out := model.Release{Policy: model.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}
 	if r == nil {
 		return out, nil
 	}
 	var errs []string
 	var err error
-	if out.Policy, err = hooks.ParsePolicy(r.Policy); err != nil {
+	if out.Policy, err = model.ParsePolicy(r.Policy); err != nil {
 		errs = append(errs, fmt.Sprintf("policy = %q: %v", r.Policy, err))
 	}
 	if r.OnFailure != "" {
-		if out.OnFailure, err = hooks.ParsePolicy(r.OnFailure); err != nil {
+		if out.OnFailure, err = model.ParsePolicy(r.OnFailure); err != nil {
 			errs = append(errs, fmt.Sprintf("on_failure = %q: %v", r.OnFailure, err))
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/base"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
-	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // setConfigFromAgentHCL runs a plugin block through the agent's own path:
@@ -60,14 +60,14 @@ func TestConfigDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := p.settings.Slots
-	want := hooks.Config{
+	want := model.Config{
 		Parent:       "tank/nomad",
 		ScanInterval: 5 * time.Second,
-		Classes: []hooks.Class{
+		Classes: []model.Class{
 			{Name: "pg-seed", Slots: 1, MountPath: "/zfs/pg-seed", FromSnapshot: "tank/golden/pg@seed",
-				Release: hooks.Release{Policy: hooks.PolicyRollback, OnFailure: hooks.PolicySnapshot, Retain: 24 * time.Hour, RetainMax: 10}},
+				Release: model.Release{Policy: model.PolicyRollback, OnFailure: model.PolicySnapshot, Retain: 24 * time.Hour, RetainMax: 10}},
 			{Name: "scratch", Slots: 4, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"},
-				Release: hooks.Release{Policy: hooks.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}},
+				Release: model.Release{Policy: model.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -226,17 +226,17 @@ func TestConfigClassesDoNotShareDecodedValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]hooks.Class{}
+	got := map[string]model.Class{}
 	for _, c := range p.settings.Slots.Classes {
 		got[c.Name] = c
 	}
 	want := map[string]struct {
-		policy hooks.Policy
+		policy model.Policy
 		props  map[string]string
 	}{
-		"keep":   {hooks.PolicySnapshot, map[string]string{"quota": "1G"}},
-		"zplain": {hooks.PolicyDestroy, nil},
-		"wipe":   {hooks.PolicyRollback, map[string]string{"compression": "lz4"}},
+		"keep":   {model.PolicySnapshot, map[string]string{"quota": "1G"}},
+		"zplain": {model.PolicyDestroy, nil},
+		"wipe":   {model.PolicyRollback, map[string]string{"compression": "lz4"}},
 	}
 	for name, w := range want {
 		c := got[name]

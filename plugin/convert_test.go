@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/shared/structs"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -19,13 +20,13 @@ func slotRow(name string) zfs.Dataset {
 	}
 }
 
-func testView() *hooks.View {
-	return &hooks.View{
+func testView() *model.View {
+	return &model.View{
 		Pool: &zfs.Pool{Name: "tank", Health: "ONLINE"},
-		Classes: []hooks.ClassView{{
-			Class:   hooks.Class{Name: "scratch", Slots: 2, MountPath: "/data"},
+		Classes: []model.ClassView{{
+			Class:   model.Class{Name: "scratch", Slots: 2, MountPath: "/data"},
 			Dataset: "tank/nomad/scratch",
-			Slots: []hooks.Slot{
+			Slots: []model.Slot{
 				{ID: "scratch-1", Class: "scratch", Dataset: "tank/nomad/scratch/scratch-1", Exists: true, Healthy: true,
 					Mountpoint: "/tank/nomad/scratch/scratch-1", Info: slotRow("tank/nomad/scratch/scratch-1")},
 				{ID: "scratch-2", Class: "scratch", Dataset: "tank/nomad/scratch/scratch-2", Reason: "not created yet"},
@@ -86,9 +87,9 @@ func TestDeviceGroupsStableAcrossUsage(t *testing.T) {
 }
 
 func TestReservation(t *testing.T) {
-	scratch := hooks.Class{Name: "scratch", MountPath: "/data"}
-	pg := hooks.Class{Name: "pg-seed", MountPath: "/zfs/pg-seed"}
-	slot := func(id, ds string) hooks.Slot { return hooks.Slot{ID: id, Dataset: ds, Mountpoint: "/" + ds} }
+	scratch := model.Class{Name: "scratch", MountPath: "/data"}
+	pg := model.Class{Name: "pg-seed", MountPath: "/zfs/pg-seed"}
+	slot := func(id, ds string) model.Slot { return model.Slot{ID: id, Dataset: ds, Mountpoint: "/" + ds} }
 
 	cases := []struct {
 		name       string

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/shared/structs"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -54,7 +55,7 @@ func (p *Plugin) fingerprintLoop(ctx context.Context, mgr *hooks.Manager, out ch
 // deviceGroups converts a view into Nomad device groups. Only stable values
 // become attributes (every attribute change re-registers the node); sizes
 // that move go to Stats.
-func deviceGroups(v *hooks.View) []*device.DeviceGroup {
+func deviceGroups(v *model.View) []*device.DeviceGroup {
 	groups := make([]*device.DeviceGroup, 0, len(v.Classes))
 	for i := range v.Classes {
 		cv := &v.Classes[i]
@@ -76,7 +77,7 @@ func deviceGroups(v *hooks.View) []*device.DeviceGroup {
 // e.g. ${device.attr.quota} >= "1 GiB". Values come from the first existing
 // slot (all slots of a class are created alike); before any exists, from the
 // configuration.
-func classAttributes(cv *hooks.ClassView) map[string]*structs.Attribute {
+func classAttributes(cv *model.ClassView) map[string]*structs.Attribute {
 	attrs := map[string]*structs.Attribute{
 		"pool":    structs.NewStringAttribute(zfs.PoolOf(cv.Dataset)),
 		"dataset": structs.NewStringAttribute(cv.Dataset),

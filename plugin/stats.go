@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/device"
 	"github.com/hashicorp/nomad/plugins/shared/structs"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // Stats streams per-slot usage every interval: used, available, referenced
@@ -45,7 +45,7 @@ func (p *Plugin) Stats(ctx context.Context, interval time.Duration) (<-chan *dev
 	return out, nil
 }
 
-func statsGroups(v *hooks.View) []*device.DeviceGroupStats {
+func statsGroups(v *model.View) []*device.DeviceGroupStats {
 	groups := make([]*device.DeviceGroupStats, 0, len(v.Classes))
 	for i := range v.Classes {
 		cv := &v.Classes[i]

@@ -1,4 +1,4 @@
-package hooks
+package model
 
 import (
 	"errors"
@@ -69,43 +69,43 @@ func TestBuildViewHealth(t *testing.T) {
 
 	cases := []struct {
 		name       string
-		scan       scan
+		scan       Scan
 		wantHealth [2]bool
 		wantReason [2]string
 	}{
-		{name: "all ready", scan: scan{pools: onlinePool(), sets: full}, wantHealth: [2]bool{true, true}},
-		{name: "pool missing", scan: scan{poolErr: zfs.NewError("zpool", nil, "cannot open 'tank': no such pool", 1)},
+		{name: "all ready", scan: Scan{Pools: onlinePool(), Sets: full}, wantHealth: [2]bool{true, true}},
+		{name: "pool missing", scan: Scan{PoolErr: zfs.NewError("zpool", nil, "cannot open 'tank': no such pool", 1)},
 			wantReason: [2]string{`pool "tank" not found (parent = "tank/nomad")`, `pool "tank" not found`}},
-		{name: "pool degraded", scan: scan{pools: []zfs.Pool{{Name: "tank", Health: "DEGRADED"}}, sets: full},
+		{name: "pool degraded", scan: Scan{Pools: []zfs.Pool{{Name: "tank", Health: "DEGRADED"}}, Sets: full},
 			wantReason: [2]string{`pool "tank" is DEGRADED`, "DEGRADED"}},
-		{name: "pool suspended", scan: scan{pools: []zfs.Pool{{Name: "tank", Health: "SUSPENDED"}}, sets: full},
+		{name: "pool suspended", scan: Scan{Pools: []zfs.Pool{{Name: "tank", Health: "SUSPENDED"}}, Sets: full},
 			wantReason: [2]string{"SUSPENDED", "SUSPENDED"}},
-		{name: "pool read-only", scan: scan{pools: []zfs.Pool{{Name: "tank", Health: "ONLINE", ReadOnly: true}}, sets: full},
+		{name: "pool read-only", scan: Scan{Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE", ReadOnly: true}}, Sets: full},
 			wantReason: [2]string{"read-only", "read-only"}},
-		{name: "parent missing", scan: scan{pools: onlinePool(), listErr: zfs.NewError("zfs", nil, "cannot open 'tank/nomad': dataset does not exist", 1)},
+		{name: "parent missing", scan: Scan{Pools: onlinePool(), ListErr: zfs.NewError("zfs", nil, "cannot open 'tank/nomad': dataset does not exist", 1)},
 			wantReason: [2]string{`parent dataset "tank/nomad" does not exist`, "zfs create -p tank/nomad"}},
-		{name: "nothing created yet", scan: scan{pools: onlinePool(), sets: full[:1]},
+		{name: "nothing created yet", scan: Scan{Pools: onlinePool(), Sets: full[:1]},
 			wantReason: [2]string{"not created yet", "not created yet"}},
-		{name: "create failed", scan: scan{pools: onlinePool(), sets: full[:2], createErrs: map[string]string{"tank/nomad/scratch/scratch-2": "out of space"}},
+		{name: "create failed", scan: Scan{Pools: onlinePool(), Sets: full[:2], CreateErrs: map[string]string{"tank/nomad/scratch/scratch-2": "out of space"}},
 			wantReason: [2]string{"not created yet", "cannot create tank/nomad/scratch/scratch-2: out of space"}},
-		{name: "held slot stays healthy, unmounted one does not", scan: scan{pools: onlinePool(), sets: unmounted},
+		{name: "held slot stays healthy, unmounted one does not", scan: Scan{Pools: onlinePool(), Sets: unmounted},
 			wantHealth: [2]bool{true, false}, wantReason: [2]string{"", "not mounted"}},
-		{name: "inherited owner is not ownership", scan: scan{pools: onlinePool(), sets: inherited},
+		{name: "inherited owner is not ownership", scan: Scan{Pools: onlinePool(), Sets: inherited},
 			wantHealth: [2]bool{true, false}, wantReason: [2]string{"", "not owned by nomad-device-zfs"}},
 		// Offered: Reserve finishes the release first, and an unhealthy
 		// instance can block a job's evaluation for good.
-		{name: "releasing slot stays offered", scan: scan{pools: onlinePool(), sets: releasing},
+		{name: "releasing slot stays offered", scan: Scan{Pools: onlinePool(), Sets: releasing},
 			wantHealth: [2]bool{true, true}},
-		{name: "parent not mounted: nothing below it counts", scan: scan{pools: onlinePool(), sets: withUnmounted(full, "tank/nomad")},
+		{name: "parent not mounted: nothing below it counts", scan: Scan{Pools: onlinePool(), Sets: withUnmounted(full, "tank/nomad")},
 			wantReason: [2]string{`parent dataset "tank/nomad" is not mounted`, "zfs mount tank/nomad"}},
-		{name: "slot mounted below an unmounted class dataset", scan: scan{pools: onlinePool(), sets: withUnmounted(full, "tank/nomad/scratch")},
+		{name: "slot mounted below an unmounted class dataset", scan: Scan{Pools: onlinePool(), Sets: withUnmounted(full, "tank/nomad/scratch")},
 			wantReason: [2]string{"is mounted while its class dataset tank/nomad/scratch is not", "may be covered"}},
-		{name: "class dataset not ours", scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil), fsRow("tank/nomad/scratch", nil)}},
+		{name: "class dataset not ours", scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{fsRow("tank/nomad", nil), fsRow("tank/nomad/scratch", nil)}},
 			wantReason: [2]string{`dataset "tank/nomad/scratch" exists but is not owned`, "not touching it"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := buildView(testCfg, tc.scan, nil)
+			v := BuildView(testCfg, tc.scan, nil)
 			if len(v.Classes) != 1 || len(v.Classes[0].Slots) != 2 {
 				t.Fatalf("want 1 class with 2 slots (IDs come from config), got %+v", v.Classes)
 			}
@@ -127,12 +127,12 @@ func TestBuildViewHealth(t *testing.T) {
 // TestBuildViewKeepsLastGoodSet: a transient scan failure keeps the slots
 // and their data, marked unhealthy, instead of dropping them.
 func TestBuildViewKeepsLastGoodSet(t *testing.T) {
-	good := buildView(testCfg, scan{pools: onlinePool(), sets: []zfs.Dataset{
+	good := BuildView(testCfg, Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
 		fsRow("tank/nomad", nil),
 		ownedRow("tank/nomad/scratch", ""),
 		ownedRow("tank/nomad/scratch/scratch-1", StateReady),
 	}}, nil)
-	failed := buildView(testCfg, scan{pools: onlinePool(), listErr: errors.New("zfs list: signal: killed")}, good)
+	failed := BuildView(testCfg, Scan{Pools: onlinePool(), ListErr: errors.New("zfs list: signal: killed")}, good)
 	s := failed.Classes[0].Slots[0]
 	if !s.Exists || s.Healthy || !strings.Contains(s.Reason, "zfs list failed") {
 		t.Fatalf("got %+v", s)
@@ -153,44 +153,44 @@ func TestPlanEnsure(t *testing.T) {
 	cases := []struct {
 		name        string
 		cfg         *Config
-		scan        scan
+		scan        Scan
 		want        []string // "kind dataset"
 		wantBlocked []string
 	}{
-		{name: "fresh parent: class then slots", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil)}},
+		{name: "fresh parent: class then slots", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{fsRow("tank/nomad", nil)}},
 			want: []string{"create class dataset tank/nomad/scratch", "create slot tank/nomad/scratch/scratch-1", "create slot tank/nomad/scratch/scratch-2"}},
-		{name: "one missing slot", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{
+		{name: "one missing slot", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
 			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-2", StateReady)}},
 			want: []string{"create slot tank/nomad/scratch/scratch-1"}},
-		{name: "unmounted ready slot is mounted", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{
+		{name: "unmounted ready slot is mounted", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
 			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), unmounted, ownedRow("tank/nomad/scratch/scratch-2", StateHeld)}},
 			want: []string{"mount slot tank/nomad/scratch/scratch-1"}},
-		{name: "pool problem plans nothing", cfg: testCfg, scan: scan{pools: []zfs.Pool{{Name: "tank", Health: "DEGRADED"}}, sets: []zfs.Dataset{fsRow("tank/nomad", nil)}}},
-		{name: "parent missing plans nothing", cfg: testCfg, scan: scan{pools: onlinePool(), listErr: zfs.NewError("zfs", nil, "dataset does not exist", 1)}},
-		{name: "foreign class dataset is left alone", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil), fsRow("tank/nomad/scratch", nil)}}},
-		{name: "foreign slot is left alone", cfg: testCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{
+		{name: "pool problem plans nothing", cfg: testCfg, scan: Scan{Pools: []zfs.Pool{{Name: "tank", Health: "DEGRADED"}}, Sets: []zfs.Dataset{fsRow("tank/nomad", nil)}}},
+		{name: "parent missing plans nothing", cfg: testCfg, scan: Scan{Pools: onlinePool(), ListErr: zfs.NewError("zfs", nil, "dataset does not exist", 1)}},
+		{name: "foreign class dataset is left alone", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{fsRow("tank/nomad", nil), fsRow("tank/nomad/scratch", nil)}}},
+		{name: "foreign slot is left alone", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
 			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), fsRow("tank/nomad/scratch/scratch-1", nil)}},
 			want: []string{"create slot tank/nomad/scratch/scratch-2"}},
-		{name: "after import -N: class first, then its slots", cfg: testCfg, scan: scan{pools: onlinePool(), sets: withUnmounted([]zfs.Dataset{
+		{name: "after import -N: class first, then its slots", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: withUnmounted([]zfs.Dataset{
 			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-1", StateReady), ownedRow("tank/nomad/scratch/scratch-2", StateHeld)},
 			"tank/nomad/scratch", "tank/nomad/scratch/scratch-1", "tank/nomad/scratch/scratch-2")},
 			want: []string{"mount class dataset tank/nomad/scratch", "mount slot tank/nomad/scratch/scratch-1", "mount slot tank/nomad/scratch/scratch-2"}},
-		{name: "parent unmounted plans nothing", cfg: testCfg, scan: scan{pools: onlinePool(), sets: withUnmounted([]zfs.Dataset{
+		{name: "parent unmounted plans nothing", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: withUnmounted([]zfs.Dataset{
 			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-1", StateReady)},
 			"tank/nomad", "tank/nomad/scratch", "tank/nomad/scratch/scratch-1")}},
-		{name: "space for two reserved slots of three", cfg: spaceCfg, scan: scan{pools: onlinePool(), sets: []zfs.Dataset{fsRow("tank/nomad", nil), dbClass}},
+		{name: "space for two reserved slots of three", cfg: spaceCfg, scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{fsRow("tank/nomad", nil), dbClass}},
 			want:        []string{"create slot tank/nomad/db/db-1", "create slot tank/nomad/db/db-2"},
 			wantBlocked: []string{"tank/nomad/db/db-3"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := buildView(tc.cfg, tc.scan, nil)
-			acts, blocked := planEnsure(tc.cfg, v, now)
+			v := BuildView(tc.cfg, tc.scan, nil)
+			acts, blocked := PlanEnsure(v, now)
 			var got []string
 			for _, a := range acts {
-				got = append(got, a.kind.String()+" "+a.dataset)
-				if (a.kind == createClass || a.kind == createSlot) && a.props[PropOwner] != a.dataset {
-					t.Errorf("%s created without its ownership mark: %v", a.dataset, a.props)
+				got = append(got, a.Kind.String()+" "+a.Dataset)
+				if (a.Kind == CreateClass || a.Kind == CreateSlot) && a.Props[PropOwner] != a.Dataset {
+					t.Errorf("%s created without its ownership mark: %v", a.Dataset, a.Props)
 				}
 			}
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
@@ -210,7 +210,7 @@ func TestPlanEnsure(t *testing.T) {
 
 func TestNewSlotProps(t *testing.T) {
 	c := Class{Name: "scratch", Properties: map[string]string{"quota": "1G", "compression": "lz4"}}
-	got := newSlotProps(c, "tank/nomad/scratch/scratch-1", 1, time.Unix(1700000000, 0))
+	got := NewSlotProps(c, "tank/nomad/scratch/scratch-1", 1, 0, time.Unix(1700000000, 0))
 	want := map[string]string{
 		"quota": "1G", "compression": "lz4",
 		PropOwner: "tank/nomad/scratch/scratch-1", PropState: "ready", PropGeneration: "1", PropSince: "1700000000",

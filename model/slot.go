@@ -1,7 +1,6 @@
-package hooks
+package model
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
@@ -42,8 +41,8 @@ const (
 	PropExpires = PropPrefix + "expires"
 )
 
-// userProps are the user properties every scan reads.
-var userProps = []string{PropOwner, PropState, PropHolder, PropGeneration, PropSince,
+// UserProps are the user properties every scan reads.
+var UserProps = []string{PropOwner, PropState, PropHolder, PropGeneration, PropSince,
 	PropHolderIndex, PropOutcome, PropRetainAs, PropExpires}
 
 // State is a slot's lifecycle state, recorded in PropState.
@@ -96,28 +95,15 @@ type Slot struct {
 	Reason  string
 }
 
-// SlotID names the n-th slot (1-based) of a class.
-func SlotID(class string, n int) string { return fmt.Sprintf("%s-%d", class, n) }
-
-// owned reports whether d carries the ownership mark for itself. A slot
+// Owned reports whether d carries the ownership mark for itself. A slot
 // renamed aside for retention is also recognised by PropRetainAs naming it,
 // which covers a crash between the rename and rewriting its owner mark.
-func owned(d *zfs.Dataset) bool {
+func Owned(d *zfs.Dataset) bool {
 	if d.IsSnapshot() {
 		parent := zfs.Parent(d.Name)
 		return d.User[PropOwner] == parent || d.User[PropRetainAs] == parent
 	}
 	return d.User[PropOwner] == d.Name || d.User[PropRetainAs] == d.Name
-}
-
-// slotProps are the user properties of a freshly created ready slot.
-func slotProps(dataset string, generation int, now time.Time) map[string]string {
-	return map[string]string{
-		PropOwner:      dataset,
-		PropState:      string(StateReady),
-		PropGeneration: strconv.Itoa(generation),
-		PropSince:      strconv.FormatInt(now.Unix(), 10),
-	}
 }
 
 // fillFromDataset copies the recorded state of an owned dataset into s.
@@ -134,4 +120,31 @@ func (s *Slot) fillFromDataset(d *zfs.Dataset) {
 	}
 	s.Mountpoint = d.Mountpoint
 	s.Mounted = d.Mounted
+}
+
+// SlotFromRows builds slot id of class from scanned rows, keyed by name: its
+// dataset and its pristine snapshot. A dataset at the slot's name without
+// the mark is Foreign, never the plugin's.
+func SlotFromRows(cfg *Config, class, id string, byName map[string]*zfs.Dataset) Slot {
+	s := Slot{ID: id, Class: class, Dataset: cfg.SlotDataset(class, id)}
+	if d, ok := byName[s.Dataset]; ok {
+		if Owned(d) {
+			s.fillFromDataset(d)
+		} else {
+			s.Foreign = true
+		}
+	}
+	if d, ok := byName[s.Dataset+"@"+PristineSnapshot]; ok && s.Exists && Owned(d) {
+		s.HasPristine = true
+	}
+	return s
+}
+
+// Same reports whether two readings of a slot are of the same dataset in
+// the same lifecycle step: the same GUID, state, holder and generation. ZFS
+// has no compare-and-set, so a writer that is not the plugin re-reads and
+// compares before it writes.
+func (s Slot) Same(o Slot) bool {
+	return s.Exists == o.Exists && s.Info.GUID == o.Info.GUID && s.State == o.State &&
+		s.Holder == o.Holder && s.Generation == o.Generation
 }

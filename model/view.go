@@ -1,4 +1,4 @@
-package hooks
+package model
 
 import (
 	"errors"
@@ -9,41 +9,6 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
-
-// Config is the validated slot configuration the manager works from.
-type Config struct {
-	// Parent is the operator-owned dataset the plugin works below, e.g.
-	// "tank/nomad". The plugin never creates, changes or destroys it.
-	Parent string
-	// Classes in name order.
-	Classes []Class
-	// ScanInterval is the period of the reconcile loop.
-	ScanInterval time.Duration
-}
-
-// Class is one device group: Slots ready datasets under <parent>/<name>.
-type Class struct {
-	Name  string
-	Slots int
-	// Properties are set on every slot at creation, e.g. quota=1G.
-	Properties map[string]string
-	// MountPath is where a slot appears inside the task.
-	MountPath string
-	// NeedBytes is the pool space one more slot needs up front (its
-	// reservation or refreservation), 0 when thin.
-	NeedBytes uint64
-	// Release says what happens to a slot's data when its holder ends.
-	Release Release
-	// FromSnapshot, if set, is a snapshot every slot is cloned from (a
-	// golden image, e.g. "tank/golden/pg@seed"); a release re-clones it.
-	FromSnapshot string
-}
-
-// Dataset returns the class dataset, <parent>/<class>.
-func (c *Config) classDataset(class string) string { return c.Parent + "/" + class }
-
-// slotDataset returns the dataset of slot id of class.
-func (c *Config) slotDataset(class, id string) string { return c.Parent + "/" + class + "/" + id }
 
 // View is what the plugin knows of its datasets after a scan: it is rebuilt
 // from scratch each time, never patched.
@@ -100,47 +65,47 @@ func (v *View) Slot(id string) (*Slot, *ClassView) {
 	return nil, nil
 }
 
-// scan is the raw result of one scan: one zpool and one zfs process.
-type scan struct {
-	at      time.Time
-	pools   []zfs.Pool
-	poolErr error
-	sets    []zfs.Dataset
-	listErr error
-	// createErrs are the last failures to create a slot or class dataset,
+// Scan is the raw result of one scan: one zpool and one zfs process.
+type Scan struct {
+	At      time.Time
+	Pools   []zfs.Pool
+	PoolErr error
+	Sets    []zfs.Dataset
+	ListErr error
+	// CreateErrs are the last failures to create a slot or class dataset,
 	// by dataset name, shown as the slot's reason until it exists.
-	createErrs map[string]string
+	CreateErrs map[string]string
 }
 
-// buildView turns a scan into a View. It is pure. When the scan failed for a
+// BuildView turns a scan into a View. When the scan failed for a
 // reason other than a missing parent, the previous view's slot data is kept
 // (the last good set) and every slot is marked unhealthy with the reason.
-func buildView(cfg *Config, s scan, prev *View) *View {
-	v := &View{ScannedAt: s.at}
+func BuildView(cfg *Config, s Scan, prev *View) *View {
+	v := &View{ScannedAt: s.At}
 	pool := zfs.PoolOf(cfg.Parent)
-	for i := range s.pools {
-		if s.pools[i].Name == pool {
-			v.Pool = &s.pools[i]
+	for i := range s.Pools {
+		if s.Pools[i].Name == pool {
+			v.Pool = &s.Pools[i]
 		}
 	}
 
-	byName := make(map[string]*zfs.Dataset, len(s.sets))
-	for i := range s.sets {
-		byName[s.sets[i].Name] = &s.sets[i]
+	byName := make(map[string]*zfs.Dataset, len(s.Sets))
+	for i := range s.Sets {
+		byName[s.Sets[i].Name] = &s.Sets[i]
 	}
 	switch {
-	case errors.Is(s.poolErr, zfs.ErrNotExist) || (s.poolErr == nil && v.Pool == nil):
+	case errors.Is(s.PoolErr, zfs.ErrNotExist) || (s.PoolErr == nil && v.Pool == nil):
 		v.Problem = fmt.Sprintf("pool %q not found (parent = %q)", pool, cfg.Parent)
-	case s.poolErr != nil:
-		v.Problem = fmt.Sprintf("zpool list failed: %v", s.poolErr)
+	case s.PoolErr != nil:
+		v.Problem = fmt.Sprintf("zpool list failed: %v", s.PoolErr)
 	case v.Pool.Health != "ONLINE":
 		v.Problem = fmt.Sprintf("pool %q is %s", pool, v.Pool.Health)
 	case v.Pool.ReadOnly:
 		v.Problem = fmt.Sprintf("pool %q is read-only", pool)
-	case errors.Is(s.listErr, zfs.ErrNotExist):
+	case errors.Is(s.ListErr, zfs.ErrNotExist):
 		v.Problem = fmt.Sprintf("parent dataset %q does not exist (create it: zfs create -p %s)", cfg.Parent, cfg.Parent)
-	case s.listErr != nil:
-		v.Problem = fmt.Sprintf("zfs list failed: %v", s.listErr)
+	case s.ListErr != nil:
+		v.Problem = fmt.Sprintf("zfs list failed: %v", s.ListErr)
 	case unmounted(byName[cfg.Parent]):
 		// Mounting anything below it would put it on the directory that the
 		// parent's own mount later covers (a pool imported with -N, or one
@@ -148,27 +113,27 @@ func buildView(cfg *Config, s scan, prev *View) *View {
 		// parent, and a task would write outside its slot.
 		v.Problem = fmt.Sprintf("parent dataset %q is not mounted; nothing below it is mounted until it is (zfs mount %s)", cfg.Parent, cfg.Parent)
 	}
-	if s.listErr != nil && prev != nil && !errors.Is(s.listErr, zfs.ErrNotExist) {
+	if s.ListErr != nil && prev != nil && !errors.Is(s.ListErr, zfs.ErrNotExist) {
 		byName = prevDatasets(prev) // keep the last good set, marked unhealthy below
 	}
 
 	for _, c := range cfg.Classes {
-		v.Classes = append(v.Classes, buildClass(cfg, c, byName, s.createErrs, v.Problem))
+		v.Classes = append(v.Classes, buildClass(cfg, c, byName, s.CreateErrs, v.Problem))
 	}
 	return v
 }
 
 func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, createErrs map[string]string, problem string) ClassView {
-	cv := ClassView{Class: c, Dataset: cfg.classDataset(c.Name), Problem: problem}
+	cv := ClassView{Class: c, Dataset: cfg.ClassDataset(c.Name), Problem: problem}
 	if d, ok := byName[cv.Dataset]; ok {
-		if owned(d) {
+		if Owned(d) {
 			cv.Exists, cv.Info = true, *d
 		} else if cv.Problem == "" {
 			cv.Problem = fmt.Sprintf("dataset %q exists but is not owned by nomad-device-zfs (no %s=%s); not touching it", cv.Dataset, PropOwner, cv.Dataset)
 		}
 	}
 	for n := 1; n <= c.Slots; n++ {
-		cv.Slots = append(cv.Slots, slotFromRows(cfg, c.Name, SlotID(c.Name, n), byName))
+		cv.Slots = append(cv.Slots, SlotFromRows(cfg, c.Name, SlotID(c.Name, n), byName))
 	}
 	if cv.Problem == "" && cv.Exists && unmounted(&cv.Info) {
 		for _, s := range cv.Slots {
@@ -182,27 +147,10 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, createErrs
 	}
 	for i := range cv.Slots {
 		s := &cv.Slots[i]
-		s.Healthy, s.Reason = health(s, cv.Problem, createErrs[s.Dataset])
+		s.Healthy, s.Reason = Health(s, cv.Problem, createErrs[s.Dataset])
 	}
 	cv.Retained = retained(cv.Dataset, byName)
 	return cv
-}
-
-// slotFromRows builds one slot from scanned rows: its dataset and its
-// pristine snapshot.
-func slotFromRows(cfg *Config, class, id string, byName map[string]*zfs.Dataset) Slot {
-	s := Slot{ID: id, Class: class, Dataset: cfg.slotDataset(class, id)}
-	if d, ok := byName[s.Dataset]; ok {
-		if owned(d) {
-			s.fillFromDataset(d)
-		} else {
-			s.Foreign = true
-		}
-	}
-	if d, ok := byName[s.Dataset+"@"+pristine]; ok && s.Exists && owned(d) {
-		s.HasPristine = true
-	}
-	return s
 }
 
 // retained lists the owned retained datasets directly below a class
@@ -211,7 +159,7 @@ func slotFromRows(cfg *Config, class, id string, byName map[string]*zfs.Dataset)
 func retained(classDataset string, byName map[string]*zfs.Dataset) []Retained {
 	var out []Retained
 	for name, d := range byName {
-		if d.IsSnapshot() || zfs.Parent(name) != classDataset || !owned(d) {
+		if d.IsSnapshot() || zfs.Parent(name) != classDataset || !Owned(d) {
 			continue
 		}
 		if State(d.User[PropState]) != StateRetained && d.User[PropRetainAs] != name {
@@ -235,8 +183,10 @@ func retained(classDataset string, byName map[string]*zfs.Dataset) []Retained {
 	return out
 }
 
-// health decides whether the scheduler may place on a slot.
-func health(s *Slot, problem, createErr string) (bool, string) {
+// Health decides whether the scheduler may place on a slot, and says why
+// not: problem is the node's or the class's, createErr the last failure to
+// create the slot.
+func Health(s *Slot, problem, createErr string) (bool, string) {
 	switch {
 	case problem != "":
 		return false, problem
@@ -265,7 +215,7 @@ func health(s *Slot, problem, createErr string) (bool, string) {
 
 // unmounted reports a filesystem that should be mounted and is not.
 func unmounted(d *zfs.Dataset) bool {
-	return d != nil && !d.IsSnapshot() && !d.Mounted && mountable(d.Mountpoint) && d.Mountpoint != "-"
+	return d != nil && !d.IsSnapshot() && !d.Mounted && Mountable(d.Mountpoint) && d.Mountpoint != "-"
 }
 
 // prevDatasets rebuilds the dataset index from a previous view.

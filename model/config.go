@@ -1,0 +1,71 @@
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the validated slot configuration: what plugin.SetConfig decodes
+// and the CLI reads from the agent's files. Defaults are applied by the
+// plugin's hclspec before it gets here.
+type Config struct {
+	// Parent is the operator-owned dataset the plugin works below, e.g.
+	// "tank/nomad". The plugin never creates, changes or destroys it.
+	Parent string
+	// Classes in name order.
+	Classes []Class
+	// ScanInterval is the period of the reconcile loop.
+	ScanInterval time.Duration
+}
+
+// Class is one device group: Slots ready datasets under <parent>/<name>.
+type Class struct {
+	Name  string
+	Slots int
+	// Properties are set on every slot at creation, e.g. quota=1G.
+	Properties map[string]string
+	// MountPath is where a slot appears inside the task.
+	MountPath string
+	// NeedBytes is the pool space one more slot needs up front (its
+	// reservation or refreservation), 0 when thin.
+	NeedBytes uint64
+	// Release says what happens to a slot's data when its holder ends.
+	Release Release
+	// FromSnapshot, if set, is a snapshot every slot is cloned from (a
+	// golden image, e.g. "tank/golden/pg@seed"); a release re-clones it.
+	FromSnapshot string
+}
+
+// ClassDataset is the dataset of a class, <parent>/<class>.
+func (c *Config) ClassDataset(class string) string { return c.Parent + "/" + class }
+
+// SlotDataset is the dataset of slot id of class, <parent>/<class>/<id>.
+func (c *Config) SlotDataset(class, id string) string { return c.Parent + "/" + class + "/" + id }
+
+// Class returns the configured class by name; an unknown name gives a class
+// with that name and nothing else (no slots, policy destroy).
+func (c *Config) Class(name string) Class {
+	for _, cl := range c.Classes {
+		if cl.Name == name {
+			return cl
+		}
+	}
+	return Class{Name: name}
+}
+
+// ClassOf finds the class a configured slot ID belongs to.
+func (c *Config) ClassOf(id string) (string, bool) {
+	for _, cl := range c.Classes {
+		for n := 1; n <= cl.Slots; n++ {
+			if SlotID(cl.Name, n) == id {
+				return cl.Name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// SlotID names the n-th slot (1-based) of a class: "scratch-2". It is the
+// device instance ID, stable across wipes, never numeric (Nomad parses a
+// numeric ID as a number) and comma-free.
+func SlotID(class string, n int) string { return fmt.Sprintf("%s-%d", class, n) }

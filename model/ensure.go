@@ -1,0 +1,97 @@
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// ActionKind is one step that brings the datasets toward the configuration.
+type ActionKind int
+
+const (
+	// CreateClass creates <parent>/<class>.
+	CreateClass ActionKind = iota
+	// CreateSlot creates a ready slot.
+	CreateSlot
+	// MountSlot mounts an owned slot that is not mounted.
+	MountSlot
+	// MountClass mounts an owned class dataset, before any of its slots.
+	MountClass
+)
+
+func (k ActionKind) String() string {
+	return [...]string{"create class dataset", "create slot", "mount slot", "mount class dataset"}[k]
+}
+
+// Action is one zfs command to run, planned from a View.
+type Action struct {
+	Kind    ActionKind
+	Class   string
+	Dataset string
+	// Props are set by a create, in the same command.
+	Props map[string]string
+}
+
+// PlanEnsure lists what to do so every class has its ready slots. It plans nothing while the view has a node-wide problem, nothing for
+// a class whose dataset belongs to someone else, and never touches a foreign
+// dataset. Slots that need space up front are planned only while the class
+// dataset's available space covers them; the others get a reason instead.
+func PlanEnsure(v *View, now time.Time) (acts []Action, blocked map[string]string) {
+	if v.Problem != "" {
+		return nil, nil
+	}
+	blocked = map[string]string{}
+	for ci := range v.Classes {
+		cv := &v.Classes[ci]
+		if cv.Problem != "" {
+			continue
+		}
+		avail := cv.Info.Available
+		if cv.Exists && unmounted(&cv.Info) {
+			// Top-down: the class dataset first, its slots after it.
+			acts = append(acts, Action{Kind: MountClass, Class: cv.Class.Name, Dataset: cv.Dataset})
+		}
+		if !cv.Exists {
+			acts = append(acts, Action{Kind: CreateClass, Class: cv.Class.Name, Dataset: cv.Dataset,
+				Props: ClassProps(cv.Dataset)})
+			avail = ^uint64(0) // unknown until created: let zfs decide
+		}
+		for si := range cv.Slots {
+			s := &cv.Slots[si]
+			switch {
+			case s.Foreign:
+			case !s.Exists:
+				if need := cv.Class.NeedBytes; need > avail {
+					blocked[s.Dataset] = fmt.Sprintf("pool out of space for another slot: %s available under %s, a slot reserves %s",
+						humanBytes(avail), cv.Dataset, humanBytes(need))
+					continue
+				}
+				avail -= cv.Class.NeedBytes
+				acts = append(acts, Action{Kind: CreateSlot, Class: cv.Class.Name, Dataset: s.Dataset,
+					Props: NewSlotProps(cv.Class, s.Dataset, 1, 0, now)})
+			case (s.State == StateReady || s.State == StateHeld) && !s.Mounted && Mountable(s.Mountpoint):
+				acts = append(acts, Action{Kind: MountSlot, Class: cv.Class.Name, Dataset: s.Dataset})
+			}
+		}
+	}
+	return acts, blocked
+}
+
+// Mountable reports whether a mountpoint value is one zfs mounts itself.
+func Mountable(mountpoint string) bool {
+	return mountpoint != "" && mountpoint != "none" && mountpoint != "legacy"
+}
+
+// humanBytes prints a size the way zfs list does without -p.
+func humanBytes(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%dB", b)
+	}
+	div, exp := uint64(unit), 0
+	for n := b / unit; n >= unit && exp < 5; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%c", float64(b)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,157 @@
+package model
+
+import (
+	"sort"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+)
+
+// Liveness answers the one question every release depends on: may this
+// holder still run on this node?
+type Liveness int
+
+const (
+	// MayRun: pending, running, unknown (a disconnected node), or stopping
+	// (desired stop, not yet client-terminal). Its data stays.
+	MayRun Liveness = iota
+	// Ended: complete or failed, or definitely gone from Nomad
+	// (garbage-collected). Its data may be released.
+	Ended
+	// AskClient: lost. A lost allocation keeps running on a node cut off
+	// from the servers, so it has ended only once this node's client no
+	// longer has it (Allocs.RunningLocally answers false).
+	AskClient
+)
+
+func (l Liveness) String() string {
+	return [...]string{"may still run", "ended", "lost: ask the local client"}[l]
+}
+
+// Judge says whether allocation a, as Nomad answered for it, may still run,
+// and how it ended when it has. found false is Nomad's definite "no such
+// allocation"; an allocation missing from the node's list is not that
+// (a token without read-job in its namespace hides it): look it up first.
+func Judge(a allocwatch.Alloc, found bool) (Liveness, string) {
+	switch {
+	case !found:
+		return Ended, OutcomeGone
+	case !a.ClientTerminal():
+		return MayRun, ""
+	case a.ClientStatus == "lost":
+		return AskClient, OutcomeLost
+	}
+	return Ended, OutcomeOf(a)
+}
+
+// OutcomeOf names how a client-terminal allocation ended.
+func OutcomeOf(a allocwatch.Alloc) string {
+	switch a.ClientStatus {
+	case "complete":
+		return OutcomeComplete
+	case "lost":
+		return OutcomeLost
+	default:
+		return OutcomeFailed
+	}
+}
+
+// Device identity as Nomad records it in AllocatedResources.
+const (
+	Vendor     = "zfs"
+	DeviceType = "dataset"
+)
+
+// refs are the allocations that name one slot, split by whether they may
+// still run.
+type refs struct {
+	live     []allocwatch.Alloc // not client-terminal: pending, running, unknown
+	terminal []allocwatch.Alloc // complete, failed, lost
+}
+
+// refsFor finds the allocations holding device id of class in snap, oldest
+// placement first.
+func refsFor(snap *allocwatch.Snapshot, class, id string) refs {
+	var r refs
+	if snap == nil {
+		return r
+	}
+	for _, a := range snap.Allocs {
+		if !a.HoldsDevice(Vendor, DeviceType, id) || !holdsClass(a, class) {
+			continue
+		}
+		if a.ClientTerminal() {
+			r.terminal = append(r.terminal, a)
+		} else {
+			r.live = append(r.live, a)
+		}
+	}
+	byCreate := func(s []allocwatch.Alloc) {
+		sort.Slice(s, func(i, j int) bool { return s[i].CreateIndex < s[j].CreateIndex })
+	}
+	byCreate(r.live)
+	byCreate(r.terminal)
+	return r
+}
+
+func holdsClass(a allocwatch.Alloc, class string) bool {
+	for _, d := range a.Devices {
+		if d.Vendor == Vendor && d.Type == DeviceType && d.Name == class {
+			return true
+		}
+	}
+	return false
+}
+
+// findAlloc finds allocation id in snap.
+func findAlloc(snap *allocwatch.Snapshot, id string) (allocwatch.Alloc, bool) {
+	if snap != nil {
+		for _, a := range snap.Allocs {
+			if a.ID == id {
+				return a, true
+			}
+		}
+	}
+	return allocwatch.Alloc{}, false
+}
+
+// holderOf is the slot's recorded holder as snap shows it, or just its ID.
+func holderOf(snap *allocwatch.Snapshot, s Slot) allocwatch.Alloc {
+	a, _ := findAlloc(snap, s.Holder)
+	a.ID = s.Holder
+	return a
+}
+
+// newer keeps the allocations placed after the slot's last recorded holder.
+func newer(as []allocwatch.Alloc, holderIndex uint64) []allocwatch.Alloc {
+	var out []allocwatch.Alloc
+	for _, a := range as {
+		if a.CreateIndex > holderIndex {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// anyRunning reports whether an allocation has started: its client says
+// running, or one of its tasks runs.
+func anyRunning(as []allocwatch.Alloc) bool {
+	for _, a := range as {
+		if a.ClientStatus == "running" {
+			return true
+		}
+		for _, st := range a.TaskStates {
+			if st == "running" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// short abbreviates an allocation ID as Nomad's CLI does.
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}

@@ -1,0 +1,110 @@
+package model
+
+import (
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+)
+
+// The slot lifecycle, as pure decisions over a slot (from ZFS) and a
+// snapshot of this node's allocations (from the watcher):
+//
+//	ready ──holder seen──▶ held ──holder ended──▶ releasing ──policy──▶ ready
+//	                                                        └─snapshot─▶ retained (aside)
+//
+// Invariants (docs/lifecycle.md): no slot's data is ever visible to two
+// allocations that may both run; nothing is wiped while an allocation that
+// may still run holds it; a crash anywhere resumes from the state in ZFS
+// user properties.
+
+// StepKind is what the watcher's reconcile does to one slot.
+type StepKind int
+
+const (
+	// StepRecord records a live allocation as the slot's holder.
+	StepRecord StepKind = iota
+	// StepRelease releases the slot's data by policy.
+	StepRelease
+	// StepCheckLost asks the local client whether a lost holder still runs
+	// here; the release follows only on a definite "no".
+	StepCheckLost
+	// StepCheckGone looks a holder up by ID because the node's allocation
+	// list no longer shows it: a narrow token hides allocations, so absence
+	// alone never releases anything.
+	StepCheckGone
+)
+
+func (k StepKind) String() string {
+	return [...]string{"record holder", "release", "check lost holder", "check vanished holder"}[k]
+}
+
+// Step is one lifecycle action on one slot.
+type Step struct {
+	Kind StepKind
+	Slot Slot
+	// Alloc is the holder to record, release or check.
+	Alloc allocwatch.Alloc
+	// Outcome is how the holder ended, for StepRelease.
+	Outcome string
+}
+
+// PlanLifecycle decides, for every existing slot, what the watcher's latest
+// snapshot calls for. It is level-triggered: the same inputs give the same
+// steps, so a crash or a repeated snapshot is harmless.
+func PlanLifecycle(v *View, snap *allocwatch.Snapshot) []Step {
+	if v == nil || snap == nil || v.Problem != "" {
+		return nil
+	}
+	var steps []Step
+	for ci := range v.Classes {
+		cv := &v.Classes[ci]
+		for _, s := range cv.Slots {
+			if !s.Exists {
+				continue
+			}
+			if st, ok := PlanSlot(s, snap); ok {
+				steps = append(steps, st)
+			}
+		}
+	}
+	return steps
+}
+
+// PlanSlot decides what snap calls for on one slot, if anything.
+func PlanSlot(s Slot, snap *allocwatch.Snapshot) (Step, bool) {
+	switch s.State {
+	case StateReleasing:
+		// A release was under way (a crash, a busy dataset, an operator's
+		// request): finish it.
+		return Step{Kind: StepRelease, Slot: s, Alloc: holderOf(snap, s), Outcome: s.Outcome}, true
+
+	case StateHeld:
+		holder, seen := findAlloc(snap, s.Holder)
+		if !seen {
+			return Step{Kind: StepCheckGone, Slot: s, Alloc: allocwatch.Alloc{ID: s.Holder}}, true
+		}
+		switch live, outcome := Judge(holder, true); live {
+		case AskClient:
+			return Step{Kind: StepCheckLost, Slot: s, Alloc: holder}, true
+		case Ended:
+			return Step{Kind: StepRelease, Slot: s, Alloc: holder, Outcome: outcome}, true
+		}
+		return Step{}, false // pending, running, unknown, stopping: keep
+
+	case StateReady:
+		// An allocation placed after the last recorded holder that has
+		// already ended ran on this slot unrecorded (the plugin was down, or
+		// it ran faster than a pass): its data is here and must go before
+		// anyone else gets the slot — unless an allocation already runs on
+		// it, under which nothing is ever wiped.
+		r := refsFor(snap, s.Class, s.ID)
+		dirty := newer(r.terminal, s.HolderIndex)
+		live := newer(r.live, s.HolderIndex)
+		if len(dirty) > 0 && !anyRunning(live) {
+			d := dirty[len(dirty)-1]
+			return Step{Kind: StepRelease, Slot: s, Alloc: d, Outcome: OutcomeUnknown}, true
+		}
+		if len(live) > 0 {
+			return Step{Kind: StepRecord, Slot: s, Alloc: live[0]}, true
+		}
+	}
+	return Step{}, false
+}

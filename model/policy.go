@@ -1,0 +1,122 @@
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policy says what happens to a slot's data when its holder ends.
+type Policy string
+
+const (
+	// PolicyDestroy destroys the slot and creates (or clones) a fresh one.
+	PolicyDestroy Policy = "destroy"
+	// PolicyRollback rolls the slot back to the pristine snapshot taken when
+	// it was created.
+	PolicyRollback Policy = "rollback"
+	// PolicySnapshot keeps the holder's data: the slot is renamed aside with
+	// a held snapshot until it expires, and a fresh slot takes its place.
+	PolicySnapshot Policy = "snapshot"
+)
+
+// ParsePolicy reads a policy name.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyDestroy, PolicyRollback, PolicySnapshot:
+		return p, nil
+	}
+	return "", fmt.Errorf("%q is not a release policy (destroy, rollback or snapshot)", s)
+}
+
+// Outcomes of a holder, recorded in PropOutcome.
+const (
+	OutcomeComplete = "complete"
+	OutcomeFailed   = "failed"
+	OutcomeLost     = "lost"
+	// OutcomeGone: the allocation was garbage-collected before the watcher
+	// saw how it ended.
+	OutcomeGone = "gone"
+	// OutcomeUnknown: a ready slot held data of an allocation whose end was
+	// never seen.
+	OutcomeUnknown = "unknown"
+	// OutcomeOperator: an operator asked for the release (nomad-device-zfs
+	// release). The class's Policy applies, not OnFailure.
+	OutcomeOperator = "operator"
+)
+
+// Release is a class's release configuration.
+type Release struct {
+	// Policy applies to every outcome without an override.
+	Policy Policy
+	// OnFailure, if set, applies to failed and lost allocations, e.g. keep
+	// a failed allocation's data for inspection, destroy a successful one's.
+	OnFailure Policy
+	// Retain is how long PolicySnapshot keeps data.
+	Retain time.Duration
+	// RetainMax bounds the retained datasets of the class; the oldest go
+	// first.
+	RetainMax int
+}
+
+// PolicyFor picks the policy for an outcome.
+func (r Release) PolicyFor(outcome string) Policy {
+	if r.OnFailure != "" && (outcome == OutcomeFailed || outcome == OutcomeLost) {
+		return r.OnFailure
+	}
+	if r.Policy == "" {
+		return PolicyDestroy
+	}
+	return r.Policy
+}
+
+// PolicyFor is the policy a release of slot s with this outcome carries
+// out: the class's choice, except that a slot without its @pristine
+// snapshot cannot roll back and is destroyed instead.
+func (c Class) PolicyFor(s Slot, outcome string) Policy {
+	p := c.Release.PolicyFor(outcome)
+	if p == PolicyRollback && !s.HasPristine {
+		return PolicyDestroy
+	}
+	return p
+}
+
+// NeedsPristine reports whether slots of c get a @pristine snapshot at
+// creation: some outcome rolls back.
+func (c Class) NeedsPristine() bool {
+	return c.Release.Policy == PolicyRollback || c.Release.OnFailure == PolicyRollback
+}
+
+// RetainedName is where PolicySnapshot puts slot s's data: one dataset per
+// holder, beside the slots.
+func (c *Config) RetainedName(s Slot) string {
+	tag := s.Holder
+	if tag == "" {
+		tag = fmt.Sprintf("%s-gen%d", s.ID, s.Generation)
+	}
+	return c.ClassDataset(s.Class) + "/retained-" + tag
+}
+
+// Prune is one retained dataset that is due for destruction.
+type Prune struct {
+	Retained Retained
+	// Expired: past its expiry; otherwise it is beyond the class's
+	// RetainMax (the oldest go first).
+	Expired bool
+}
+
+// RetainedDue decides which of a class's retained datasets (newest first,
+// as ClassView.Retained lists them) are to be destroyed at now: those past
+// their expiry, and those beyond r.RetainMax. The plugin's reconcile and
+// the operator's `gc` both prune by it.
+func RetainedDue(r Release, retained []Retained, now time.Time) []Prune {
+	var out []Prune
+	keep := r.RetainMax
+	for i, ret := range retained {
+		expired := !ret.Expires.IsZero() && now.After(ret.Expires)
+		if !expired && (keep <= 0 || i < keep) {
+			continue
+		}
+		out = append(out, Prune{Retained: ret, Expired: expired})
+	}
+	return out
+}

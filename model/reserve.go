@@ -1,0 +1,108 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+)
+
+// ReserveKind is what Reserve must do before it can hand a slot out.
+type ReserveKind int
+
+const (
+	// ReserveGrant: hand it out now.
+	ReserveGrant ReserveKind = iota
+	// ReserveRefresh: the snapshot does not show who is asking; fetch a
+	// fresh one and decide again.
+	ReserveRefresh
+	// ReserveReleaseFirst: the previous holder ended and its data is still
+	// there; release it (bounded), then decide again.
+	ReserveReleaseFirst
+	// ReserveCheckLost: the previous holder is lost; ask the local client
+	// whether it still runs before releasing.
+	ReserveCheckLost
+	// ReserveCheckGone: the previous holder is missing from the list; look
+	// it up before releasing.
+	ReserveCheckGone
+	// ReserveWait: the previous holder is stopping (a destructive update
+	// gave its replacement the same slot); wait for it to end.
+	ReserveWait
+	// ReserveFail: refuse rather than share or wipe.
+	ReserveFail
+)
+
+// ReserveDecision is DecideReserve's answer.
+type ReserveDecision struct {
+	Kind ReserveKind
+	// Alloc is the previous holder, when there is one.
+	Alloc   allocwatch.Alloc
+	Outcome string
+	Reason  string
+}
+
+// DecideReserve fences a Reserve of slot s. Reserve does not know which
+// allocation calls it, so it decides only on a fresh snapshot (fresh: taken
+// by this Reserve): the caller is the newest live allocation naming the
+// slot. Nomad calls Reserve once per task start — its device hook is
+// recorded done, so a task restart does not call it again — which is why a
+// stale snapshot is never trusted: in it, a replacement's first start would
+// look like the old holder's.
+func DecideReserve(s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecision {
+	if s.State == StateReleasing {
+		return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: holderOf(snap, s), Outcome: s.Outcome}
+	}
+	if snap == nil || !fresh {
+		return ReserveDecision{Kind: ReserveRefresh, Reason: "deciding on a fresh answer from Nomad"}
+	}
+	r := refsFor(snap, s.Class, s.ID)
+
+	if s.State == StateHeld {
+		holder, seen := findAlloc(snap, s.Holder)
+		if !seen {
+			return ReserveDecision{Kind: ReserveCheckGone, Alloc: allocwatch.Alloc{ID: s.Holder}}
+		}
+		switch live, outcome := Judge(holder, true); live {
+		case AskClient:
+			return ReserveDecision{Kind: ReserveCheckLost, Alloc: holder}
+		case Ended:
+			return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: holder, Outcome: outcome}
+		}
+		// The holder may still run. Is someone else asking?
+		others := newer(r.live, holder.CreateIndex)
+		if len(others) == 0 {
+			return ReserveDecision{Kind: ReserveGrant} // the holder's own task starting
+		}
+		if holder.ServerTerminal() {
+			return ReserveDecision{Kind: ReserveWait, Alloc: holder,
+				Reason: fmt.Sprintf("previous holder %s is stopping", short(holder.ID))}
+		}
+		return ReserveDecision{Kind: ReserveFail, Alloc: holder, Reason: fmt.Sprintf(
+			"slot is held by allocation %s, which is %s and not stopping, and allocation %s also names it; refusing to share",
+			short(holder.ID), holder.ClientStatus, short(others[0].ID))}
+	}
+
+	// Ready: who is asking?
+	live := newer(r.live, s.HolderIndex)
+	if dirty := newer(r.terminal, s.HolderIndex); len(dirty) > 0 {
+		d := dirty[len(dirty)-1]
+		if anyRunning(live) {
+			return ReserveDecision{Kind: ReserveFail, Reason: fmt.Sprintf(
+				"slot still holds data of ended allocation %s, and an allocation already runs on it; refusing to wipe or share",
+				short(d.ID))}
+		}
+		return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: d, Outcome: OutcomeUnknown}
+	}
+	switch {
+	case len(live) == 1:
+		return ReserveDecision{Kind: ReserveGrant}
+	case len(live) > 1 && live[0].ServerTerminal():
+		return ReserveDecision{Kind: ReserveWait, Alloc: live[0],
+			Reason: fmt.Sprintf("allocation %s is stopping and still holds it", short(live[0].ID))}
+	case len(live) > 1:
+		return ReserveDecision{Kind: ReserveFail, Reason: fmt.Sprintf(
+			"allocations %s and %s both name this slot and neither is stopping; refusing to share",
+			short(live[0].ID), short(live[1].ID))}
+	}
+	return ReserveDecision{Kind: ReserveFail, Reason: "no allocation on this node names this slot in Nomad's answer, " +
+		"so the plugin cannot tell who is asking: does the plugin's Nomad token have read-job in the job's namespace?"}
+}
