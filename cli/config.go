@@ -112,12 +112,7 @@ func (ac *agentConfig) pluginDir() string {
 
 // block returns the plugin's block, or nil.
 func (ac *agentConfig) block() *config.PluginConfig {
-	for _, p := range ac.Plugins {
-		if p.Name == plugin.Name {
-			return p
-		}
-	}
-	return nil
+	return devicemanager.FindPlugin(ac.Plugins, plugin.Name)
 }
 
 func (ac *agentConfig) files() string { return strings.Join(ac.Files, ", ") }

@@ -196,14 +196,6 @@ func (d *doctor) checkBinary(ac *agentConfig, pluginDir string, block *config.Pl
 	others := pluginBinaries(pluginDir)
 	fi, statErr := os.Stat(want)
 	exists := statErr == nil && !fi.IsDir()
-	blockFor := func(file string) string {
-		for _, p := range ac.Plugins {
-			if p.Name == file {
-				return p.Name
-			}
-		}
-		return ""
-	}
 	switch {
 	case block != nil && exists && fi.Mode()&0o111 == 0:
 		d.fail("plugin binary %s is not executable: the agent skips it (chmod 755 %s)", want, want)
@@ -215,7 +207,7 @@ func (d *doctor) checkBinary(ac *agentConfig, pluginDir string, block *config.Pl
 			others[0], plugin.Name, others[0], want)
 	case block != nil:
 		d.fail("no plugin binary %s (plugin_dir %s): copy the binary there under that name", want, pluginDir)
-	case len(others) > 0 && blockFor(filepath.Base(others[0])) != "":
+	case len(others) > 0 && devicemanager.FindPlugin(ac.Plugins, filepath.Base(others[0])) != nil:
 		name := filepath.Base(others[0])
 		d.fail("plugin block %q loads %s, which is nomad-device-zfs: name both the block and the binary %q", name, others[0], plugin.Name)
 	case exists || len(others) > 0:

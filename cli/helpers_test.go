@@ -8,9 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -30,62 +29,31 @@ func TestMain(m *testing.M) {
 	ShimIfCalled()
 	zfstest.ImpersonateIfCalled()
 	code := m.Run()
-	if builtDir != "" {
-		os.RemoveAll(builtDir)
-	}
+	testrig.Cleanup()
 	os.Exit(code)
 }
 
-var (
-	buildOnce sync.Once
-	builtDir  string
-	builtErr  error
-)
-
-// builtBinary builds cmd/nomad-device-zfs once per test process.
+// builtBinary is the plugin binary, built once per test process.
 func builtBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the plugin binary")
 	}
-	buildOnce.Do(func() {
-		builtDir, builtErr = os.MkdirTemp("", "ndz-cli-test-")
-		if builtErr != nil {
-			return
-		}
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", filepath.Join(builtDir, "nomad-device-zfs"), "./cmd/nomad-device-zfs")
-		cmd.Dir = filepath.Dir(filepath.Dir(file))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			builtErr = fmt.Errorf("building the plugin: %v\n%s", err, out)
-		}
-	})
-	if builtErr != nil {
-		t.Fatal(builtErr)
-	}
-	return filepath.Join(builtDir, "nomad-device-zfs")
+	return testrig.Binary(t)
 }
 
 // pluginDir is a fresh plugin_dir holding the binary under name.
 func pluginDir(t testing.TB, name string) string {
 	t.Helper()
-	src := builtBinary(t)
-	dir := t.TempDir()
-	b, err := os.ReadFile(src)
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, name), b, 0o755))
-	return dir
+	builtBinary(t)
+	return testrig.PluginDir(t, name)
 }
 
 // fakeHost is a fake pool "tank" (4 GiB) with the operator's parent
 // tank/nomad.
 func fakeHost(t testing.TB) (*zfstest.Fake, *zfs.Client) {
 	t.Helper()
-	f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
-	must(t, f.AddPool("tank", 4<<30))
-	c := zfs.NewClient(f)
-	must(t, c.Create(context.Background(), "tank/nomad", nil))
-	return f, c
+	return testrig.FakeHost(t, 4<<30, true)
 }
 
 // agentFile writes an agent configuration with the plugin block's body.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins"
 	"github.com/hashicorp/nomad/plugins/base"
-	"github.com/hashicorp/nomad/plugins/device"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -40,11 +40,11 @@ func Main(args []string) int {
 	return Run(ctx, args[1:], os.Stdout, os.Stderr)
 }
 
-// servePlugin runs the device plugin. go-plugin owns stdout for its
-// handshake; Nomad re-logs JSON from stderr under the plugin's name.
+// servePlugin runs the device plugin with Nomad's own plugins.Serve: the
+// logger Nomad expects (JSON on stderr, re-logged under the plugin's name;
+// go-plugin owns stdout for its handshake) and the gRPC server.
 func servePlugin() {
-	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, JSONFormat: true})
-	device.Serve(plugin.New(logger), logger)
+	plugins.Serve(func(logger hclog.Logger) any { return plugin.New(logger) })
 }
 
 // env is what a command needs from the outside world; tests replace it.

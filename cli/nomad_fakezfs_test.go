@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
@@ -72,11 +73,7 @@ func (a *cliAgent) variant(t *testing.T, old, new string) string {
 // slotProp reads a slot's property from the fake ZFS.
 func (a *cliAgent) slotProp(t *testing.T, id, prop string) string {
 	t.Helper()
-	out, err := a.f.Run(context.Background(), "zfs", "get", "-H", "-p", "-o", "value", "nomad-device-zfs:"+prop, "tank/nomad/scratch/"+id)
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	return strings.TrimSpace(string(out))
+	return testrig.SlotProp(a.f, id, prop)
 }
 
 // slotOfAlloc is the device instance an allocation was given.

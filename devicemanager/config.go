@@ -45,8 +45,13 @@ func ParseAgentConfig(src string) (*AgentFile, error) {
 }
 
 // Plugin returns the `plugin "<name>"` block, or nil.
-func (f *AgentFile) Plugin(name string) *config.PluginConfig {
-	for _, p := range f.Plugins {
+func (f *AgentFile) Plugin(name string) *config.PluginConfig { return FindPlugin(f.Plugins, name) }
+
+// FindPlugin returns the `plugin "<name>"` block among blocks, or nil. The
+// agent pairs a block with the binary of the same file name; this is the one
+// place the plugin, the host and the CLI find it.
+func FindPlugin(blocks []*config.PluginConfig, name string) *config.PluginConfig {
+	for _, p := range blocks {
 		if p.Name == name {
 			return p
 		}

@@ -43,7 +43,7 @@ func Launch(cfg *Config) (*Host, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	block := findBlock(cfg.Plugins, cfg.Name)
+	block := FindPlugin(cfg.Plugins, cfg.Name)
 	if block == nil {
 		return nil, fmt.Errorf("no plugin %q block: Nomad loads a plugin binary only when a plugin block names it", cfg.Name)
 	}
@@ -129,15 +129,6 @@ func NodeDevices(groups []*device.DeviceGroup) ([]*structs.NodeDeviceResource, e
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-func findBlock(blocks []*config.PluginConfig, name string) *config.PluginConfig {
-	for _, b := range blocks {
-		if b.Name == name {
-			return b
-		}
-	}
-	return nil
 }
 
 func inCatalog(l *loader.PluginLoader, name string) bool {

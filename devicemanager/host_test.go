@@ -3,46 +3,30 @@ package devicemanager_test
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
 func TestMain(m *testing.M) {
 	zfstest.ImpersonateIfCalled()
-	os.Exit(m.Run())
+	code := m.Run()
+	testrig.Cleanup()
+	os.Exit(code)
 }
 
-// hostFixture builds the real plugin binary into a plugin dir and puts the
-// fake zfs (this test binary) on the PATH the plugin inherits.
+// hostFixture puts the real plugin binary into a plugin dir under
+// binaryName and the fake zfs (this test binary) on the PATH the plugin
+// inherits.
 func hostFixture(t *testing.T, binaryName string) string {
 	t.Helper()
-	dir := t.TempDir()
-	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, binaryName), "./cmd/nomad-device-zfs")
-	cmd.Dir = filepath.Dir(filepath.Dir(file))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
-	}
-	f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
-	if err := f.AddPool("tank", 1<<30); err != nil {
-		t.Fatal(err)
-	}
-	if err := zfs.NewClient(f).Create(context.Background(), "tank/nomad", nil); err != nil {
-		t.Fatal(err)
-	}
-	exe := zfstest.InstallExecutables(t, f)
-	for _, kv := range exe.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	dir := testrig.PluginDir(t, binaryName)
+	f, _ := testrig.FakeHost(t, 1<<30, true)
+	testrig.UseExecutables(t, f)
 	return dir
 }
 

@@ -7,11 +7,8 @@ package plugin_test
 // suite (e2e/, build tag e2e) runs the same flow on real OpenZFS in a VM.
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,42 +16,25 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
 func TestMain(m *testing.M) {
 	zfstest.ImpersonateIfCalled()
-	os.Exit(m.Run())
+	code := m.Run()
+	testrig.Cleanup()
+	os.Exit(code)
 }
 
-// pluginBinary builds cmd/nomad-device-zfs into a fresh plugin_dir.
-func pluginBinary(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "nomad-device-zfs"), "./cmd/nomad-device-zfs")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
-	}
-	return dir
-}
+// pluginBinary is a fresh plugin_dir with the plugin binary.
+func pluginBinary(t testing.TB) string { return testrig.PluginDir(t, testrig.BinaryName) }
 
 // fakeZFSHost is a fake pool "tank" with the operator's parent tank/nomad,
 // installed as zfs and zpool executables for the agent's children.
 func fakeZFSHost(t testing.TB, withParent bool) (*zfstest.Fake, *zfstest.Executables) {
 	t.Helper()
-	f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
-	if err := f.AddPool("tank", 4<<30); err != nil {
-		t.Fatal(err)
-	}
-	if withParent {
-		if err := zfs.NewClient(f).Create(context.Background(), "tank/nomad", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f, _ := testrig.FakeHost(t, 4<<30, withParent)
 	return f, zfstest.InstallExecutables(t, f)
 }
 

@@ -5,7 +5,6 @@ package plugin_test
 // below the seam is the fake (real files), as in nomad_fakezfs_test.go.
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
@@ -71,11 +71,7 @@ class "scratch" {
 // slotProp reads one of a slot's recorded properties from the fake ZFS.
 func (a *lifecycleAgent) slotProp(t testing.TB, id, prop string) string {
 	t.Helper()
-	out, err := a.f.Run(context.Background(), "zfs", "get", "-H", "-p", "-o", "value", "nomad-device-zfs:"+prop, "tank/nomad/scratch/"+id)
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	return strings.TrimSpace(string(out))
+	return testrig.SlotProp(a.f, id, prop)
 }
 
 func (a *lifecycleAgent) deviceID(t *testing.T, allocID string) string {

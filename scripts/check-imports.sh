@@ -2,7 +2,9 @@
 # check-imports.sh - the package boundaries the design relies on.
 #   zfs/        imports nothing from Nomad (it is the ZFS seam, nothing else)
 #   scheduler/  runs no processes (pure placement logic over Nomad's structs)
-#   hooks/      knows no Nomad plugin or gRPC types (pure lifecycle logic)
+#   model/      the pure slot model: no context, no processes, no I/O, no
+#               Nomad plugin or gRPC types (only the zfs and allocwatch data types)
+#   hooks/      knows no Nomad plugin or gRPC types (the Manager acts on the model)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -15,6 +17,15 @@ if [ -d scheduler ] && go list -f '{{join .Imports "\n"}}' ./scheduler/... | gre
 fi
 if go list -f '{{join .Imports "\n"}}' ./hooks/... | grep -qE '^github.com/hashicorp/nomad/plugins|^google.golang.org/grpc'; then
 	echo "hooks/ must not import Nomad plugin or gRPC packages"; fail=1
+fi
+if go list -f '{{join .Imports "\n"}}' ./model | grep -qE '^(context|os|os/exec|net|net/http|io/fs|github.com/hashicorp/nomad/plugins.*|google.golang.org/grpc.*)$'; then
+	echo "model/ must stay pure: no context, processes, files, network, plugin or gRPC packages"; fail=1
+fi
+if go list -f '{{join .Imports "\n"}}' ./model | grep -q 'nomad-device-zfs/\(hooks\|plugin\|cli\)'; then
+	echo "model/ must not import the layers above it"; fail=1
+fi
+if grep -n 'time\.Now()' model/*.go | grep -v _test.go; then
+	echo "model/ takes the time as an argument; it never reads the clock"; fail=1
 fi
 [ $fail = 0 ] && echo "import boundaries ok"
 exit $fail
