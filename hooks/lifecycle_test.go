@@ -245,6 +245,32 @@ func TestLifecycleEdges(t *testing.T) {
 		r.sync()
 		r.wantState(model.StateReady, "", 2)
 	})
+	t.Run("garbage-collected after a snapshot showed it failed keeps its outcome", func(t *testing.T) {
+		r := newRig(t, model.Release{Policy: model.PolicyDestroy, OnFailure: model.PolicySnapshot, Retain: time.Hour})
+		r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+		r.write("crash.log", "why A failed")
+		// The watcher delivers A failed, then A gone, before any pass runs.
+		r.allocs.set(alloc("A", 10, "failed", "run", "scratch-1"))
+		r.m.OnAllocs(r.allocs.snap())
+		r.allocs.gone["A"] = true
+		r.sync()
+		r.wantState(model.StateReady, "", 2)
+		v, _ := r.m.View()
+		if ret := v.Classes[0].Retained; len(ret) != 1 || ret[0].Outcome != model.OutcomeFailed {
+			t.Fatalf("on_failure did not apply to a failed holder the servers collected early: retained %+v", ret)
+		}
+	})
+	t.Run("an unrecorded holder is released by its own outcome", func(t *testing.T) {
+		r := newRig(t, model.Release{Policy: model.PolicyDestroy, OnFailure: model.PolicySnapshot, Retain: time.Hour})
+		// B ran and failed on the ready slot before any pass recorded it.
+		r.write("crash.log", "why B failed")
+		r.sync(alloc("B", 20, "failed", "run", "scratch-1"))
+		r.wantState(model.StateReady, "", 2)
+		v, _ := r.m.View()
+		if ret := v.Classes[0].Retained; len(ret) != 1 || ret[0].Outcome != model.OutcomeFailed || ret[0].Holder != "B" {
+			t.Fatalf("retained %+v, want B's data with outcome failed", ret)
+		}
+	})
 	t.Run("invisible to the token is kept", func(t *testing.T) {
 		r := newRig(t, model.Release{})
 		r.sync(alloc("A", 10, "running", "run", "scratch-1"))

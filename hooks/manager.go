@@ -60,13 +60,18 @@ type Manager struct {
 	// wake merges requests for an early reconcile.
 	wake chan struct{}
 
-	// mu guards view, updated, snap and overrides.
+	// mu guards view, updated, snap, ended and overrides.
 	mu   sync.RWMutex
 	view *model.View
 	// updated is closed and replaced on every publish.
 	updated chan struct{}
 	// snap is the watcher's latest snapshot of this node's allocations.
 	snap *allocwatch.Snapshot
+	// ended remembers the allocations holding a slot that any snapshot
+	// showed client-terminal, by ID: a holder the servers garbage-collect
+	// before a pass acts on its end is still released by how it ended
+	// (on_failure depends on it), not as "gone". At most maxEnded.
+	ended map[string]allocwatch.Alloc
 	// overrides are slots re-read after a change made under their lock,
 	// newer than the published view until the next full scan.
 	overrides map[string]override
@@ -94,6 +99,7 @@ func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *M
 		now:       time.Now,
 		wake:      make(chan struct{}, 1),
 		updated:   make(chan struct{}),
+		ended:     map[string]allocwatch.Alloc{},
 		overrides: map[string]override{},
 	}
 }
@@ -136,6 +142,41 @@ func (m *Manager) storeSnapshot(s allocwatch.Snapshot) {
 	if m.snap == nil || !s.At.Before(m.snap.At) {
 		m.snap = &s
 	}
+	m.rememberEnded(s)
+}
+
+// maxEnded bounds Manager.ended. An entry is needed only between the
+// snapshot that shows the end and the pass that records the release (one
+// zfs set), so only a node ending thousands of allocations in that window
+// could forget one, and it would then record the outcome "gone".
+const maxEnded = 4096
+
+// rememberEnded records the client-terminal slot holders in s; when the
+// memory is full, it forgets those s no longer lists. The caller holds mu.
+func (m *Manager) rememberEnded(s allocwatch.Snapshot) {
+	listed := make(map[string]bool, len(s.Allocs))
+	for _, a := range s.Allocs {
+		listed[a.ID] = true
+		if a.ClientTerminal() && model.HoldsSlot(a) {
+			m.ended[a.ID] = a
+		}
+	}
+	if len(m.ended) <= maxEnded {
+		return
+	}
+	for id := range m.ended {
+		if !listed[id] {
+			delete(m.ended, id)
+		}
+	}
+}
+
+// endedAlloc is allocation id as a snapshot last showed it ended.
+func (m *Manager) endedAlloc(id string) (allocwatch.Alloc, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	a, ok := m.ended[id]
+	return a, ok
 }
 
 func (m *Manager) snapshot() *allocwatch.Snapshot {

@@ -95,6 +95,11 @@ func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class
 	if err != nil {
 		return fmt.Errorf("holder %s is missing from the node's allocations and cannot be looked up (does the token have read-job in its namespace?): %w", id, err)
 	}
+	if !found {
+		// Garbage-collected. If a snapshot showed how it ended, that is its
+		// outcome; otherwise it is "gone".
+		a, found = m.endedAlloc(id)
+	}
 	a.ID = id
 	switch live, outcome := model.Judge(a, found); live {
 	case model.MayRun:

@@ -93,6 +93,16 @@ func refsFor(snap *allocwatch.Snapshot, class, id string) refs {
 	return r
 }
 
+// HoldsSlot reports whether a was assigned any of the plugin's devices.
+func HoldsSlot(a allocwatch.Alloc) bool {
+	for _, d := range a.Devices {
+		if d.Vendor == Vendor && d.Type == DeviceType {
+			return true
+		}
+	}
+	return false
+}
+
 func holdsClass(a allocwatch.Alloc, class string) bool {
 	for _, d := range a.Devices {
 		if d.Vendor == Vendor && d.Type == DeviceType && d.Name == class {

@@ -99,8 +99,10 @@ func PlanSlot(s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 		dirty := newer(r.terminal, s.HolderIndex)
 		live := newer(r.live, s.HolderIndex)
 		if len(dirty) > 0 && !anyRunning(live) {
+			// The snapshot says how it ended: its outcome picks the policy
+			// (on_failure) as it would have for a recorded holder.
 			d := dirty[len(dirty)-1]
-			return Step{Kind: StepRelease, Slot: s, Alloc: d, Outcome: OutcomeUnknown}, true
+			return Step{Kind: StepRelease, Slot: s, Alloc: d, Outcome: OutcomeOf(d)}, true
 		}
 		if len(live) > 0 {
 			return Step{Kind: StepRecord, Slot: s, Alloc: live[0]}, true

@@ -36,9 +36,6 @@ const (
 	// OutcomeGone: the allocation was garbage-collected before the watcher
 	// saw how it ended.
 	OutcomeGone = "gone"
-	// OutcomeUnknown: a ready slot held data of an allocation whose end was
-	// never seen.
-	OutcomeUnknown = "unknown"
 	// OutcomeOperator: an operator asked for the release (nomad-device-zfs
 	// release). The class's Policy applies, not OnFailure.
 	OutcomeOperator = "operator"

@@ -90,7 +90,7 @@ func DecideReserve(s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecisio
 				"slot still holds data of ended allocation %s, and an allocation already runs on it; refusing to wipe or share",
 				short(d.ID))}
 		}
-		return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: d, Outcome: OutcomeUnknown}
+		return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: d, Outcome: OutcomeOf(d)}
 	}
 	switch {
 	case len(live) == 1:
