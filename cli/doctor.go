@@ -65,18 +65,13 @@ const fingerprintTimeout = 50 * time.Second
 
 func runDoctor(ctx context.Context, e *env, args []string) int {
 	fs := newFlags(e, "doctor", "", doctorHelp)
-	var configs stringsFlag
-	fs.Var(&configs, "config", "Agent configuration file or directory; repeatable (default "+defaultConfigPath+").")
-	jsonOut := fs.Bool("json", false, "Print JSON.")
-	if code, done := parse(fs, args); done {
+	var cf commonFlags
+	cf.register(fs)
+	if code, done := parseNoArgs(e, fs, args); done {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "doctor takes no arguments, got %q\n", fs.Args())
-		return 1
-	}
-	d := &doctor{e: e, json: *jsonOut, rep: &doctorReport{Checks: []checkJSON{}}}
-	d.run(ctx, configs)
+	d := &doctor{e: e, json: cf.json, rep: &doctorReport{Checks: []checkJSON{}}}
+	d.run(ctx, cf.configs)
 	d.rep.OK = d.rep.Problems == 0
 	if d.json {
 		if err := printJSON(e.stdout, d.rep); err != nil {

@@ -23,36 +23,26 @@ type gcReport struct {
 	Error  string    `json:"error,omitempty"`
 }
 
+// gcEntry is a retained dataset as status shows it, and what gc did.
 type gcEntry struct {
-	Class   string     `json:"class"`
-	Dataset string     `json:"dataset"`
-	Holder  string     `json:"alloc_id,omitempty"`
-	Outcome string     `json:"outcome,omitempty"`
-	Since   *time.Time `json:"since,omitempty"`
-	Expires *time.Time `json:"expires,omitempty"`
+	retainedJSON
 	// Why: "expired", or "beyond retain_max N".
 	Why       string `json:"why"`
-	Used      uint64 `json:"used"`
 	Destroyed bool   `json:"destroyed"`
 	Error     string `json:"error,omitempty"`
 }
 
 func runGC(ctx context.Context, e *env, args []string) int {
 	fs := newFlags(e, "gc", "", gcHelp)
-	var configs stringsFlag
-	fs.Var(&configs, "config", "Agent configuration file or directory; repeatable (default "+defaultConfigPath+").")
-	jsonOut := fs.Bool("json", false, "Print JSON.")
+	var cf commonFlags
+	cf.register(fs)
 	dryRun := fs.Bool("dry-run", false, "List what would be destroyed; destroy nothing.")
-	if code, done := parse(fs, args); done {
+	if code, done := parseNoArgs(e, fs, args); done {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "gc takes no arguments, got %q\n", fs.Args())
-		return 1
-	}
 	rep := &gcReport{DryRun: *dryRun, Pruned: []gcEntry{}}
-	code := gc(ctx, e, configs, rep)
-	if *jsonOut {
+	code := gc(ctx, e, cf.configs, rep)
+	if cf.json {
 		if err := printJSON(e.stdout, rep); err != nil {
 			return 1
 		}
@@ -84,8 +74,7 @@ func gc(ctx context.Context, e *env, configs []string, rep *gcReport) int {
 		cv := &v.Classes[ci]
 		for _, p := range model.RetainedDue(cv.Class.Release, cv.Retained, now) {
 			r := p.Retained
-			ent := gcEntry{Class: cv.Class.Name, Dataset: r.Dataset, Holder: r.Holder, Outcome: r.Outcome,
-				Since: timePtr(r.Since), Expires: timePtr(r.Expires), Used: r.Info.Used, Why: "expired"}
+			ent := gcEntry{retainedJSON: newRetainedJSON(cv.Class.Name, r), Why: "expired"}
 			if !p.Expired {
 				ent.Why = fmt.Sprintf("beyond retain_max %d", cv.Class.Release.RetainMax)
 			}

@@ -154,6 +154,30 @@ func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 	return 0, false
 }
 
+// commonFlags are the flags of every command that reads the agent's
+// configuration.
+type commonFlags struct {
+	configs stringsFlag
+	json    bool
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.Var(&c.configs, "config", "Agent configuration file or directory; repeatable (default "+defaultConfigPath+").")
+	fs.BoolVar(&c.json, "json", false, "Print JSON.")
+}
+
+// parseNoArgs parses args for a command that takes no arguments.
+func parseNoArgs(e *env, fs *flag.FlagSet, args []string) (code int, done bool) {
+	if code, done := parse(fs, args); done {
+		return code, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "%s takes no arguments, got %q\n", fs.Name(), fs.Args())
+		return 1, true
+	}
+	return 0, false
+}
+
 // stringsFlag is a repeatable string flag, like the agent's -config.
 type stringsFlag []string
 

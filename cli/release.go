@@ -48,9 +48,8 @@ type releaseReport struct {
 
 func runRelease(ctx context.Context, e *env, args []string) int {
 	fs := newFlags(e, "release", "<slot-id>", releaseHelp)
-	var configs stringsFlag
-	fs.Var(&configs, "config", "Agent configuration file or directory; repeatable (default "+defaultConfigPath+").")
-	jsonOut := fs.Bool("json", false, "Print JSON.")
+	var cf commonFlags
+	cf.register(fs)
 	force := fs.Bool("force", false, "Release even if the holder may still run (its data is lost).")
 	wait := fs.Duration("wait", 2*time.Minute, "Longest time to wait for the plugin to finish the release.")
 	detach := fs.Bool("detach", false, "Do not wait for the plugin; return once the release is asked for.")
@@ -63,8 +62,8 @@ func runRelease(ctx context.Context, e *env, args []string) int {
 		fs.Usage()
 		return 1
 	}
-	r := &releaser{e: e, rep: &releaseReport{Slot: fs.Arg(0)}, json: *jsonOut}
-	code := r.run(ctx, configs, &af, *force, *wait, *detach)
+	r := &releaser{e: e, rep: &releaseReport{Slot: fs.Arg(0)}, json: cf.json}
+	code := r.run(ctx, cf.configs, &af, *force, *wait, *detach)
 	if r.json {
 		if err := printJSON(e.stdout, r.rep); err != nil {
 			return 1

@@ -64,21 +64,21 @@ type retainedJSON struct {
 	Used    uint64     `json:"used"`
 }
 
+func newRetainedJSON(class string, r model.Retained) retainedJSON {
+	return retainedJSON{Class: class, Dataset: r.Dataset, Holder: r.Holder, Outcome: r.Outcome,
+		Since: timePtr(r.Since), Expires: timePtr(r.Expires), Used: r.Info.Used}
+}
+
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := newFlags(e, "status", "", statusHelp)
-	var configs stringsFlag
-	fs.Var(&configs, "config", "Agent configuration file or directory; repeatable (default "+defaultConfigPath+").")
-	jsonOut := fs.Bool("json", false, "Print JSON.")
+	var cf commonFlags
+	cf.register(fs)
 	var af apiFlags
 	af.register(fs)
-	if code, done := parse(fs, args); done {
+	if code, done := parseNoArgs(e, fs, args); done {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "status takes no arguments, got %q\n", fs.Args())
-		return 1
-	}
-	_, st, err := loadSettings(configs)
+	_, st, err := loadSettings(cf.configs)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "✗ %v\n", err)
 		return 1
@@ -89,7 +89,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		return 1
 	}
 	rep := buildStatus(ctx, st, view, af.apply(st.Nomad))
-	if *jsonOut {
+	if cf.json {
 		if err := printJSON(e.stdout, rep); err != nil {
 			return 1
 		}
@@ -132,8 +132,7 @@ func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch
 			rep.Slots = append(rep.Slots, sj)
 		}
 		for _, r := range cv.Retained {
-			rep.Retained = append(rep.Retained, retainedJSON{Class: cv.Class.Name, Dataset: r.Dataset, Holder: r.Holder,
-				Outcome: r.Outcome, Since: timePtr(r.Since), Expires: timePtr(r.Expires), Used: r.Info.Used})
+			rep.Retained = append(rep.Retained, newRetainedJSON(cv.Class.Name, r))
 		}
 	}
 	if n != nil && n.down != nil {

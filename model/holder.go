@@ -55,7 +55,8 @@ func OutcomeOf(a allocwatch.Alloc) string {
 	}
 }
 
-// Device identity as Nomad records it in AllocatedResources.
+// Device identity: the plugin fingerprints zfs/dataset/<class>, and Nomad
+// records it so in an allocation's AllocatedResources.
 const (
 	Vendor     = "zfs"
 	DeviceType = "dataset"

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -19,9 +20,10 @@ const (
 	// file name matches a `plugin "<name>"` block, and then knows it by this
 	// name: keep the binary, the block and this identical.
 	Name = "nomad-device-zfs"
-	// Vendor and DeviceType make the device names zfs/dataset/<class>.
-	Vendor     = "zfs"
-	DeviceType = "dataset"
+	// Vendor and DeviceType make the device names zfs/dataset/<class>; the
+	// model reads them back from Nomad's allocations.
+	Vendor     = model.Vendor
+	DeviceType = model.DeviceType
 )
 
 // Version is the plugin's version, set at build time.
