@@ -292,11 +292,19 @@ func (d *doctor) checkDatasets(ctx context.Context, st *settings, timeout time.D
 		}
 		created := 0
 		for _, s := range cv.Slots {
-			if s.Foreign {
+			switch {
+			case s.Foreign:
 				d.fail("%s", s.Reason)
+			case s.Trespassed():
+				d.fail("slot %s: %s", s.ID, s.Reason)
 			}
 			if s.Exists {
 				created++
+			}
+		}
+		for _, r := range cv.Retained {
+			if p := r.Problem(&st.Slots); p != "" {
+				d.fail("retained data %s is kept past its retention: %s", r.Dataset, p)
 			}
 		}
 		if cv.Exists {

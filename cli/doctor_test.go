@@ -85,6 +85,12 @@ func TestDoctorFakeZFS(t *testing.T) {
 			must(t, c.Create(t.Context(), "tank/nomad/scratch", map[string]string{model.PropOwner: "tank/nomad/scratch"}))
 			must(t, c.Create(t.Context(), "tank/nomad/scratch/scratch-2", nil))
 		}, fail: `✗ dataset "tank/nomad/scratch/scratch-2" exists but is not owned by nomad-device-zfs; not touching it`},
+		{name: "foreign child below a slot", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
+			must(t, c.Create(t.Context(), "tank/nomad/scratch/scratch-1/mine", nil))
+		}, fail: `✗ slot scratch-1: "tank/nomad/scratch/scratch-1/mine" below tank/nomad/scratch/scratch-1 is not nomad-device-zfs's`},
+		{name: "slot mountpoint changed by hand", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
+			must(t, c.Set(t.Context(), "tank/nomad/scratch/scratch-2", map[string]string{"mountpoint": "/tmp/elsewhere"}))
+		}, fail: `✗ slot scratch-2: mounted at "`, want: []string{`/tmp/elsewhere", not at "`, "scratch-2  false"}},
 		{name: "foreign class dataset", noPlugin: true, setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
 			must(t, c.Create(t.Context(), "tank/nomad/scratch", nil))
 		}, fail: `✗ dataset "tank/nomad/scratch" exists but is not owned by nomad-device-zfs (no nomad-device-zfs:owner=tank/nomad/scratch); not touching it`},

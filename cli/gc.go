@@ -74,12 +74,12 @@ func gc(ctx context.Context, e *env, configs []string, rep *gcReport) int {
 		cv := &v.Classes[ci]
 		for _, p := range model.RetainedDue(cv.Class.Release, cv.Retained, now) {
 			r := p.Retained
-			ent := gcEntry{retainedJSON: newRetainedJSON(cv.Class.Name, r), Why: "expired"}
+			ent := gcEntry{retainedJSON: newRetainedJSON(&st.Slots, cv.Class.Name, r), Why: "expired"}
 			if !p.Expired {
 				ent.Why = fmt.Sprintf("beyond retain_max %d", cv.Class.Release.RetainMax)
 			}
 			if !rep.DryRun {
-				if err := hooks.DestroyRetained(ctx, z, r.Dataset); err != nil {
+				if err := hooks.DestroyRetained(ctx, &st.Slots, z, r); err != nil {
 					ent.Error = err.Error()
 					code = 1
 				} else {

@@ -134,3 +134,31 @@ func TestGCJSON(t *testing.T) {
 		t.Fatalf("exit %d, report %+v", code, rep)
 	}
 }
+
+// TestGCNeverDestroysWhatIsNotThePlugins: a dataset and a snapshot someone
+// made below retained data keep it alive past its retention; gc says why
+// and what to do, destroys the other expired data, and exits 1.
+func TestGCNeverDestroysWhatIsNotThePlugins(t *testing.T) {
+	f, c, cfg, _ := gcRig(t)
+	retainedA := "tank/nomad/scratch/retained-" + allocA
+	must(t, c.Create(context.Background(), retainedA+"/notes", nil))
+	must(t, c.Snapshot(context.Background(), retainedA+"@mine", nil))
+	later := func() time.Time { return time.Now().Add(73 * time.Hour) }
+	code, out, errOut := runCLI(t, &env{runner: f, now: later}, "gc", "-config", cfg)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "Destroyed 2 retained dataset(s)") {
+		t.Errorf("the other expired data was not destroyed:\n%s", out)
+	}
+	if lines := linesWith(errOut, "✗ "+retainedA+": not destroyed: "); len(lines) != 1 || !strings.Contains(lines[0], retainedA+"/notes") {
+		t.Errorf("no line says why %s is kept:\n%s", retainedA, errOut)
+	}
+	if left := retainedLeft(t, c); len(left) != 2 || left[0] != retainedA {
+		t.Fatalf("left %q, want %s and its foreign child", left, retainedA)
+	}
+	code, out, _ = runCLI(t, &env{runner: f, now: later}, "status", "-config", cfg)
+	if code != 0 || !strings.Contains(out, "! "+retainedA+": ") {
+		t.Errorf("status does not show why %s is kept (exit %d):\n%s", retainedA, code, out)
+	}
+}

@@ -62,11 +62,13 @@ type retainedJSON struct {
 	Since   *time.Time `json:"since,omitempty"`
 	Expires *time.Time `json:"expires,omitempty"`
 	Used    uint64     `json:"used"`
+	// Problem says what keeps it from being pruned.
+	Problem string `json:"problem,omitempty"`
 }
 
-func newRetainedJSON(class string, r model.Retained) retainedJSON {
+func newRetainedJSON(cfg *model.Config, class string, r model.Retained) retainedJSON {
 	return retainedJSON{Class: class, Dataset: r.Dataset, Holder: r.Holder, Outcome: r.Outcome,
-		Since: timePtr(r.Since), Expires: timePtr(r.Expires), Used: r.Info.Used}
+		Since: timePtr(r.Since), Expires: timePtr(r.Expires), Used: r.Info.Used, Problem: r.Problem(cfg)}
 }
 
 func runStatus(ctx context.Context, e *env, args []string) int {
@@ -132,7 +134,7 @@ func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch
 			rep.Slots = append(rep.Slots, sj)
 		}
 		for _, r := range cv.Retained {
-			rep.Retained = append(rep.Retained, newRetainedJSON(cv.Class.Name, r))
+			rep.Retained = append(rep.Retained, newRetainedJSON(&st.Slots, cv.Class.Name, r))
 		}
 	}
 	if n != nil && n.down != nil {
@@ -212,6 +214,11 @@ func (r *statusReport) print(w io.Writer, now time.Time) {
 		rows = append(rows, row)
 	}
 	table(w, []string{"Dataset", "Class", "Allocation", "Outcome", "Since", "Expires", "Used"}, rows)
+	for _, rt := range r.Retained {
+		if rt.Problem != "" {
+			fmt.Fprintf(w, "! %s: %s\n", rt.Dataset, rt.Problem)
+		}
+	}
 }
 
 func timePtr(t time.Time) *time.Time {

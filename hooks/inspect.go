@@ -45,21 +45,18 @@ func ReadSlot(ctx context.Context, cfg *model.Config, z ZFS, id string) (model.S
 	if !ok {
 		return model.Slot{}, fmt.Errorf("%w %q", ErrUnknownSlot, id)
 	}
-	return readSlot(ctx, cfg, z, class, id)
+	return readSlot(ctx, cfg, z, class, id, "")
 }
 
-// readSlot lists one slot's dataset and its snapshots (one zfs process) and
-// builds the slot from them; a missing dataset gives Exists false.
-func readSlot(ctx context.Context, cfg *model.Config, z ZFS, class, id string) (model.Slot, error) {
+// readSlot lists one slot's dataset with its snapshots and anything below
+// it (one zfs process) and builds the slot from them; a missing dataset
+// gives Exists false. parentMountpoint is the parent's, "" when unknown.
+func readSlot(ctx context.Context, cfg *model.Config, z ZFS, class, id, parentMountpoint string) (model.Slot, error) {
 	rows, err := z.List(ctx, cfg.SlotDataset(class, id), model.UserProps)
 	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return model.Slot{}, err
 	}
-	byName := make(map[string]*zfs.Dataset, len(rows))
-	for i := range rows {
-		byName[rows[i].Name] = &rows[i]
-	}
-	return model.SlotFromRows(cfg, class, id, byName), nil
+	return model.SlotFromRows(cfg, class, id, rows, parentMountpoint), nil
 }
 
 // MarkReleasing records, in one `zfs set`, that seen's holder has ended and

@@ -14,7 +14,7 @@ import (
 func (m *Manager) pruneRetained(ctx context.Context, cv *model.ClassView) bool {
 	pruned := false
 	for _, p := range model.RetainedDue(cv.Class.Release, cv.Retained, m.now()) {
-		if err := DestroyRetained(ctx, m.zfs, p.Retained.Dataset); err != nil {
+		if err := DestroyRetained(ctx, m.cfg, m.zfs, p.Retained); err != nil {
 			m.logger.Error("cannot prune retained data", "dataset", p.Retained.Dataset, "error", err)
 			continue
 		}
@@ -24,16 +24,21 @@ func (m *Manager) pruneRetained(ctx context.Context, cv *model.ClassView) bool {
 	return pruned
 }
 
-// DestroyRetained releases the plugin's hold on a retained dataset's
-// snapshot and destroys the dataset with its snapshots. Both steps succeed
-// on what is already gone, so the plugin and an operator may race on it.
-func DestroyRetained(ctx context.Context, z ZFS, dataset string) error {
-	snap := dataset + "@" + model.RetainedSnapshot
-	if err := z.Release(ctx, model.HoldTag, snap); err != nil {
-		return fmt.Errorf("releasing the hold on %s: %w", snap, err)
+// DestroyRetained destroys retained data r, as a scan read it: the plugin's
+// hold on its snapshot is released, the snapshot destroyed, then the
+// dataset, without -r, so ZFS itself refuses if anything foreign appeared
+// below it since. Data with anything foreign below it (model.
+// CheckDestroyRetained) is not touched at all. Every step succeeds on what
+// is already gone, so the plugin and an operator may race on it.
+func DestroyRetained(ctx context.Context, cfg *model.Config, z ZFS, r model.Retained) error {
+	if err := model.CheckDestroyRetained(cfg, r); err != nil {
+		return err
 	}
-	if err := z.Destroy(ctx, dataset, zfs.DestroyOptions{Recursive: true}); err != nil {
-		return fmt.Errorf("destroying %s: %w", dataset, err)
+	if err := destroySnapshot(ctx, z, r.Dataset+"@"+model.RetainedSnapshot); err != nil {
+		return err
+	}
+	if err := z.Destroy(ctx, r.Dataset, zfs.DestroyOptions{}); err != nil {
+		return fmt.Errorf("destroying %s: %w", r.Dataset, foreignBelow(err, r.Dataset))
 	}
 	return nil
 }

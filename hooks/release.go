@@ -15,6 +15,9 @@ import (
 // crash between any two resumes here from the recorded state (releasing,
 // with holder and outcome). The caller holds the slot's lock.
 func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder allocwatch.Alloc, outcome string) error {
+	if err := model.CheckRelease(m.cfg, s); err != nil {
+		return err // nothing changed; the slot's health says what to do
+	}
 	holderIndex := model.ReleaseIndex(s, holder.CreateIndex)
 	if s.State != model.StateReleasing {
 		if err := m.zfs.Set(ctx, s.Dataset, model.ReleasingProps(holder.ID, holderIndex, outcome, m.now())); err != nil {
@@ -44,21 +47,29 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 	return nil
 }
 
-// destroyAndRecreate destroys the slot with its snapshots and creates a fresh
-// one. A busy dataset (a process still has a file open in it) is not forced:
-// the error is returned and the release is retried on the next pass.
+// destroyAndRecreate destroys the slot's own snapshots, then the slot, and
+// creates a fresh one. The slot is destroyed without -r: ZFS itself then
+// refuses if anything foreign appeared below it since it was read. A busy
+// dataset (a process still has a file open in it) is not forced: the error
+// is returned and the release is retried on the next pass.
 func (m *Manager) destroyAndRecreate(ctx context.Context, s model.Slot, c model.Class, holderIndex uint64) error {
-	if err := m.zfs.Destroy(ctx, s.Dataset, zfs.DestroyOptions{Recursive: true}); err != nil {
-		return err
+	for _, snap := range s.OwnSnapshots {
+		if err := destroySnapshot(ctx, m.zfs, snap); err != nil {
+			return err
+		}
+	}
+	if err := m.zfs.Destroy(ctx, s.Dataset, zfs.DestroyOptions{}); err != nil {
+		return foreignBelow(err, s.Dataset)
 	}
 	return m.createSlot(ctx, c, s.Dataset, model.NewSlotProps(c, s.Dataset, s.Generation+1, holderIndex, m.now()))
 }
 
-// rollback returns the slot to its pristine snapshot, destroying any newer
-// snapshots the holder took.
+// rollback returns the slot to its pristine snapshot. It never destroys a
+// newer snapshot: ZFS refuses the rollback if someone took one since the
+// slot was read.
 func (m *Manager) rollback(ctx context.Context, s model.Slot, holderIndex uint64) error {
-	if err := m.zfs.Rollback(ctx, s.Dataset+"@"+model.PristineSnapshot, true); err != nil {
-		return err
+	if err := m.zfs.Rollback(ctx, s.Dataset+"@"+model.PristineSnapshot, false); err != nil {
+		return foreignBelow(err, s.Dataset)
 	}
 	if err := m.zfs.Set(ctx, s.Dataset, model.RolledBackProps(s.Generation+1, holderIndex, m.now())); err != nil {
 		return err
@@ -121,4 +132,26 @@ func (m *Manager) createSlot(ctx context.Context, c model.Class, dataset string,
 func (m *Manager) recordHolder(ctx context.Context, s model.Slot, a allocwatch.Alloc) error {
 	m.logger.Info("slot held", "slot", s.ID, "alloc_id", a.ID, "job_id", a.JobID, "namespace", a.Namespace)
 	return m.zfs.Set(ctx, s.Dataset, model.HeldProps(a.ID, a.CreateIndex, m.now()))
+}
+
+// destroySnapshot destroys one of the plugin's snapshots, first releasing
+// the plugin's hold if it has one (a retained snapshot of an interrupted
+// retain).
+func destroySnapshot(ctx context.Context, z ZFS, snap string) error {
+	if err := z.Release(ctx, model.HoldTag, snap); err != nil && !errors.Is(err, zfs.ErrNotExist) {
+		return fmt.Errorf("releasing the hold on %s: %w", snap, err)
+	}
+	if err := z.Destroy(ctx, snap, zfs.DestroyOptions{}); err != nil {
+		return fmt.Errorf("destroying %s: %w", snap, err)
+	}
+	return nil
+}
+
+// foreignBelow explains ZFS refusing to destroy or roll back dataset
+// because of something below it that the plugin did not make.
+func foreignBelow(err error, dataset string) error {
+	if errors.Is(err, zfs.ErrHasChildren) || errors.Is(err, zfs.ErrNewerSnapshots) {
+		return fmt.Errorf("something below %s is not nomad-device-zfs's (ZFS refused: %w); nothing was destroyed or rolled back", dataset, err)
+	}
+	return err
 }

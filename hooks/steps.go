@@ -115,14 +115,14 @@ func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class
 // as an override of the published view, so Reserve sees the change at once.
 func (m *Manager) reread(ctx context.Context, class, id string) (model.Slot, error) {
 	at := m.now()
-	s, err := readSlot(ctx, m.cfg, m.zfs, class, id)
+	v, _ := m.View()
+	problem, parentMountpoint := "", ""
+	if v != nil {
+		problem, parentMountpoint = v.Problem, v.ParentMountpoint
+	}
+	s, err := readSlot(ctx, m.cfg, m.zfs, class, id, parentMountpoint)
 	if err != nil {
 		return model.Slot{}, err
-	}
-	v, _ := m.View()
-	problem := ""
-	if v != nil {
-		problem = v.Problem
 	}
 	s.Healthy, s.Reason = model.Health(&s, problem, "")
 	m.mu.Lock()

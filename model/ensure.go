@@ -69,7 +69,7 @@ func PlanEnsure(v *View, now time.Time) (acts []Action, blocked map[string]strin
 				avail -= cv.Class.NeedBytes
 				acts = append(acts, Action{Kind: CreateSlot, Class: cv.Class.Name, Dataset: s.Dataset,
 					Props: NewSlotProps(cv.Class, s.Dataset, 1, 0, now)})
-			case (s.State == StateReady || s.State == StateHeld) && !s.Mounted && Mountable(s.Mountpoint):
+			case (s.State == StateReady || s.State == StateHeld) && !s.Mounted && s.MountpointOK():
 				acts = append(acts, Action{Kind: MountSlot, Class: cv.Class.Name, Dataset: s.Dataset})
 			}
 		}

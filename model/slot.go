@@ -1,6 +1,7 @@
 package model
 
 import (
+	"sort"
 	"strconv"
 	"time"
 
@@ -87,23 +88,26 @@ type Slot struct {
 	Mounted    bool
 	// HasPristine: the slot has its @pristine snapshot (rollback policy).
 	HasPristine bool
+	// OwnSnapshots are the plugin's snapshots of the slot (@pristine, and
+	// @retained during a retain), full names.
+	OwnSnapshots []string
+	// Strangers are the datasets and snapshots below the slot that are not
+	// the plugin's (someone's zfs create or snapshot): while there are any,
+	// the slot is never released, destroyed, renamed or rolled back.
+	Strangers []string
+	// WantMountpoint is where the plugin's own naming puts the slot: its
+	// parent's mountpoint + /<class>/<id>, as ZFS inherits it; "" when the
+	// parent's is not known. A slot mounted anywhere else is not handed out.
+	WantMountpoint string
+	// WantOrigin is the snapshot the slot must be a clone of (the class's
+	// from_snapshot), "" for a plain dataset.
+	WantOrigin string
 	// Info is the dataset's last scanned row (sizes, properties).
 	Info zfs.Dataset
 	// Healthy and Reason say whether the scheduler may place on the slot,
 	// and why not.
 	Healthy bool
 	Reason  string
-}
-
-// Owned reports whether d carries the ownership mark for itself. A slot
-// renamed aside for retention is also recognised by PropRetainAs naming it,
-// which covers a crash between the rename and rewriting its owner mark.
-func Owned(d *zfs.Dataset) bool {
-	if d.IsSnapshot() {
-		parent := zfs.Parent(d.Name)
-		return d.User[PropOwner] == parent || d.User[PropRetainAs] == parent
-	}
-	return d.User[PropOwner] == d.Name || d.User[PropRetainAs] == d.Name
 }
 
 // fillFromDataset copies the recorded state of an owned dataset into s.
@@ -122,21 +126,51 @@ func (s *Slot) fillFromDataset(d *zfs.Dataset) {
 	s.Mounted = d.Mounted
 }
 
-// SlotFromRows builds slot id of class from scanned rows, keyed by name: its
-// dataset and its pristine snapshot. A dataset at the slot's name without
-// the mark is Foreign, never the plugin's.
-func SlotFromRows(cfg *Config, class, id string, byName map[string]*zfs.Dataset) Slot {
-	s := Slot{ID: id, Class: class, Dataset: cfg.SlotDataset(class, id)}
-	if d, ok := byName[s.Dataset]; ok {
-		if Owned(d) {
-			s.fillFromDataset(d)
-		} else {
-			s.Foreign = true
+// SlotFromRows builds slot id of class from the rows of one `zfs list -r`
+// of the slot's dataset (its dataset, snapshots and anything below it).
+// parentMountpoint is the parent dataset's mountpoint, "" when unknown.
+func SlotFromRows(cfg *Config, class, id string, rows []zfs.Dataset, parentMountpoint string) Slot {
+	byName := make(map[string]*zfs.Dataset, len(rows))
+	below := make([]*zfs.Dataset, 0, len(rows))
+	dataset := cfg.SlotDataset(class, id)
+	for i := range rows {
+		byName[rows[i].Name] = &rows[i]
+		if rows[i].Name != dataset {
+			below = append(below, &rows[i])
 		}
 	}
-	if d, ok := byName[s.Dataset+"@"+PristineSnapshot]; ok && s.Exists && Owned(d) {
-		s.HasPristine = true
+	return slotFrom(cfg, cfg.Class(class), id, byName, below, parentMountpoint)
+}
+
+// slotFrom builds one slot from scanned rows: its dataset (byName) and
+// what lies below it (below: its snapshots, and any child datasets).
+func slotFrom(cfg *Config, c Class, id string, byName map[string]*zfs.Dataset, below []*zfs.Dataset, parentMountpoint string) Slot {
+	s := Slot{ID: id, Class: c.Name, Dataset: cfg.SlotDataset(c.Name, id), WantOrigin: c.FromSnapshot}
+	if Mountable(parentMountpoint) {
+		s.WantMountpoint = parentMountpoint + "/" + c.Name + "/" + id
 	}
+	d, ok := byName[s.Dataset]
+	switch {
+	case !ok:
+		return s
+	case !Owned(d):
+		s.Foreign = true
+		return s
+	}
+	s.fillFromDataset(d)
+	for _, b := range below {
+		switch {
+		case ownSnapshot(b):
+			s.OwnSnapshots = append(s.OwnSnapshots, b.Name)
+			if b.Name == s.Dataset+"@"+PristineSnapshot {
+				s.HasPristine = true
+			}
+		default:
+			s.Strangers = append(s.Strangers, b.Name)
+		}
+	}
+	sort.Strings(s.OwnSnapshots)
+	sort.Strings(s.Strangers)
 	return s
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -20,7 +21,10 @@ type View struct {
 	// Problem, when set, makes every slot unhealthy: pool missing or not
 	// healthy, parent missing, scan failed.
 	Problem string
-	Classes []ClassView
+	// ParentMountpoint is the parent dataset's mountpoint, "" when unknown:
+	// every slot's path follows from it (Slot.WantMountpoint).
+	ParentMountpoint string
+	Classes          []ClassView
 }
 
 // ClassView is one class's datasets.
@@ -47,6 +51,9 @@ type Retained struct {
 	Since   time.Time
 	Expires time.Time
 	Info    zfs.Dataset
+	// Strangers are the datasets and snapshots below it that are not the
+	// plugin's: while there are any, it is not destroyed.
+	Strangers []string
 }
 
 // Slot finds a slot by ID.
@@ -113,17 +120,48 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 		// parent, and a task would write outside its slot.
 		v.Problem = fmt.Sprintf("parent dataset %q is not mounted; nothing below it is mounted until it is (zfs mount %s)", cfg.Parent, cfg.Parent)
 	}
+	if p := byName[cfg.Parent]; p != nil {
+		v.ParentMountpoint = p.Mountpoint
+	}
 	if s.ListErr != nil && prev != nil && !errors.Is(s.ListErr, zfs.ErrNotExist) {
 		byName = prevDatasets(prev) // keep the last good set, marked unhealthy below
+		v.ParentMountpoint = prev.ParentMountpoint
 	}
 
+	below := belowIndex(cfg, byName)
 	for _, c := range cfg.Classes {
-		v.Classes = append(v.Classes, buildClass(cfg, c, byName, s.CreateErrs, v.Problem))
+		v.Classes = append(v.Classes, buildClass(cfg, c, byName, below, v.ParentMountpoint, s.CreateErrs, v.Problem))
 	}
 	return v
 }
 
-func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, createErrs map[string]string, problem string) ClassView {
+// belowIndex groups the rows below the plugin's per-slot datasets
+// (<parent>/<class>/<name>, slots and retained data alike) by that dataset:
+// their snapshots and anything created below them. One pass over the scan.
+func belowIndex(cfg *Config, byName map[string]*zfs.Dataset) map[string][]*zfs.Dataset {
+	below := map[string][]*zfs.Dataset{}
+	prefix := cfg.Parent + "/"
+	for name, d := range byName {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		class, rest, ok := strings.Cut(rest, "/")
+		if !ok {
+			continue // the parent's own snapshots, class datasets and theirs
+		}
+		end := strings.IndexAny(rest, "/@")
+		if end < 0 {
+			continue // the per-slot dataset itself
+		}
+		key := prefix + class + "/" + rest[:end]
+		below[key] = append(below[key], d)
+	}
+	return below
+}
+
+func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, below map[string][]*zfs.Dataset,
+	parentMountpoint string, createErrs map[string]string, problem string) ClassView {
 	cv := ClassView{Class: c, Dataset: cfg.ClassDataset(c.Name), Problem: problem}
 	if d, ok := byName[cv.Dataset]; ok {
 		if Owned(d) {
@@ -133,7 +171,8 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, createErrs
 		}
 	}
 	for n := 1; n <= c.Slots; n++ {
-		cv.Slots = append(cv.Slots, SlotFromRows(cfg, c.Name, SlotID(c.Name, n), byName))
+		id := SlotID(c.Name, n)
+		cv.Slots = append(cv.Slots, slotFrom(cfg, c, id, byName, below[cfg.SlotDataset(c.Name, id)], parentMountpoint))
 	}
 	if cv.Problem == "" && cv.Exists && unmounted(&cv.Info) {
 		for _, s := range cv.Slots {
@@ -149,14 +188,14 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, createErrs
 		s := &cv.Slots[i]
 		s.Healthy, s.Reason = Health(s, cv.Problem, createErrs[s.Dataset])
 	}
-	cv.Retained = retained(cv.Dataset, byName)
+	cv.Retained = retained(cv.Dataset, byName, below)
 	return cv
 }
 
 // retained lists the owned retained datasets directly below a class
 // dataset, newest first. A dataset renamed aside whose owner mark was not
 // yet rewritten (a crash) counts too: its PropRetainAs names it.
-func retained(classDataset string, byName map[string]*zfs.Dataset) []Retained {
+func retained(classDataset string, byName map[string]*zfs.Dataset, below map[string][]*zfs.Dataset) []Retained {
 	var out []Retained
 	for name, d := range byName {
 		if d.IsSnapshot() || zfs.Parent(name) != classDataset || !Owned(d) {
@@ -172,6 +211,12 @@ func retained(classDataset string, byName map[string]*zfs.Dataset) []Retained {
 		if secs, err := strconv.ParseInt(d.User[PropExpires], 10, 64); err == nil {
 			r.Expires = time.Unix(secs, 0)
 		}
+		for _, b := range below[name] {
+			if !ownSnapshot(b) {
+				r.Strangers = append(r.Strangers, b.Name)
+			}
+		}
+		sort.Strings(r.Strangers)
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -196,6 +241,13 @@ func Health(s *Slot, problem, createErr string) (bool, string) {
 		return false, "cannot create " + s.Dataset + ": " + createErr
 	case !s.Exists:
 		return false, "not created yet"
+	case len(s.Strangers) > 0:
+		return false, strangersAdvice(parentOf(s), s.Dataset, s.Strangers)
+	case strings.HasPrefix(s.Info.Origin, parentOf(s)+"/"):
+		// A slot cloned from a snapshot of another slot or of retained
+		// data starts with another allocation's data.
+		return false, fmt.Sprintf("%s is a clone of %s, which is below the plugin's parent: it may hold another allocation's data; "+
+			"destroy it (zfs destroy %s) and the plugin creates it afresh", s.Dataset, s.Info.Origin, s.Dataset)
 	case s.State == StateReleasing:
 		// Healthy on purpose. Reserve finishes a pending release before it
 		// mounts, so offering the slot is safe; marking it unhealthy is not:
@@ -207,11 +259,26 @@ func Health(s *Slot, problem, createErr string) (bool, string) {
 		return true, ""
 	case s.State != StateReady && s.State != StateHeld:
 		return false, fmt.Sprintf("unknown state %q", s.State)
+	case !s.Mounted && !s.MountpointOK():
+		return false, fmt.Sprintf("not mounted, and its mountpoint is %q, not %q where the plugin's naming puts it (zfs inherit mountpoint %s)",
+			s.Mountpoint, s.WantMountpoint, s.Dataset)
 	case !s.Mounted:
 		return false, "not mounted"
+	case !s.MountpointOK():
+		// The path a task gets comes from the plugin's naming; a mountpoint
+		// anyone can change with zfs set is only checked against it.
+		return false, fmt.Sprintf("mounted at %q, not at %q where the plugin's naming puts it: not handed out (zfs inherit mountpoint %s)",
+			s.Mountpoint, s.WantMountpoint, s.Dataset)
 	}
 	return true, ""
 }
+
+// MountpointOK reports whether the slot's mountpoint is the one its name
+// gives it below the parent.
+func (s *Slot) MountpointOK() bool { return s.WantMountpoint != "" && s.Mountpoint == s.WantMountpoint }
+
+// parentOf is the plugin's parent dataset of slot s: <parent>/<class>/<id>.
+func parentOf(s *Slot) string { return zfs.Parent(zfs.Parent(s.Dataset)) }
 
 // unmounted reports a filesystem that should be mounted and is not.
 func unmounted(d *zfs.Dataset) bool {

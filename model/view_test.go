@@ -227,3 +227,76 @@ func TestNewSlotProps(t *testing.T) {
 		t.Error("the class's properties map was modified")
 	}
 }
+
+// TestSlotPathComesFromTheNaming: the path a task is given is the one the
+// slot's name puts it at below the parent; a mountpoint or origin changed
+// with zfs set (or a hand-made clone) makes the slot unhealthy and is never
+// mounted or handed out.
+func TestSlotPathComesFromTheNaming(t *testing.T) {
+	slot := "tank/nomad/scratch/scratch-1"
+	with := func(mod func(d *zfs.Dataset)) []zfs.Dataset {
+		rows := []zfs.Dataset{fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow(slot, StateReady)}
+		mod(&rows[2])
+		return rows
+	}
+	cases := []struct {
+		name       string
+		sets       []zfs.Dataset
+		wantHealth bool
+		wantReason string
+		wantMount  bool
+	}{
+		{name: "inherited mountpoint", sets: with(func(*zfs.Dataset) {}), wantHealth: true},
+		{name: "mountpoint set elsewhere", sets: with(func(d *zfs.Dataset) { d.Mountpoint = "/etc" }),
+			wantReason: `mounted at "/etc", not at "/tank/nomad/scratch/scratch-1"`},
+		{name: "mountpoint set elsewhere, unmounted, is not mounted", sets: with(func(d *zfs.Dataset) { d.Mountpoint, d.Mounted = "/etc", false }),
+			wantReason: `its mountpoint is "/etc"`},
+		{name: "legacy mountpoint", sets: with(func(d *zfs.Dataset) { d.Mountpoint, d.Mounted = "legacy", false }),
+			wantReason: "zfs inherit mountpoint"},
+		{name: "inherited, unmounted, is mounted", sets: with(func(d *zfs.Dataset) { d.Mounted = false }),
+			wantReason: "not mounted", wantMount: true},
+		{name: "clone of another slot's snapshot", sets: with(func(d *zfs.Dataset) { d.Origin = "tank/nomad/scratch/scratch-2@x" }),
+			wantReason: "may hold another allocation's data"},
+		{name: "clone of a golden image outside the parent", sets: with(func(d *zfs.Dataset) { d.Origin = "tank/golden@seed" }), wantHealth: true},
+	}
+	cfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "scratch", Slots: 1}}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := BuildView(cfg, Scan{Pools: onlinePool(), Sets: tc.sets}, nil)
+			s := v.Classes[0].Slots[0]
+			if s.Healthy != tc.wantHealth || !strings.Contains(s.Reason, tc.wantReason) {
+				t.Errorf("healthy %v reason %q; want %v, %q", s.Healthy, s.Reason, tc.wantHealth, tc.wantReason)
+			}
+			acts, _ := PlanEnsure(v, time.Unix(0, 0))
+			mounts := false
+			for _, a := range acts {
+				mounts = mounts || a.Kind == MountSlot
+			}
+			if mounts != tc.wantMount {
+				t.Errorf("plans a mount: %v, want %v", mounts, tc.wantMount)
+			}
+		})
+	}
+}
+
+// TestStrangersBelowASlot: what lies below a slot is the plugin's only when
+// it is one of its own snapshots; everything else is a stranger, and an
+// inherited owner mark does not make a snapshot the plugin's.
+func TestStrangersBelowASlot(t *testing.T) {
+	slot := "tank/nomad/scratch/scratch-1"
+	snap := func(name string) zfs.Dataset {
+		return zfs.Dataset{Name: name, Type: "snapshot", User: map[string]string{PropOwner: slot}} // inherited
+	}
+	rows := []zfs.Dataset{fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow(slot, StateReady),
+		snap(slot + "@pristine"), snap(slot + "@mine"), fsRow(slot+"/child", map[string]string{PropOwner: slot}),
+		snap(slot + "/child@x")}
+	cfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "scratch", Slots: 1}}}
+	s := BuildView(cfg, Scan{Pools: onlinePool(), Sets: rows}, nil).Classes[0].Slots[0]
+	want := []string{slot + "/child", slot + "/child@x", slot + "@mine"}
+	if strings.Join(s.Strangers, " ") != strings.Join(want, " ") || !s.HasPristine || s.Healthy {
+		t.Fatalf("strangers %v (want %v), pristine %v, healthy %v", s.Strangers, want, s.HasPristine, s.Healthy)
+	}
+	if err := CheckRelease(cfg, s); err == nil || !strings.Contains(err.Error(), slot+"/child") {
+		t.Fatalf("CheckRelease: %v", err)
+	}
+}

@@ -89,7 +89,9 @@ func TestDeviceGroupsStableAcrossUsage(t *testing.T) {
 func TestReservation(t *testing.T) {
 	scratch := model.Class{Name: "scratch", MountPath: "/data"}
 	pg := model.Class{Name: "pg-seed", MountPath: "/zfs/pg-seed"}
-	slot := func(id, ds string) model.Slot { return model.Slot{ID: id, Dataset: ds, Mountpoint: "/" + ds} }
+	slot := func(id, ds string) model.Slot {
+		return model.Slot{ID: id, Dataset: ds, Mountpoint: "/" + ds, WantMountpoint: "/" + ds}
+	}
 
 	cases := []struct {
 		name       string

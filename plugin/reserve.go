@@ -67,10 +67,10 @@ func reservation(grants []hooks.Grant) *device.ContainerReservation {
 		if perClass[g.Class.Name] > 1 {
 			taskPath = path.Join(taskPath, g.Slot.ID)
 		}
-		res.Mounts = append(res.Mounts, &device.Mount{TaskPath: taskPath, HostPath: g.Slot.Mountpoint})
+		res.Mounts = append(res.Mounts, &device.Mount{TaskPath: taskPath, HostPath: g.Slot.WantMountpoint})
 		key := "ZFS_" + envKey(g.Class.Name) + "_"
 		lists[key+"DATASET"] = append(lists[key+"DATASET"], g.Slot.Dataset)
-		lists[key+"HOST_PATH"] = append(lists[key+"HOST_PATH"], g.Slot.Mountpoint)
+		lists[key+"HOST_PATH"] = append(lists[key+"HOST_PATH"], g.Slot.WantMountpoint)
 		lists[key+"MOUNT"] = append(lists[key+"MOUNT"], taskPath)
 		lists[key+"ID"] = append(lists[key+"ID"], g.Slot.ID)
 	}

@@ -1,0 +1,139 @@
+package hooks
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+const slot1 = "tank/nomad/scratch/scratch-1"
+
+// TestForeignBelowASlotIsNeverTouched: a dataset or snapshot someone made
+// below a slot survives every release policy. The release stops before it
+// changes anything, the slot keeps its holder's data and is not offered,
+// its health says what to do, and once the operator moves the foreign thing
+// away the release goes on by itself.
+func TestForeignBelowASlotIsNeverTouched(t *testing.T) {
+	policies := []model.Policy{model.PolicyDestroy, model.PolicyRollback, model.PolicySnapshot}
+	foreign := []struct {
+		name   string
+		create func(r *lifecycleRig) error
+		remove func(r *lifecycleRig) error
+		what   string
+	}{
+		{name: "child dataset", what: slot1 + "/mine",
+			create: func(r *lifecycleRig) error { return r.c.Create(r.t.Context(), slot1+"/mine", nil) },
+			remove: func(r *lifecycleRig) error { return r.c.Destroy(r.t.Context(), slot1+"/mine", zfs.DestroyOptions{}) }},
+		{name: "snapshot", what: slot1 + "@mine",
+			create: func(r *lifecycleRig) error { return r.c.Snapshot(r.t.Context(), slot1+"@mine", nil) },
+			remove: func(r *lifecycleRig) error { return r.c.Destroy(r.t.Context(), slot1+"@mine", zfs.DestroyOptions{}) }},
+	}
+	for _, p := range policies {
+		for _, f := range foreign {
+			t.Run(string(p)+" with a "+f.name, func(t *testing.T) {
+				r := newRig(t, model.Release{Policy: p, Retain: time.Hour})
+				r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+				r.write("data", "A's data")
+				must(t, f.create(r))
+
+				r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
+				s := r.slot()
+				if s.State != model.StateHeld || s.Holder != "A" || s.Healthy || !strings.Contains(s.Reason, f.what) {
+					t.Fatalf("slot %s, holder %q, healthy %v, reason %q; want held by A, unhealthy, naming %s", s.State, s.Holder, s.Healthy, s.Reason, f.what)
+				}
+				if !r.exists("data") {
+					t.Fatal("the holder's data went although the release was refused")
+				}
+				if !r.zfsHas(f.what) {
+					t.Fatalf("%s did not survive the release", f.what)
+				}
+
+				must(t, f.remove(r))
+				r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
+				r.wantState(model.StateReady, "", 2)
+				if r.exists("data") {
+					t.Fatal("the release left A's data")
+				}
+			})
+		}
+	}
+}
+
+// TestZFSRefusesWhatAppearedAfterTheRead: between the read that found
+// nothing foreign and the destroy or rollback, someone adds something below
+// the slot. The plugin destroys without -r and rolls back without -r, so
+// ZFS refuses and the foreign dataset survives.
+func TestZFSRefusesWhatAppearedAfterTheRead(t *testing.T) {
+	for _, p := range []model.Policy{model.PolicyDestroy, model.PolicyRollback} {
+		t.Run(string(p), func(t *testing.T) {
+			r := newRig(t, model.Release{Policy: p})
+			r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+			stale := r.slot() // read: nothing below
+			must(t, r.c.Create(t.Context(), slot1+"/late", nil))
+			must(t, r.c.Snapshot(t.Context(), slot1+"@late", nil))
+			err := r.m.release(t.Context(), stale, r.m.cfg.Class("scratch"), alloc("A", 10, "complete", "run", "scratch-1"), model.OutcomeComplete)
+			if err == nil {
+				t.Fatal("release went through with something foreign below the slot")
+			}
+			for _, name := range []string{slot1 + "/late", slot1 + "@late"} {
+				if !r.zfsHas(name) {
+					t.Fatalf("%s destroyed (release said %v)", name, err)
+				}
+			}
+		})
+	}
+}
+
+// TestForeignBelowRetainedDataIsNeverDestroyed: pruning (by retain_max here)
+// and the operator's gc leave retained data alone while anything foreign is
+// below it, and say so.
+func TestForeignBelowRetainedDataIsNeverDestroyed(t *testing.T) {
+	r := newRig(t, model.Release{Policy: model.PolicySnapshot, Retain: time.Hour, RetainMax: 1})
+	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+	r.sync(alloc("A", 10, "complete", "run", "scratch-1"))
+	retainedA := "tank/nomad/scratch/retained-A"
+	must(t, r.c.Create(t.Context(), retainedA+"/mine", nil))
+	must(t, r.c.Snapshot(t.Context(), retainedA+"@mine", nil))
+
+	// B's data is retained too: A's is now beyond retain_max 1.
+	r.sync(alloc("B", 20, "running", "run", "scratch-1"))
+	r.sync(alloc("B", 20, "complete", "run", "scratch-1"))
+	v, _ := r.m.View()
+	var a *model.Retained
+	for i := range v.Classes[0].Retained {
+		if v.Classes[0].Retained[i].Dataset == retainedA {
+			a = &v.Classes[0].Retained[i]
+		}
+	}
+	if a == nil || len(a.Strangers) != 2 {
+		t.Fatalf("retained-A pruned or its strangers not seen: %+v", v.Classes[0].Retained)
+	}
+	err := DestroyRetained(t.Context(), r.m.cfg, r.c, *a)
+	if err == nil || !strings.Contains(err.Error(), retainedA+"/mine") {
+		t.Fatalf("gc of retained data with a foreign child: %v", err)
+	}
+	for _, name := range []string{retainedA, retainedA + "/mine", retainedA + "@mine", retainedA + "@retained"} {
+		if !r.zfsHas(name) {
+			t.Fatalf("%s destroyed", name)
+		}
+	}
+}
+
+// zfsHas reports whether a dataset or snapshot exists.
+func (r *lifecycleRig) zfsHas(name string) bool {
+	r.t.Helper()
+	ds, _, _ := strings.Cut(name, "@")
+	rows, err := r.c.List(r.t.Context(), ds, nil)
+	if err != nil {
+		return false
+	}
+	for _, d := range rows {
+		if d.Name == name {
+			return true
+		}
+	}
+	return false
+}
