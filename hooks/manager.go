@@ -74,7 +74,7 @@ type Manager struct {
 	ended map[string]allocwatch.Alloc
 	// overrides are slots re-read after a change made under their lock,
 	// newer than the published view until the next full scan.
-	overrides map[string]override
+	overrides map[string]*override
 
 	// locks serialise everything that changes one slot: Reserve's fencing
 	// and the reconcile's lifecycle steps.
@@ -82,11 +82,16 @@ type Manager struct {
 
 	// lastProblem is the node-wide problem last logged (Run only).
 	lastProblem string
+	// failures counts the passes in a row in which a lifecycle step failed
+	// (a busy dataset, a zfs error); Run retries after retryWait(failures).
+	failures int
 }
 
 type override struct {
 	slot model.Slot
 	at   time.Time
+	// published: the published view shows it already.
+	published bool
 }
 
 // NewManager returns a Manager; nothing runs until Run. allocs may be nil.
@@ -100,24 +105,67 @@ func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *M
 		wake:      make(chan struct{}, 1),
 		updated:   make(chan struct{}),
 		ended:     map[string]allocwatch.Alloc{},
-		overrides: map[string]override{},
+		overrides: map[string]*override{},
 	}
 }
 
-// Run reconciles at once, then every ScanInterval or when triggered, until
-// ctx ends.
+// Run reconciles at once and then every ScanInterval, until ctx ends.
+// Between scans, a trigger (the watcher's callback) runs Settle: only the
+// slots the allocations call for, each read and changed on its own, so a
+// release never waits for a scan of the whole tree. A step that failed (a
+// dataset still busy, a zfs error) is retried soon: after 1 s, doubling up
+// to the scan interval.
 func (m *Manager) Run(ctx context.Context) error {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
+	scan := time.NewTimer(0)
+	defer scan.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-timer.C:
+		case <-scan.C:
+			m.Reconcile(ctx)
+			scan.Reset(m.cfg.ScanInterval)
 		case <-m.wake:
+			m.Settle(ctx)
+		case <-retry.C:
+			m.Settle(ctx)
 		}
+		retry.Stop()
+		if m.failures > 0 {
+			retry.Reset(retryWait(m.failures, m.cfg.ScanInterval))
+		}
+	}
+}
+
+// retryWait is the pause before retrying a failed step after failures
+// failed passes in a row: 1 s, 2 s, 4 s ... up to the scan interval.
+func retryWait(failures int, ceiling time.Duration) time.Duration {
+	d := time.Second << min(failures-1, 16)
+	return min(d, max(ceiling, time.Second))
+}
+
+// Settle carries out what the watcher's latest snapshot calls for on the
+// slots of the published view, reading only those slots, and publishes
+// what changed. Before the first scan it runs a full Reconcile.
+func (m *Manager) Settle(ctx context.Context) {
+	v, _ := m.View()
+	if v == nil || m.allocs == nil {
 		m.Reconcile(ctx)
-		timer.Reset(m.cfg.ScanInterval)
+		return
+	}
+	_, failed := m.runLifecycle(ctx, v)
+	m.countFailures(failed)
+	m.publishOverrides()
+}
+
+func (m *Manager) countFailures(failed bool) {
+	if failed {
+		m.failures++
+	} else {
+		m.failures = 0
 	}
 }
 
@@ -210,8 +258,10 @@ func (m *Manager) Reconcile(ctx context.Context) {
 		}
 		changed = true
 	}
-	if m.allocs != nil && m.runLifecycle(ctx, v) {
-		changed = true
+	if m.allocs != nil {
+		stepped, failed := m.runLifecycle(ctx, v)
+		changed = changed || stepped
+		m.countFailures(failed)
 	}
 	for ci := range v.Classes {
 		if len(v.Classes[ci].Retained) > 0 && m.pruneRetained(ctx, &v.Classes[ci]) {
@@ -312,6 +362,43 @@ func (m *Manager) publish(v *model.View, scannedAt time.Time) {
 			delete(m.overrides, id)
 		}
 	}
+	close(m.updated)
+	m.updated = make(chan struct{})
+}
+
+// publishOverrides publishes the current view with the slots re-read since
+// it was published in place of its own, so the fingerprint and Stats see a
+// release at once; the next scan replaces the view whole.
+func (m *Manager) publishOverrides() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.view == nil {
+		return
+	}
+	v := *m.view
+	v.Classes = append([]model.ClassView(nil), v.Classes...)
+	n := 0
+	for ci := range v.Classes {
+		cv := &v.Classes[ci]
+		copied := false
+		for si := range cv.Slots {
+			o, ok := m.overrides[cv.Slots[si].ID]
+			if !ok || o.published || !o.at.After(v.ScannedAt) {
+				continue
+			}
+			if !copied {
+				cv.Slots = append([]model.Slot(nil), cv.Slots...)
+				copied = true
+			}
+			cv.Slots[si] = o.slot
+			o.published = true
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	m.view = &v
 	close(m.updated)
 	m.updated = make(chan struct{})
 }

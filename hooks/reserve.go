@@ -65,6 +65,8 @@ func (m *Manager) Reserve(ctx context.Context, ids []string) ([]Grant, error) {
 		lock.Lock()
 		defer lock.Unlock()
 	}
+	// What the fence read and changed is published when Reserve returns.
+	defer m.publishOverrides()
 	grants := make(map[string]Grant, len(ids))
 	for _, id := range sorted {
 		g, err := m.reserveOne(ctx, id)

@@ -12,38 +12,38 @@ import (
 // runLifecycle carries out what the watcher's latest snapshot calls for.
 // Each step re-reads its slot under the slot's lock and decides again, so a
 // Reserve that changed the slot meanwhile is never overtaken by a stale
-// plan. It reports whether anything changed.
-func (m *Manager) runLifecycle(ctx context.Context, v *model.View) bool {
+// plan. It reports whether anything changed and whether a step failed (to
+// be retried).
+func (m *Manager) runLifecycle(ctx context.Context, v *model.View) (changed, failed bool) {
 	snap := m.snapshot()
-	changed := false
 	for _, st := range model.PlanLifecycle(v, snap) {
-		if m.runStep(ctx, st.Slot.ID, st.Slot.Class, snap) {
-			changed = true
-		}
+		c, f := m.runStep(ctx, st.Slot.ID, st.Slot.Class, snap)
+		changed = changed || c
+		failed = failed || f
 	}
-	return changed
+	return changed, failed
 }
 
 // runStep re-reads one slot under its lock, re-plans and acts. A slot whose
 // lock is taken is being fenced by a Reserve, which may wait up to
 // reserve_timeout for a predecessor: the pass skips it rather than stall
 // every other slot, and the next pass looks again.
-func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatch.Snapshot) bool {
+func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatch.Snapshot) (changed, failed bool) {
 	lock := m.locks.get(id)
 	if !lock.TryLock() {
 		m.logger.Debug("slot busy in Reserve; next pass", "slot", id)
-		return false
+		return false, false
 	}
 	defer lock.Unlock()
 
 	s, err := m.reread(ctx, class, id)
 	if err != nil {
 		m.logger.Error("cannot read slot", "slot", id, "error", err)
-		return false
+		return false, true
 	}
 	st, ok := model.PlanSlot(s, snap)
 	if !ok {
-		return false
+		return false, false
 	}
 	c := m.cfg.Class(class)
 	switch st.Kind {
@@ -57,7 +57,7 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatc
 		err = m.releaseIfGone(ctx, s, c, st.Alloc.ID)
 	}
 	if errors.Is(err, errKeep) {
-		return false
+		return false, false
 	}
 	if err != nil {
 		m.logger.Error("slot lifecycle step failed; will retry", "slot", id, "step", st.Kind, "alloc_id", st.Alloc.ID, "error", err)
@@ -65,7 +65,7 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatc
 	if _, rerr := m.reread(ctx, class, id); rerr != nil {
 		m.logger.Debug("cannot re-read slot after a change", "slot", id, "error", rerr)
 	}
-	return true
+	return true, err != nil
 }
 
 // errKeep means a check found the holder may still run: nothing to do.
@@ -126,7 +126,7 @@ func (m *Manager) reread(ctx context.Context, class, id string) (model.Slot, err
 	}
 	s.Healthy, s.Reason = model.Health(&s, problem, "")
 	m.mu.Lock()
-	m.overrides[id] = override{slot: s, at: at}
+	m.overrides[id] = &override{slot: s, at: at}
 	m.mu.Unlock()
 	return s, nil
 }
