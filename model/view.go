@@ -25,7 +25,12 @@ type View struct {
 	// every slot's path follows from it (Slot.WantMountpoint).
 	ParentMountpoint string
 	Classes          []ClassView
+	// index finds a slot by ID: class and slot position. BuildView fills
+	// it; a View built by hand is searched instead.
+	index map[string]slotPos
 }
+
+type slotPos struct{ class, slot int }
 
 // ClassView is one class's datasets.
 type ClassView struct {
@@ -56,10 +61,18 @@ type Retained struct {
 	Strangers []string
 }
 
-// Slot finds a slot by ID.
+// Slot finds a slot by ID, and its class.
 func (v *View) Slot(id string) (*Slot, *ClassView) {
 	if v == nil {
 		return nil, nil
+	}
+	if v.index != nil {
+		p, ok := v.index[id]
+		if !ok {
+			return nil, nil
+		}
+		cv := &v.Classes[p.class]
+		return &cv.Slots[p.slot], cv
 	}
 	for ci := range v.Classes {
 		cv := &v.Classes[ci]
@@ -129,8 +142,12 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 	}
 
 	below := belowIndex(cfg, byName)
-	for _, c := range cfg.Classes {
+	v.index = map[string]slotPos{}
+	for ci, c := range cfg.Classes {
 		v.Classes = append(v.Classes, buildClass(cfg, c, byName, below, v.ParentMountpoint, s.CreateErrs, v.Problem))
+		for si := range v.Classes[ci].Slots {
+			v.index[v.Classes[ci].Slots[si].ID] = slotPos{ci, si}
+		}
 	}
 	return v
 }
