@@ -10,6 +10,7 @@ require (
 	github.com/hashicorp/nomad/api v0.0.0-20260907080526-08ef8f3d26da
 	github.com/mistifyio/go-zfs/v3 v3.0.1
 	github.com/zclconf/go-cty v1.18.0
+	golang.org/x/sync v0.19.0
 	google.golang.org/grpc v1.79.2
 )
 
@@ -114,7 +115,6 @@ require (
 	golang.org/x/exp v0.0.0-20250808145144-a408d31f581a // indirect
 	golang.org/x/mod v0.33.0 // indirect
 	golang.org/x/net v0.51.0 // indirect
-	golang.org/x/sync v0.19.0 // indirect
 	golang.org/x/sys v0.41.0 // indirect
 	golang.org/x/text v0.34.0 // indirect
 	golang.org/x/time v0.14.0 // indirect

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -18,6 +19,7 @@ import (
 // real one, and tests run it over zfstest.Fake, below the seam.
 type ZFS interface {
 	List(ctx context.Context, root string, userProps []string) ([]zfs.Dataset, error)
+	ListMany(ctx context.Context, roots []string, userProps []string) ([]zfs.Dataset, error)
 	Pools(ctx context.Context, pools ...string) ([]zfs.Pool, error)
 	Create(ctx context.Context, name string, props map[string]string) error
 	Clone(ctx context.Context, snap, name string, props map[string]string) error
@@ -85,6 +87,8 @@ type Manager struct {
 	// failures counts the passes in a row in which a lifecycle step failed
 	// (a busy dataset, a zfs error); Run retries after retryWait(failures).
 	failures int
+	// concurrency bounds the slots created or mounted at once.
+	concurrency int
 }
 
 type override struct {
@@ -97,15 +101,16 @@ type override struct {
 // NewManager returns a Manager; nothing runs until Run. allocs may be nil.
 func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *Manager {
 	return &Manager{
-		cfg:       cfg,
-		zfs:       z,
-		allocs:    allocs,
-		logger:    logger.Named("slots"),
-		now:       time.Now,
-		wake:      make(chan struct{}, 1),
-		updated:   make(chan struct{}),
-		ended:     map[string]allocwatch.Alloc{},
-		overrides: map[string]*override{},
+		cfg:         cfg,
+		zfs:         z,
+		allocs:      allocs,
+		logger:      logger.Named("slots"),
+		now:         time.Now,
+		wake:        make(chan struct{}, 1),
+		updated:     make(chan struct{}),
+		ended:       map[string]allocwatch.Alloc{},
+		overrides:   map[string]*override{},
+		concurrency: createConcurrency,
 	}
 }
 
@@ -248,6 +253,12 @@ func (m *Manager) Reconcile(ctx context.Context) {
 	prev, _ := m.View()
 	s := m.scan(ctx, nil)
 	v := model.BuildView(m.cfg, s, prev)
+	if prev == nil {
+		// The first pass publishes what it found before it creates
+		// anything: every existing slot is offered at once, and new slots
+		// join as they are created.
+		m.publish(v, s.At)
+	}
 	changed := false
 	acts, blocked := model.PlanEnsure(v, m.now())
 	failed := map[string]string{}
@@ -289,52 +300,112 @@ func scanParent(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, cre
 	return s
 }
 
-// apply runs the planned actions in order and returns a reason for each
-// dataset it could not create. A class dataset that failed skips its slots.
+// createConcurrency bounds the zfs processes that create or mount slots at
+// once. Each is short and mostly CPU-bound; more than a few only queue on
+// the host's cores.
+const createConcurrency = 4
+
+// publishEvery paces the partial views published while slots are created:
+// a node with many new slots offers them a batch at a time, each batch read
+// back with one zfs list, without re-registering the node for every one.
+const publishEvery = time.Second
+
+// SetCreateConcurrency sets how many slots a pass creates or mounts at once
+// (default 4). 1 runs them in plan order, which makes a pass deterministic:
+// the lifecycle simulation sets it.
+func (m *Manager) SetCreateConcurrency(n int) { m.concurrency = max(n, 1) }
+
+// apply runs the planned actions and returns a reason for each dataset it
+// could not create. Class datasets go first, in order; a class that failed
+// skips its slots. Slots are then created and mounted, up to concurrency at
+// once; every publishEvery, those done since are read back (one zfs list)
+// and published.
 func (m *Manager) apply(ctx context.Context, acts []model.Action) map[string]string {
 	failed := map[string]string{}
 	badClass := map[string]string{}
+	var slots []model.Action
 	for _, a := range acts {
+		if a.Kind != model.CreateClass && a.Kind != model.MountClass {
+			slots = append(slots, a)
+			continue
+		}
+		var err error
+		if a.Kind == model.CreateClass {
+			err = m.zfs.Create(ctx, a.Dataset, a.Props)
+		} else {
+			err = m.zfs.Mount(ctx, a.Dataset)
+		}
+		if reason := m.logAction(a, err); reason != "" {
+			failed[a.Dataset] = reason
+			badClass[a.Class] = "class dataset " + a.Dataset + ": " + reason
+		}
+	}
+
+	var mu sync.Mutex // guards failed, done and lastPublish
+	var done []model.Action
+	lastPublish := time.Now()
+	var g errgroup.Group
+	g.SetLimit(m.concurrency)
+	for _, a := range slots {
 		if reason, ok := badClass[a.Class]; ok {
 			failed[a.Dataset] = reason
 			continue
 		}
-		var err error
-		switch a.Kind {
-		case model.CreateClass:
-			err = m.zfs.Create(ctx, a.Dataset, a.Props)
-		case model.MountClass:
-			err = m.zfs.Mount(ctx, a.Dataset)
-		case model.CreateSlot, model.MountSlot:
-			// A slot a Reserve is fencing may be between the destroy and the
-			// re-create of a release: creating it here would lose what the
-			// release records. Leave it to the Reserve; the next pass sees.
-			lock := m.locks.get(path.Base(a.Dataset))
-			if !lock.TryLock() {
-				continue
+		g.Go(func() error {
+			ok, err := m.slotAction(ctx, a)
+			mu.Lock()
+			defer mu.Unlock()
+			if reason := m.logAction(a, err); reason != "" {
+				failed[a.Dataset] = reason
+				return nil
 			}
-			if a.Kind == model.CreateSlot {
-				err = m.createSlot(ctx, m.cfg.Class(a.Class), a.Dataset, a.Props)
-			} else {
-				err = m.zfs.Mount(ctx, a.Dataset)
+			if ok {
+				done = append(done, a)
 			}
-			lock.Unlock()
-		}
-		if err == nil {
-			m.logger.Info(a.Kind.String(), "dataset", a.Dataset)
-			continue
-		}
-		reason := err.Error()
-		if errors.Is(err, zfs.ErrNoSpace) {
-			reason = "pool out of space for another slot: " + reason
-		}
-		m.logger.Error("cannot "+a.Kind.String(), "dataset", a.Dataset, "error", err)
-		failed[a.Dataset] = reason
-		if a.Kind == model.CreateClass || a.Kind == model.MountClass {
-			badClass[a.Class] = "class dataset " + a.Dataset + ": " + reason
-		}
+			if len(done) > 0 && time.Since(lastPublish) >= publishEvery {
+				m.rereadMany(ctx, done)
+				m.publishOverrides()
+				done, lastPublish = nil, time.Now()
+			}
+			return nil
+		})
 	}
+	_ = g.Wait() // every error is recorded in failed
 	return failed
+}
+
+// slotAction creates or mounts one slot. A slot a Reserve
+// is fencing may be between the destroy and the re-create of a release:
+// creating it here would lose what the release records, so it is left to
+// the Reserve (done false); the next pass looks again.
+func (m *Manager) slotAction(ctx context.Context, a model.Action) (done bool, err error) {
+	id := path.Base(a.Dataset)
+	lock := m.locks.get(id)
+	if !lock.TryLock() {
+		return false, nil
+	}
+	defer lock.Unlock()
+	if a.Kind == model.CreateSlot {
+		err = m.createSlot(ctx, m.cfg.Class(a.Class), a.Dataset, a.Props)
+	} else {
+		err = m.zfs.Mount(ctx, a.Dataset)
+	}
+	return err == nil, err
+}
+
+// logAction logs what an action did and returns why it failed, "" if it
+// did not.
+func (m *Manager) logAction(a model.Action, err error) string {
+	if err == nil {
+		m.logger.Info(a.Kind.String(), "dataset", a.Dataset)
+		return ""
+	}
+	reason := err.Error()
+	if errors.Is(err, zfs.ErrNoSpace) {
+		reason = "pool out of space for another slot: " + reason
+	}
+	m.logger.Error("cannot "+a.Kind.String(), "dataset", a.Dataset, "error", err)
+	return reason
 }
 
 // logProblem logs a node-wide problem once when it appears and once when it

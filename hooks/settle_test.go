@@ -3,10 +3,12 @@ package hooks
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // TestSettleTouchesOnlyTheSlotsItReleases: the watcher's news of an ended
@@ -84,5 +86,75 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// slowCreates makes every zfs create take delay, like a slow host, and
+// calls before first.
+type slowCreates struct {
+	zfs.Runner
+	delay  time.Duration
+	before func()
+}
+
+func (s slowCreates) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+	if cmd == "zfs" && len(args) > 0 && args[0] == "create" {
+		s.before()
+		time.Sleep(s.delay)
+	}
+	return s.Runner.Run(ctx, cmd, args...)
+}
+
+// TestNewSlotsAreOfferedAsTheyAreCreated: a node with many new slots
+// publishes its first view before it creates anything, then the slots
+// created so far about every second, each batch read back with one zfs
+// list, not the whole set only at the end.
+func TestNewSlotsAreOfferedAsTheyAreCreated(t *testing.T) {
+	const slots = 40
+	f, _ := newFakeZFS(t)
+	var m *Manager
+	var mu sync.Mutex
+	var seen []int // healthy slots in the published view as each create starts
+	c := zfs.NewClient(slowCreates{Runner: f, delay: 200 * time.Millisecond, before: func() {
+		v, _ := m.View()
+		healthy := -1 // no view published yet
+		if v != nil {
+			healthy = 0
+			for _, s := range v.Classes[0].Slots {
+				if s.Healthy {
+					healthy++
+				}
+			}
+		}
+		mu.Lock()
+		seen = append(seen, healthy)
+		mu.Unlock()
+	}})
+	m = newTestManager(t, c, model.Class{Name: "scratch", Slots: slots, MountPath: "/data"})
+	start := time.Now()
+	m.Reconcile(t.Context())
+	batches := int(time.Since(start)/publishEvery) + 1 // at most one read-back per publishEvery
+
+	v, _ := m.View()
+	for _, s := range v.Classes[0].Slots {
+		if !s.Healthy {
+			t.Fatalf("%s not offered after the pass: %s", s.ID, s.Reason)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[0] != 0 {
+		t.Fatalf("healthy slots offered as the first create started: %d, want a published view with none", seen[0])
+	}
+	partial := false
+	for _, n := range seen {
+		partial = partial || (n > 0 && n < slots)
+	}
+	if !partial {
+		t.Fatalf("healthy slots offered as each create started: %v; no view offered part of the new slots while others were created", seen)
+	}
+	if lists, creates := zfsCalls(f, "list"), zfsCalls(f, "create"); creates != slots+1 || lists > 2+batches {
+		t.Errorf("%d creates and %d lists for %d slots: want a class and %d slot creates, two scans and at most %d read-backs",
+			creates, lists, slots, slots, batches)
 	}
 }

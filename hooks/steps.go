@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // runLifecycle carries out what the watcher's latest snapshot calls for.
@@ -129,6 +132,44 @@ func (m *Manager) reread(ctx context.Context, class, id string) (model.Slot, err
 	m.overrides[id] = &override{slot: s, at: at}
 	m.mu.Unlock()
 	return s, nil
+}
+
+// rereadMany reads the slots of acts back with one zfs process and records
+// them as overrides, as reread does for one. A failure only logs: the next
+// scan reads them anyway.
+func (m *Manager) rereadMany(ctx context.Context, acts []model.Action) {
+	at := m.now()
+	roots := make([]string, len(acts))
+	for i, a := range acts {
+		roots[i] = a.Dataset
+	}
+	rows, err := m.zfs.ListMany(ctx, roots, model.UserProps)
+	if err != nil {
+		m.logger.Debug("cannot read new slots back; the next scan will", "count", len(acts), "error", err)
+		return
+	}
+	bySlot := make(map[string][]zfs.Dataset, len(acts))
+	for _, d := range rows {
+		for _, root := range roots {
+			if d.Name == root || strings.HasPrefix(d.Name, root+"/") || strings.HasPrefix(d.Name, root+"@") {
+				bySlot[root] = append(bySlot[root], d)
+				break
+			}
+		}
+	}
+	v, _ := m.View()
+	problem, parentMountpoint := "", ""
+	if v != nil {
+		problem, parentMountpoint = v.Problem, v.ParentMountpoint
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range acts {
+		id := path.Base(a.Dataset)
+		s := model.SlotFromRows(m.cfg, a.Class, id, bySlot[a.Dataset], parentMountpoint)
+		s.Healthy, s.Reason = model.Health(&s, problem, "")
+		m.overrides[id] = &override{slot: s, at: at}
+	}
 }
 
 // current returns a slot as last read: the override if newer than the

@@ -1,6 +1,7 @@
 package zfs
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,8 +27,19 @@ var poolColumns = []string{"name", "size", "allocated", "free", "health", "reado
 // ListArgs lists root and everything below it, filesystems and snapshots,
 // with the native columns and the given user properties: one process per scan.
 func ListArgs(root string, userProps []string) ([]string, error) {
-	if err := ValidateName(root, false); err != nil {
-		return nil, err
+	return ListManyArgs([]string{root}, userProps)
+}
+
+// ListManyArgs is ListArgs for several roots in one process: zfs lists each
+// root's tree in turn.
+func ListManyArgs(roots []string, userProps []string) ([]string, error) {
+	if len(roots) == 0 {
+		return nil, errors.New("no dataset to list")
+	}
+	for _, root := range roots {
+		if err := ValidateName(root, false); err != nil {
+			return nil, err
+		}
 	}
 	cols := append([]string(nil), listColumns...)
 	for _, p := range userProps {
@@ -39,7 +51,7 @@ func ListArgs(root string, userProps []string) ([]string, error) {
 		}
 		cols = append(cols, p)
 	}
-	return []string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot", "-o", strings.Join(cols, ","), root}, nil
+	return append([]string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot", "-o", strings.Join(cols, ",")}, roots...), nil
 }
 
 // ZpoolListArgs lists the given pools, or all pools when none is given.

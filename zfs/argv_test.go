@@ -167,3 +167,32 @@ func TestClientRefusesBeforeRunning(t *testing.T) {
 		t.Fatalf("a process ran: %q", r.calls)
 	}
 }
+
+func TestListManyArgs(t *testing.T) {
+	cases := []struct {
+		name    string
+		roots   []string
+		want    string // the operands after -o <columns>
+		wantErr bool
+	}{
+		{name: "one root is ListArgs", roots: []string{"tank/nomad"}, want: "tank/nomad"},
+		{name: "several roots in order", roots: []string{"tank/a/a-2", "tank/a/a-1"}, want: "tank/a/a-2 tank/a/a-1"},
+		{name: "none", roots: nil, wantErr: true},
+		{name: "a root read as a flag", roots: []string{"tank/a", "-r"}, wantErr: true},
+		{name: "a snapshot", roots: []string{"tank/a@s"}, wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args, err := ListManyArgs(tc.roots, []string{"x:y"})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if got := strings.Join(args[8:], " "); got != tc.want || args[6] != "-o" {
+				t.Fatalf("args %q", args)
+			}
+		})
+	}
+}

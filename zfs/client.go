@@ -20,7 +20,13 @@ func NewClient(r Runner) *Client { return &Client{r: r} }
 // the given user properties, in one process. A missing root is ErrNotExist;
 // any other failure is returned as is and never means "empty".
 func (c *Client) List(ctx context.Context, root string, userProps []string) ([]Dataset, error) {
-	args, err := ListArgs(root, userProps)
+	return c.ListMany(ctx, []string{root}, userProps)
+}
+
+// ListMany is List for several roots in one process. One missing root
+// fails the whole listing with ErrNotExist.
+func (c *Client) ListMany(ctx context.Context, roots []string, userProps []string) ([]Dataset, error) {
+	args, err := ListManyArgs(roots, userProps)
 	if err != nil {
 		return nil, invalid(err)
 	}
