@@ -88,6 +88,14 @@ func Launch(cfg *Config) (*Host, error) {
 // Close kills the plugin process.
 func (h *Host) Close() { h.inst.Kill() }
 
+// Pid is the plugin process's ID, 0 if unknown.
+func (h *Host) Pid() int {
+	if rc, ok := h.inst.ReattachConfig(); ok && rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
 // FirstFingerprint waits for the plugin's first fingerprint and converts it
 // to the device resources the servers would hold for the node.
 func (h *Host) FirstFingerprint(ctx context.Context) ([]*structs.NodeDeviceResource, error) {

@@ -253,7 +253,7 @@ func (m *Manager) Reconcile(ctx context.Context) {
 	prev, _ := m.View()
 	s := m.scan(ctx, nil)
 	v := model.BuildView(m.cfg, s, prev)
-	if prev == nil {
+	if prev == nil && offersEveryClass(v) {
 		// The first pass publishes what it found before it creates
 		// anything: every existing slot is offered at once, and new slots
 		// join as they are created.
@@ -263,7 +263,7 @@ func (m *Manager) Reconcile(ctx context.Context) {
 	acts, blocked := model.PlanEnsure(v, m.now())
 	failed := map[string]string{}
 	if len(acts) > 0 || len(blocked) > 0 {
-		failed = m.apply(ctx, acts)
+		failed = m.apply(ctx, v, acts)
 		for ds, reason := range blocked {
 			failed[ds] = reason
 		}
@@ -318,9 +318,10 @@ func (m *Manager) SetCreateConcurrency(n int) { m.concurrency = max(n, 1) }
 // apply runs the planned actions and returns a reason for each dataset it
 // could not create. Class datasets go first, in order; a class that failed
 // skips its slots. Slots are then created and mounted, up to concurrency at
-// once; every publishEvery, those done since are read back (one zfs list)
-// and published.
-func (m *Manager) apply(ctx context.Context, acts []model.Action) map[string]string {
+// once, taking the classes in turn; every publishEvery, those done since
+// are read back (one zfs list) and published over v, once every class has a
+// slot to offer.
+func (m *Manager) apply(ctx context.Context, v *model.View, acts []model.Action) map[string]string {
 	failed := map[string]string{}
 	badClass := map[string]string{}
 	var slots []model.Action
@@ -346,7 +347,7 @@ func (m *Manager) apply(ctx context.Context, acts []model.Action) map[string]str
 	lastPublish := time.Now()
 	var g errgroup.Group
 	g.SetLimit(m.concurrency)
-	for _, a := range slots {
+	for _, a := range interleave(slots) {
 		if reason, ok := badClass[a.Class]; ok {
 			failed[a.Dataset] = reason
 			continue
@@ -363,8 +364,8 @@ func (m *Manager) apply(ctx context.Context, acts []model.Action) map[string]str
 				done = append(done, a)
 			}
 			if len(done) > 0 && time.Since(lastPublish) >= publishEvery {
-				m.rereadMany(ctx, done)
-				m.publishOverrides()
+				m.rereadMany(ctx, v, done)
+				m.publishPartial(v)
 				done, lastPublish = nil, time.Now()
 			}
 			return nil
@@ -372,6 +373,51 @@ func (m *Manager) apply(ctx context.Context, acts []model.Action) map[string]str
 	}
 	_ = g.Wait() // every error is recorded in failed
 	return failed
+}
+
+// interleave orders slot actions by taking the classes in turn, so every
+// class has a slot early.
+func interleave(acts []model.Action) []model.Action {
+	var order []string
+	byClass := map[string][]model.Action{}
+	for _, a := range acts {
+		if _, ok := byClass[a.Class]; !ok {
+			order = append(order, a.Class)
+		}
+		byClass[a.Class] = append(byClass[a.Class], a)
+	}
+	out := make([]model.Action, 0, len(acts))
+	for len(out) < len(acts) {
+		for _, c := range order {
+			if q := byClass[c]; len(q) > 0 {
+				out = append(out, q[0])
+				byClass[c] = q[1:]
+			}
+		}
+	}
+	return out
+}
+
+// offersEveryClass reports whether publishing v is safe while slots are
+// still being created: a node-wide problem (nothing will change soon), or a
+// healthy slot in every class. A class shown with no healthy instance makes
+// Nomad mark the node's class ineligible for a job evaluated then, and
+// device health is not part of the computed class, so the job would stay
+// blocked after the slots turn healthy.
+func offersEveryClass(v *model.View) bool {
+	if v.Problem != "" {
+		return true
+	}
+	for ci := range v.Classes {
+		healthy := false
+		for si := range v.Classes[ci].Slots {
+			healthy = healthy || v.Classes[ci].Slots[si].Healthy
+		}
+		if !healthy {
+			return false
+		}
+	}
+	return true
 }
 
 // slotAction creates or mounts one slot. A slot a Reserve
@@ -443,10 +489,28 @@ func (m *Manager) publish(v *model.View, scannedAt time.Time) {
 func (m *Manager) publishOverrides() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.view == nil {
-		return
+	if m.view != nil {
+		m.publishOverridesLocked(m.view, false)
 	}
-	v := *m.view
+}
+
+// publishPartial is publishOverrides while a pass creates slots: over the
+// published view, or over base (the pass's scan) before the first publish,
+// and only once every class has a slot to offer.
+func (m *Manager) publishPartial(base *model.View) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.view != nil {
+		base = m.view
+	}
+	m.publishOverridesLocked(base, true)
+}
+
+// publishOverridesLocked publishes base with the unpublished overrides; the
+// caller holds mu. With partial set, it publishes only a view that offers
+// every class.
+func (m *Manager) publishOverridesLocked(base *model.View, partial bool) {
+	v := *base
 	v.Classes = append([]model.ClassView(nil), v.Classes...)
 	n := 0
 	for ci := range v.Classes {
@@ -462,12 +526,18 @@ func (m *Manager) publishOverrides() {
 				copied = true
 			}
 			cv.Slots[si] = o.slot
-			o.published = true
 			n++
 		}
 	}
-	if n == 0 {
+	if n == 0 || (partial && !offersEveryClass(&v)) {
 		return
+	}
+	for ci := range v.Classes {
+		for _, s := range v.Classes[ci].Slots {
+			if o, ok := m.overrides[s.ID]; ok && o.at.After(v.ScannedAt) {
+				o.published = true
+			}
+		}
 	}
 	m.view = &v
 	close(m.updated)

@@ -106,9 +106,10 @@ func (s slowCreates) Run(ctx context.Context, cmd string, args ...string) ([]byt
 }
 
 // TestNewSlotsAreOfferedAsTheyAreCreated: a node with many new slots
-// publishes its first view before it creates anything, then the slots
-// created so far about every second, each batch read back with one zfs
-// list, not the whole set only at the end.
+// publishes the slots created so far about every second, each batch read
+// back with one zfs list, not the whole set only at the end; and never a
+// view in which the class has no healthy slot (Nomad would then mark the
+// node's class ineligible for good for a job evaluated in that window).
 func TestNewSlotsAreOfferedAsTheyAreCreated(t *testing.T) {
 	const slots = 40
 	f, _ := newFakeZFS(t)
@@ -143,11 +144,14 @@ func TestNewSlotsAreOfferedAsTheyAreCreated(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if seen[0] != 0 {
-		t.Fatalf("healthy slots offered as the first create started: %d, want a published view with none", seen[0])
+	if seen[0] != -1 {
+		t.Fatalf("healthy slots offered as the first create started: %d, want no view published yet", seen[0])
 	}
 	partial := false
 	for _, n := range seen {
+		if n == 0 {
+			t.Fatalf("healthy slots offered as each create started: %v; a view with none was published", seen)
+		}
 		partial = partial || (n > 0 && n < slots)
 	}
 	if !partial {
@@ -156,5 +160,61 @@ func TestNewSlotsAreOfferedAsTheyAreCreated(t *testing.T) {
 	if lists, creates := zfsCalls(f, "list"), zfsCalls(f, "create"); creates != slots+1 || lists > 2+batches {
 		t.Errorf("%d creates and %d lists for %d slots: want a class and %d slot creates, two scans and at most %d read-backs",
 			creates, lists, slots, slots, batches)
+	}
+}
+
+func TestInterleaveTakesClassesInTurn(t *testing.T) {
+	act := func(class string, n int) model.Action {
+		return model.Action{Kind: model.CreateSlot, Class: class, Dataset: "tank/nomad/" + class + "/" + model.SlotID(class, n)}
+	}
+	cases := []struct {
+		name string
+		in   []model.Action
+		want string
+	}{
+		{name: "one class keeps its order", in: []model.Action{act("a", 1), act("a", 2)}, want: "a-1 a-2"},
+		{name: "two classes alternate", in: []model.Action{act("a", 1), act("a", 2), act("a", 3), act("b", 1)}, want: "a-1 b-1 a-2 a-3"},
+		{name: "none", in: nil, want: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, a := range interleave(tc.in) {
+				got = append(got, a.Dataset[strings.LastIndex(a.Dataset, "/")+1:])
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOffersEveryClass(t *testing.T) {
+	view := func(problem string, healthy ...[]bool) *model.View {
+		v := &model.View{Problem: problem}
+		for _, h := range healthy {
+			cv := model.ClassView{}
+			for _, ok := range h {
+				cv.Slots = append(cv.Slots, model.Slot{Healthy: ok})
+			}
+			v.Classes = append(v.Classes, cv)
+		}
+		return v
+	}
+	cases := []struct {
+		name string
+		v    *model.View
+		want bool
+	}{
+		{name: "every class has one", v: view("", []bool{false, true}, []bool{true}), want: true},
+		{name: "a class with none", v: view("", []bool{true, true}, []bool{false, false})},
+		{name: "a node-wide problem is published", v: view("pool missing", []bool{false}), want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := offersEveryClass(tc.v); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -135,9 +135,10 @@ func (m *Manager) reread(ctx context.Context, class, id string) (model.Slot, err
 }
 
 // rereadMany reads the slots of acts back with one zfs process and records
-// them as overrides, as reread does for one. A failure only logs: the next
-// scan reads them anyway.
-func (m *Manager) rereadMany(ctx context.Context, acts []model.Action) {
+// them as overrides, as reread does for one, judged against v (the pass's
+// scan: its problem and the parent's mountpoint). A failure only logs: the
+// next scan reads them anyway.
+func (m *Manager) rereadMany(ctx context.Context, v *model.View, acts []model.Action) {
 	at := m.now()
 	roots := make([]string, len(acts))
 	for i, a := range acts {
@@ -157,11 +158,7 @@ func (m *Manager) rereadMany(ctx context.Context, acts []model.Action) {
 			}
 		}
 	}
-	v, _ := m.View()
-	problem, parentMountpoint := "", ""
-	if v != nil {
-		problem, parentMountpoint = v.Problem, v.ParentMountpoint
-	}
+	problem, parentMountpoint := v.Problem, v.ParentMountpoint
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, a := range acts {
