@@ -142,7 +142,12 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 	}
 
 	below := belowIndex(cfg, byName)
-	v.index = map[string]slotPos{}
+	total := 0
+	for _, c := range cfg.Classes {
+		total += c.Slots
+	}
+	v.index = make(map[string]slotPos, total)
+	v.Classes = make([]ClassView, 0, len(cfg.Classes))
 	for ci, c := range cfg.Classes {
 		v.Classes = append(v.Classes, buildClass(cfg, c, byName, below, v.ParentMountpoint, s.CreateErrs, v.Problem))
 		for si := range v.Classes[ci].Slots {
@@ -179,7 +184,7 @@ func belowIndex(cfg *Config, byName map[string]*zfs.Dataset) map[string][]*zfs.D
 
 func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, below map[string][]*zfs.Dataset,
 	parentMountpoint string, createErrs map[string]string, problem string) ClassView {
-	cv := ClassView{Class: c, Dataset: cfg.ClassDataset(c.Name), Problem: problem}
+	cv := ClassView{Class: c, Dataset: cfg.ClassDataset(c.Name), Problem: problem, Slots: make([]Slot, 0, c.Slots)}
 	if d, ok := byName[cv.Dataset]; ok {
 		if Owned(d) {
 			cv.Exists, cv.Info = true, *d

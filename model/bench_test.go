@@ -1,0 +1,47 @@
+package model
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// scanOf is one scan's rows for n ready slots of class scratch, each with
+// the plugin's user properties, as zfs list returns them.
+func scanOf(n int) (*Config, Scan) {
+	cfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "scratch", Slots: n}}}
+	sets := []zfs.Dataset{fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", "")}
+	for i := 1; i <= n; i++ {
+		sets = append(sets, ownedRow(cfg.SlotDataset("scratch", SlotID("scratch", i)), StateReady))
+	}
+	return cfg, Scan{At: time.Unix(1700000000, 0), Pools: onlinePool(), Sets: sets}
+}
+
+// BenchmarkBuildView is the model's share of one scan: rows in, View out.
+//
+//	go test -run '^$' -bench BuildView -benchmem ./model
+func BenchmarkBuildView(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			cfg, s := scanOf(n)
+			b.ReportAllocs()
+			for b.Loop() {
+				BuildView(cfg, s, nil)
+			}
+		})
+	}
+}
+
+// BenchmarkViewSlot is the lookup Reserve and the fence make per slot.
+func BenchmarkViewSlot(b *testing.B) {
+	cfg, s := scanOf(10000)
+	v := BuildView(cfg, s, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if sl, _ := v.Slot("scratch-7777"); sl == nil {
+			b.Fatal("not found")
+		}
+	}
+}
