@@ -30,6 +30,11 @@ e2e: nomad ## End-to-end tests: real Nomad and real OpenZFS in a QEMU VM.
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
 	scripts/demo.sh
 
+bench: nomad ## Benchmarks (long): Go benchmarks, the plugin's memory, real OpenZFS in the VM. docs/performance.md.
+	$(GO) test -run '^$$' -bench . -benchmem ./model ./hooks ./allocwatch
+	$(GO) test -tags bench -count=1 -timeout 60m -run . -v ./bench | grep '^rss'
+	bench/vm.sh
+
 check: ## vet, gofmt, go mod tidy diff, import boundaries.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
@@ -40,4 +45,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin
 
-.PHONY: help build nomad test unit e2e demo check clean
+.PHONY: help build nomad test unit e2e demo bench check clean

@@ -1,0 +1,157 @@
+//go:build bench
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+func TestMain(m *testing.M) {
+	zfstest.ImpersonateIfCalled()
+	code := m.Run()
+	testrig.Cleanup()
+	os.Exit(code)
+}
+
+// TestPluginMemory hosts the plugin binary as a Nomad client does, over
+// slots that already exist (the fake zfs, installed as executables), takes
+// its fingerprint and streams its Stats at the client's 1 s interval for
+// 20 s, then reads the plugin process's resident set: current (VmRSS) and
+// peak (VmHWM). One line per slot count:
+//
+//	rss slots=10000 rss_mib=... hwm_mib=... first_fingerprint_ms=...
+func TestPluginMemory(t *testing.T) {
+	for _, n := range slotCounts(t, []int{10, 1000, 10000}) {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			pluginDir := testrig.PluginDir(t, testrig.BinaryName)
+			f, c := testrig.FakeHost(t, 1<<40, true)
+			cfg := &model.Config{Parent: testrig.Parent, ScanInterval: time.Hour,
+				Classes: []model.Class{{Name: "scratch", Slots: n, MountPath: "/data"}}}
+			m := hooks.NewManager(cfg, c, nil, hclog.NewNullLogger())
+			m.Reconcile(t.Context()) // creates the slots in-process: fast
+			testrig.UseExecutables(t, f)
+
+			agentFile := filepath.Join(t.TempDir(), "agent.hcl")
+			hcl := fmt.Sprintf("plugin %q {\n  config {\n    parent = %q\n    class \"scratch\" {\n      slots = %d\n    }\n  }\n}\n",
+				testrig.BinaryName, testrig.Parent, n)
+			if err := os.WriteFile(agentFile, []byte(hcl), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			af, err := devicemanager.ParseAgentFile(agentFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			h, err := devicemanager.Launch(&devicemanager.Config{PluginDir: pluginDir, Plugins: af.Plugins, Name: testrig.BinaryName})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+			defer cancel()
+			healthyAt := waitAllHealthy(t, ctx, h, n)
+			first := healthyAt.Sub(start)
+
+			stats, err := h.Device.Stats(ctx, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.After(20 * time.Second)
+			for done := false; !done; {
+				select {
+				case <-stats:
+				case <-deadline:
+					done = true
+				}
+			}
+			rss, hwm := memory(t, h.Pid())
+			fmt.Printf("rss slots=%d rss_mib=%.1f hwm_mib=%.1f all_healthy_ms=%d\n", n, rss, hwm, first.Milliseconds())
+		})
+	}
+}
+
+// waitAllHealthy reads the fingerprint stream until every one of n
+// instances is healthy, and says when.
+func waitAllHealthy(t *testing.T, ctx context.Context, h *devicemanager.Host, n int) time.Time {
+	t.Helper()
+	ch, err := h.Device.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("not all %d instances healthy: %v", n, ctx.Err())
+		case resp, ok := <-ch:
+			if !ok || resp.Error != nil {
+				t.Fatalf("fingerprint stream: open %v, error %v", ok, resp.Error)
+			}
+			healthy := 0
+			for _, g := range resp.Devices {
+				for _, d := range g.Devices {
+					if d.Healthy {
+						healthy++
+					}
+				}
+			}
+			if healthy == n {
+				return time.Now()
+			}
+		}
+	}
+}
+
+// memory reads VmRSS and VmHWM of pid, in MiB.
+func memory(t *testing.T, pid int) (rss, hwm float64) {
+	t.Helper()
+	fh, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), ":")
+		kib, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		switch k {
+		case "VmRSS":
+			rss = kib / 1024
+		case "VmHWM":
+			hwm = kib / 1024
+		}
+	}
+	return rss, hwm
+}
+
+// slotCounts is NDZ_BENCH_SLOTS (comma-separated) or def.
+func slotCounts(t *testing.T, def []int) []int {
+	s := os.Getenv("NDZ_BENCH_SLOTS")
+	if s == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			t.Fatalf("NDZ_BENCH_SLOTS: %q is not a number", f)
+		}
+		out = append(out, n)
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// The scale measurements of docs/performance.md, on real OpenZFS in the VM
+// with a real agent. They take minutes (1000 slots are 1000 zfs creates at
+// 80-180 ms each in the emulated guest), so they run only when asked:
+//
+//	scripts/e2e.sh -test.run Scale -ndz.scale 1,1000 -ndz.releases 20
+//
+// (bench/vm.sh does that). Each prints "scale ..." lines, the figures.
+var (
+	scaleSlots    = flag.String("ndz.scale", "", "comma-separated slot counts to measure at (empty: skip the scale tests)")
+	scaleReleases = flag.Int("ndz.releases", 20, "releases timed per slot count")
+)
+
+func scaleCounts(t *testing.T) []int {
+	if *scaleSlots == "" {
+		t.Skip("scale measurements run only with -ndz.scale (bench/vm.sh)")
+	}
+	var out []int
+	for _, f := range strings.Split(*scaleSlots, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("-ndz.scale: %q is not a number", f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// TestScale: for each slot count, an agent with one class of that many
+// slots on a fresh pool. It times the first healthy instance and all of
+// them in the node record from the plugin's start (its "managing slots" log
+// line); the plugin's scan of the tree against a bare `zfs list -o name` of
+// the same tree; and releases: from each batch allocation's client-terminal
+// time (the server's ModifyTime, when the scheduler counts the device free)
+// to the plugin's "slot ready" log line for its slot.
+func TestScale(t *testing.T) {
+	for _, n := range scaleCounts(t) {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			p := newPool(t, fmt.Sprintf("e2escale%d", n), false)
+			a := startAgentScan(t, p, 15*time.Second, fmt.Sprintf("class \"s\" {\n  slots = %d\n}", n))
+			started := logTime(t, a.Logs(), "managing slots", "")
+			first := waitHealthy(t, a, 1, started)
+			all := waitHealthy(t, a, n, started)
+			fmt.Printf("scale slots=%d first_device_s=%.1f all_ready_s=%.1f\n", n, first.Seconds(), all.Seconds())
+
+			plugin, bare := scanTimes(t, p.Parent, 5)
+			fmt.Printf("scale slots=%d scan_ms=%.0f bare_ms=%.0f ratio=%.2f\n", n, ms(plugin), ms(bare), plugin.Seconds()/bare.Seconds())
+
+			var lat []time.Duration
+			for i := 0; i < *scaleReleases; i++ {
+				lat = append(lat, timeRelease(t, a, fmt.Sprintf("scale-%d-%d", n, i)))
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			fmt.Printf("scale slots=%d releases=%d release_p50_ms=%.0f release_p99_ms=%.0f release_max_ms=%.0f\n",
+				n, len(lat), ms(pct(lat, 50)), ms(pct(lat, 99)), ms(lat[len(lat)-1]))
+		})
+	}
+}
+
+// waitHealthy polls the node record every 100 ms until n instances are
+// healthy and says how long after since that was.
+func waitHealthy(t *testing.T, a *nomadtest.Agent, n int, since time.Time) time.Duration {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Minute)
+	for time.Now().Before(deadline) {
+		node, _, err := a.Client().Nodes().Info(a.NodeID(), nil)
+		if err == nil && node.NodeResources != nil {
+			healthy := 0
+			for _, g := range node.NodeResources.Devices {
+				for _, in := range g.Instances {
+					if in.Healthy {
+						healthy++
+					}
+				}
+			}
+			if healthy >= n {
+				return time.Since(since)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%d healthy instances not seen within 30 minutes", n)
+	return 0
+}
+
+// scanTimes runs the plugin's scan of parent (its own argv) and a bare
+// listing of names, rounds times each, alternating, and returns the medians.
+func scanTimes(t *testing.T, parent string, rounds int) (plugin, bare time.Duration) {
+	t.Helper()
+	args, err := zfs.ListArgs(parent, model.UserProps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps, bs []time.Duration
+	for i := 0; i < rounds; i++ {
+		start := time.Now()
+		run(t, "zfs", args...)
+		ps = append(ps, time.Since(start))
+		start = time.Now()
+		run(t, "zfs", "list", "-H", "-p", "-r", "-o", "name", parent)
+		bs = append(bs, time.Since(start))
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	sort.Slice(bs, func(i, j int) bool { return bs[i] < bs[j] })
+	return ps[len(ps)/2], bs[len(bs)/2]
+}
+
+// timeRelease runs a batch job that exits at once and returns the time from
+// its allocation turning client-terminal to the plugin's "slot ready" log
+// line for the slot it held.
+func timeRelease(t *testing.T, a *nomadtest.Agent, job string) time.Duration {
+	t.Helper()
+	alloc := runBatch(t, a, batchJob(job, "raw_exec", "s", "true", noRetry), api.AllocClientStatusComplete)
+	slot := deviceID(t, alloc)
+	ended := time.Unix(0, alloc.ModifyTime)
+	var readyAt time.Time
+	waitFor(t, releaseTimeout, "slot "+slot+" ready after "+job, func() (bool, string) {
+		readyAt = logTime(t, a.Logs(), "slot ready", "slot="+slot+" ")
+		return !readyAt.Before(ended), "no slot ready line since the allocation ended"
+	})
+	return readyAt.Sub(ended)
+}
+
+// logTime is the timestamp of the last agent log line containing msg and
+// (if set) also, the zero time if there is none.
+func logTime(t *testing.T, logs, msg, also string) time.Time {
+	t.Helper()
+	var last time.Time
+	for _, l := range strings.Split(logs, "\n") {
+		if !strings.Contains(l, msg) || (also != "" && !strings.Contains(l, also)) {
+			continue
+		}
+		ts, _, _ := strings.Cut(l, " ")
+		if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts); err == nil {
+			last = at
+		}
+	}
+	return last
+}
+
+func pct(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(min(i, len(sorted))-1, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
