@@ -150,6 +150,17 @@ func TestGRPCFingerprintReserveStats(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no stats")
 	}
+	// Stats follow the published view: a new one is sent once a pass
+	// publishes a newer view.
+	impl.mgr.Reconcile(ctx)
+	select {
+	case s := <-st:
+		if s == nil || s.Groups[0].InstanceStats["scratch-1"] == nil {
+			t.Fatalf("stats after a pass %+v", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no stats after a pass published a newer view")
+	}
 
 	// A degraded pool: the same instances, unhealthy, with the reason — and
 	// no error on the stream.

@@ -10,12 +10,13 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
-// Stats streams per-slot usage every interval: used, available, referenced
-// and compressratio. The numbers come from the manager's latest scan, so a
-// 1 s stats interval (Nomad's default) costs no zfs process; they are as
-// fresh as scan_interval. They are built once per published view, not on
-// every tick: at 10,000 slots a rebuild per second was the plugin's main
-// garbage.
+// Stats streams per-slot usage: used, available, referenced and
+// compressratio. The numbers come from the manager's latest scan, so they
+// cost no zfs process and are as fresh as scan_interval; a response is sent
+// when a newer view is published, at most once per interval (the client's,
+// 1 s by default), and the client keeps the last one meanwhile. At 10,000
+// slots, rebuilding and sending every instance's statistics on every tick
+// was the plugin's main garbage.
 func (p *Plugin) Stats(ctx context.Context, interval time.Duration) (<-chan *device.StatsResponse, error) {
 	mgr, _, err := p.manager()
 	if err != nil {
@@ -27,29 +28,41 @@ func (p *Plugin) Stats(ctx context.Context, interval time.Duration) (<-chan *dev
 	out := make(chan *device.StatsResponse)
 	go func() {
 		defer close(out)
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		var built *model.View
-		var groups []*device.DeviceGroupStats
+		var sent *model.View
 		for {
-			if v, _ := mgr.View(); v != nil {
-				if v != built {
-					built, groups = v, statsGroups(v)
-				}
+			v, updated := mgr.View()
+			if v != nil && v != sent {
 				select {
-				case out <- &device.StatsResponse{Groups: groups}:
+				case out <- &device.StatsResponse{Groups: statsGroups(v)}:
+					sent = v
 				case <-ctx.Done():
 					return
 				}
+				if err := pause(ctx, interval); err != nil {
+					return
+				}
+				continue
 			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-ticker.C:
+			case <-updated:
 			}
 		}
 	}()
 	return out, nil
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func statsGroups(v *model.View) []*device.DeviceGroupStats {
