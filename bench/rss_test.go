@@ -13,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
-	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
@@ -43,8 +41,7 @@ func TestPluginMemory(t *testing.T) {
 			f, c := testrig.FakeHost(t, 1<<40, true)
 			cfg := &model.Config{Parent: testrig.Parent, ScanInterval: time.Hour,
 				Classes: []model.Class{{Name: "scratch", Slots: n, MountPath: "/data"}}}
-			m := hooks.NewManager(cfg, c, nil, hclog.NewNullLogger())
-			m.Reconcile(t.Context()) // creates the slots in-process: fast
+			createSlots(t, cfg, c)
 			testrig.UseExecutables(t, f)
 
 			agentFile := filepath.Join(t.TempDir(), "agent.hcl")
@@ -83,6 +80,24 @@ func TestPluginMemory(t *testing.T) {
 			rss, hwm := memory(t, h.Pid())
 			fmt.Printf("rss slots=%d rss_mib=%.1f hwm_mib=%.1f all_healthy_ms=%d\n", n, rss, hwm, first.Milliseconds())
 		})
+	}
+}
+
+// createSlots creates cfg's class and slots in the in-process fake, with
+// the properties the plugin gives them, as if it had made them earlier.
+func createSlots(t *testing.T, cfg *model.Config, c *zfs.Client) {
+	t.Helper()
+	class := cfg.Classes[0]
+	ds := cfg.ClassDataset(class.Name)
+	if err := c.Create(t.Context(), ds, model.ClassProps(ds)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := 1; i <= class.Slots; i++ {
+		slot := cfg.SlotDataset(class.Name, model.SlotID(class.Name, i))
+		if err := c.Create(t.Context(), slot, model.NewSlotProps(class, slot, 1, 0, now)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
