@@ -49,15 +49,18 @@ func scaleCounts(t *testing.T) []int {
 // slots on a fresh pool. It times the first healthy instance and all of
 // them in the node record from the plugin's start (its "managing slots" log
 // line); the plugin's scan of the tree against a bare `zfs list -o name` of
-// the same tree; and releases: from each batch allocation's client-terminal
-// time (the server's ModifyTime, when the scheduler counts the device free)
-// to the plugin's "slot ready" log line for its slot.
+// the same tree; and releases: from each batch task's end to the plugin's
+// "slot ready" log line for its slot.
 func TestScale(t *testing.T) {
 	for _, n := range scaleCounts(t) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			p := newPool(t, fmt.Sprintf("e2escale%d", n), false)
 			a := startAgentScan(t, p, 15*time.Second, fmt.Sprintf("class \"s\" {\n  slots = %d\n}", n))
-			started := logTime(t, a.Logs(), "managing slots", "")
+			var started time.Time
+			waitFor(t, deviceTimeout, "the plugin's start in the agent log", func() (bool, string) {
+				started = logTime(t, a.Logs(), "managing slots", "")
+				return !started.IsZero(), "no \"managing slots\" line yet"
+			})
 			first := waitHealthy(t, a, 1, started)
 			all := waitHealthy(t, a, n, started)
 			fmt.Printf("scale slots=%d first_device_s=%.1f all_ready_s=%.1f\n", n, first.Seconds(), all.Seconds())
@@ -125,13 +128,19 @@ func scanTimes(t *testing.T, parent string, rounds int) (plugin, bare time.Durat
 }
 
 // timeRelease runs a batch job that exits at once and returns the time from
-// its allocation turning client-terminal to the plugin's "slot ready" log
-// line for the slot it held.
+// its task's end to the plugin's "slot ready" log line for the slot it held
+// (slightly more than from the moment the server counts the slot free).
 func timeRelease(t *testing.T, a *nomadtest.Agent, job string) time.Duration {
 	t.Helper()
 	alloc := runBatch(t, a, batchJob(job, "raw_exec", "s", "true", noRetry), api.AllocClientStatusComplete)
 	slot := deviceID(t, alloc)
-	ended := time.Unix(0, alloc.ModifyTime)
+	// The task's end on the client: the allocation's ModifyTime moves with
+	// every later update of the record, so it may come after the release.
+	ts := alloc.TaskStates["t"]
+	if ts == nil || ts.FinishedAt.IsZero() {
+		t.Fatalf("allocation %s has no finished task", alloc.ID)
+	}
+	ended := ts.FinishedAt
 	var readyAt time.Time
 	waitFor(t, releaseTimeout, "slot "+slot+" ready after "+job, func() (bool, string) {
 		readyAt = logTime(t, a.Logs(), "slot ready", "slot="+slot+" ")

@@ -508,36 +508,40 @@ func (m *Manager) publishPartial(base *model.View) {
 
 // publishOverridesLocked publishes base with the unpublished overrides; the
 // caller holds mu. With partial set, it publishes only a view that offers
-// every class.
+// every class. It costs a look at each override (slots re-read since the
+// last scan), and a copy of a class's slots only when one of them changed.
 func (m *Manager) publishOverridesLocked(base *model.View, partial bool) {
-	v := *base
-	v.Classes = append([]model.ClassView(nil), v.Classes...)
-	n := 0
-	for ci := range v.Classes {
-		cv := &v.Classes[ci]
-		copied := false
-		for si := range cv.Slots {
-			o, ok := m.overrides[cv.Slots[si].ID]
-			if !ok || o.published || !o.at.After(v.ScannedAt) {
-				continue
-			}
-			if !copied {
-				cv.Slots = append([]model.Slot(nil), cv.Slots...)
-				copied = true
-			}
-			cv.Slots[si] = o.slot
-			n++
+	type change struct {
+		class, slot int
+		o           *override
+	}
+	var changes []change
+	for id, o := range m.overrides {
+		if o.published || !o.at.After(base.ScannedAt) {
+			continue
+		}
+		if ci, si, ok := base.SlotIndex(id); ok {
+			changes = append(changes, change{ci, si, o})
 		}
 	}
-	if n == 0 || (partial && !offersEveryClass(&v)) {
+	if len(changes) == 0 {
 		return
 	}
-	for ci := range v.Classes {
-		for _, s := range v.Classes[ci].Slots {
-			if o, ok := m.overrides[s.ID]; ok && o.at.After(v.ScannedAt) {
-				o.published = true
-			}
+	v := *base
+	v.Classes = append([]model.ClassView(nil), v.Classes...)
+	copied := map[int]bool{}
+	for _, c := range changes {
+		if !copied[c.class] {
+			v.Classes[c.class].Slots = append([]model.Slot(nil), v.Classes[c.class].Slots...)
+			copied[c.class] = true
 		}
+		v.Classes[c.class].Slots[c.slot] = c.o.slot
+	}
+	if partial && !offersEveryClass(&v) {
+		return
+	}
+	for _, c := range changes {
+		c.o.published = true
 	}
 	m.view = &v
 	close(m.updated)

@@ -61,6 +61,29 @@ type Retained struct {
 	Strangers []string
 }
 
+// SlotIndex finds a slot by ID: its class's index in Classes and its index
+// in that class's Slots.
+func (v *View) SlotIndex(id string) (class, slot int, ok bool) {
+	s, cv := v.Slot(id)
+	if s == nil {
+		return 0, 0, false
+	}
+	if v.index != nil {
+		p := v.index[id]
+		return p.class, p.slot, true
+	}
+	for ci := range v.Classes {
+		if &v.Classes[ci] == cv {
+			for si := range cv.Slots {
+				if &cv.Slots[si] == s {
+					return ci, si, true
+				}
+			}
+		}
+	}
+	return 0, 0, false
+}
+
 // Slot finds a slot by ID, and its class.
 func (v *View) Slot(id string) (*Slot, *ClassView) {
 	if v == nil {
