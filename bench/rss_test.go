@@ -39,14 +39,16 @@ func TestPluginMemory(t *testing.T) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			pluginDir := testrig.PluginDir(t, testrig.BinaryName)
 			f, c := testrig.FakeHost(t, 1<<40, true)
-			cfg := &model.Config{Parent: testrig.Parent, ScanInterval: time.Hour,
-				Classes: []model.Class{{Name: "scratch", Slots: n, MountPath: "/data"}}}
+			cfg := slotConfig(n)
 			createSlots(t, cfg, c)
 			testrig.UseExecutables(t, f)
 
 			agentFile := filepath.Join(t.TempDir(), "agent.hcl")
-			hcl := fmt.Sprintf("plugin %q {\n  config {\n    parent = %q\n    class \"scratch\" {\n      slots = %d\n    }\n  }\n}\n",
-				testrig.BinaryName, testrig.Parent, n)
+			var classes strings.Builder
+			for _, cl := range cfg.Classes {
+				fmt.Fprintf(&classes, "    class %q {\n      slots = %d\n    }\n", cl.Name, cl.Slots)
+			}
+			hcl := fmt.Sprintf("plugin %q {\n  config {\n    parent = %q\n%s  }\n}\n", testrig.BinaryName, testrig.Parent, classes.String())
 			if err := os.WriteFile(agentFile, []byte(hcl), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -83,20 +85,33 @@ func TestPluginMemory(t *testing.T) {
 	}
 }
 
-// createSlots creates cfg's class and slots in the in-process fake, with
+// slotConfig is n slots in classes of at most 1000 (a class holds at most
+// 1024): c0, c1, ...
+func slotConfig(n int) *model.Config {
+	cfg := &model.Config{Parent: testrig.Parent, ScanInterval: time.Hour}
+	for i := 0; n > 0; i++ {
+		k := min(n, 1000)
+		cfg.Classes = append(cfg.Classes, model.Class{Name: fmt.Sprintf("c%d", i), Slots: k})
+		n -= k
+	}
+	return cfg
+}
+
+// createSlots creates cfg's classes and slots in the in-process fake, with
 // the properties the plugin gives them, as if it had made them earlier.
 func createSlots(t *testing.T, cfg *model.Config, c *zfs.Client) {
 	t.Helper()
-	class := cfg.Classes[0]
-	ds := cfg.ClassDataset(class.Name)
-	if err := c.Create(t.Context(), ds, model.ClassProps(ds)); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
-	for i := 1; i <= class.Slots; i++ {
-		slot := cfg.SlotDataset(class.Name, model.SlotID(class.Name, i))
-		if err := c.Create(t.Context(), slot, model.NewSlotProps(class, slot, 1, 0, now)); err != nil {
+	for _, class := range cfg.Classes {
+		ds := cfg.ClassDataset(class.Name)
+		if err := c.Create(t.Context(), ds, model.ClassProps(ds)); err != nil {
 			t.Fatal(err)
+		}
+		for i := 1; i <= class.Slots; i++ {
+			slot := cfg.SlotDataset(class.Name, model.SlotID(class.Name, i))
+			if err := c.Create(t.Context(), slot, model.NewSlotProps(class, slot, 1, 0, now)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }

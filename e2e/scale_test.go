@@ -158,7 +158,7 @@ func logTime(t *testing.T, logs, msg, also string) time.Time {
 		if !strings.Contains(l, msg) || (also != "" && !strings.Contains(l, also)) {
 			continue
 		}
-		ts, _, _ := strings.Cut(l, " ")
+		ts, _, _ := strings.Cut(strings.TrimSpace(l), " ") // the agent's lines are indented
 		if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts); err == nil {
 			last = at
 		}
