@@ -48,22 +48,35 @@ var nomadSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"client_id_file":  hclspec.NewAttr("client_id_file", "string", false),
 })
 
+// The release block's defaults, written once: the block's own keys and the
+// value an absent block decodes to both use them, so a class without a
+// release block is exactly a class with an empty one.
+const (
+	defaultPolicy    = `"destroy"`
+	defaultRetain    = `"72h"`
+	defaultRetainMax = `10`
+)
+
 // releaseSpec is a class's `release { ... }` block.
 var releaseSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"policy": hclspec.NewDefault(
 		hclspec.NewAttr("policy", "string", false),
-		hclspec.NewLiteral(`"destroy"`),
+		hclspec.NewLiteral(defaultPolicy),
 	),
 	"on_failure": hclspec.NewAttr("on_failure", "string", false),
 	"retain": hclspec.NewDefault(
 		hclspec.NewAttr("retain", "string", false),
-		hclspec.NewLiteral(`"72h"`),
+		hclspec.NewLiteral(defaultRetain),
 	),
 	"retain_max": hclspec.NewDefault(
 		hclspec.NewAttr("retain_max", "number", false),
-		hclspec.NewLiteral(`10`),
+		hclspec.NewLiteral(defaultRetainMax),
 	),
 })
+
+// releaseDefault is what an absent release block decodes to.
+var releaseDefault = hclspec.NewLiteral(`{ policy = ` + defaultPolicy + `, on_failure = "", retain = ` +
+	defaultRetain + `, retain_max = ` + defaultRetainMax + ` }`)
 
 // classSpec is one `class "<name>" { ... }` block.
 var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
@@ -80,7 +93,10 @@ var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewLiteral(`""`),
 	),
 	"from_snapshot": hclspec.NewAttr("from_snapshot", "string", false),
-	"release":       hclspec.NewBlock("release", false, releaseSpec),
+	"release": hclspec.NewDefault(
+		hclspec.NewBlock("release", false, releaseSpec),
+		releaseDefault,
+	),
 })
 
 // Config is the decoded `config` block of `plugin "nomad-device-zfs"`.
@@ -286,11 +302,12 @@ func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
 		Release: release, FromSnapshot: cc.FromSnapshot}, errs
 }
 
-// validate reads a release block; an absent one means destroy.
+// validate reads a release block. The spec gives an absent block its
+// defaults, so a nil one comes only from a Config not decoded by the spec.
 func (r *ReleaseConfig) validate() (hooks.Release, []string) {
-	out := hooks.Release{Policy: hooks.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}
+	var out hooks.Release
 	if r == nil {
-		return out, nil
+		return out, []string{"no release block decoded (the configuration did not go through the plugin's spec)"}
 	}
 	var errs []string
 	var err error
