@@ -46,6 +46,10 @@ var nomadSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"key_file":        hclspec.NewAttr("key_file", "string", false),
 	"tls_server_name": hclspec.NewAttr("tls_server_name", "string", false),
 	"client_id_file":  hclspec.NewAttr("client_id_file", "string", false),
+	"allow_plaintext_token": hclspec.NewDefault(
+		hclspec.NewAttr("allow_plaintext_token", "bool", false),
+		hclspec.NewLiteral(`false`),
+	),
 })
 
 // The release block's defaults, written once: the block's own keys and the
@@ -122,6 +126,8 @@ type NomadConfig struct {
 	KeyFile       string `codec:"key_file"`
 	TLSServerName string `codec:"tls_server_name"`
 	ClientIDFile  string `codec:"client_id_file"`
+	// AllowPlaintextToken: see allocwatch.Config.AllowPlaintextToken.
+	AllowPlaintextToken bool `codec:"allow_plaintext_token"`
 }
 
 // ReleaseConfig is the decoded `release` block of a class.
@@ -191,9 +197,7 @@ func (c *Config) validate() (*Settings, error) {
 		bad("reserve_timeout = %q: %v", c.ReserveTimeout, err)
 	}
 	nomad := c.Nomad.watcherConfig()
-	if c.Nomad != nil && c.Nomad.Token != "" && c.Nomad.TokenFile != "" {
-		bad("nomad: token and token_file = %q are both set; use one", c.Nomad.TokenFile)
-	}
+	errs = append(errs, checkNomad(nomad)...)
 	if len(c.Classes) == 0 {
 		bad(`no class block: at least one class "<name>" { slots = N } is needed`)
 	}
@@ -241,8 +245,35 @@ func (n *NomadConfig) watcherConfig() allocwatch.Config {
 	return allocwatch.Config{
 		Address: n.Address, Token: n.Token, TokenFile: n.TokenFile,
 		CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, TLSServerName: n.TLSServerName,
-		ClientIDFile: n.ClientIDFile,
+		ClientIDFile: n.ClientIDFile, AllowPlaintextToken: n.AllowPlaintextToken,
 	}
+}
+
+// checkNomad refuses what no retry can fix: an address that is no agent's,
+// half a client key pair, two tokens, a token sent in the clear. It reads no
+// file (see watcherConfig), but it does read the NOMAD_* environment the
+// plugin inherits from the agent, as the watcher will.
+func checkNomad(n allocwatch.Config) []string {
+	var errs []string
+	if n.Address != "" {
+		if err := allocwatch.CheckAddress(n.Address); err != nil {
+			errs = append(errs, fmt.Sprintf("nomad.address = %q: %v", n.Address, err))
+		}
+	}
+	if n.Token != "" && n.TokenFile != "" {
+		errs = append(errs, fmt.Sprintf("nomad: token and token_file = %q are both set; use one", n.TokenFile))
+	}
+	if n.CertFile != "" && n.KeyFile == "" {
+		errs = append(errs, fmt.Sprintf("nomad.cert_file = %q: needs key_file, its private key", n.CertFile))
+	}
+	if n.KeyFile != "" && n.CertFile == "" {
+		errs = append(errs, fmt.Sprintf("nomad.key_file = %q: needs cert_file, its certificate", n.KeyFile))
+	}
+	if n.PlaintextToken() && !n.AllowPlaintextToken {
+		errs = append(errs, fmt.Sprintf("nomad.address = %q: %v (nomad.allow_plaintext_token = true)",
+			n.AgentAddress(), allocwatch.ErrPlaintextToken))
+	}
+	return errs
 }
 
 func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
