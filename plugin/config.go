@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"regexp"
 	"sort"
@@ -132,15 +133,17 @@ type NomadConfig struct {
 
 // ReleaseConfig is the decoded `release` block of a class.
 type ReleaseConfig struct {
-	Policy    string `codec:"policy"`
-	OnFailure string `codec:"on_failure"`
-	Retain    string `codec:"retain"`
-	RetainMax int    `codec:"retain_max"`
+	Policy    string  `codec:"policy"`
+	OnFailure string  `codec:"on_failure"`
+	Retain    string  `codec:"retain"`
+	RetainMax float64 `codec:"retain_max"`
 }
 
 // ClassConfig is one decoded class block.
 type ClassConfig struct {
-	Slots      int               `codec:"slots"`
+	// Slots and RetainMax are read as any number so that 1.5 is refused
+	// by validate, naming the key, not by the decoder, which does not.
+	Slots      float64           `codec:"slots"`
 	Properties map[string]string `codec:"properties"`
 	// Mount is the path inside the task; "" means /zfs/<class>.
 	Mount        string         `codec:"mount"`
@@ -184,15 +187,15 @@ func (c *Config) validate() (*Settings, error) {
 	if err := validateParent(c.Parent); err != nil {
 		bad("parent = %q: %v", c.Parent, err)
 	}
-	scan, err := positiveDuration(c.ScanInterval)
+	scan, err := boundedDuration(c.ScanInterval, minScanInterval)
 	if err != nil {
 		bad("scan_interval = %q: %v", c.ScanInterval, err)
 	}
-	timeout, err := positiveDuration(c.ZFSTimeout)
+	timeout, err := boundedDuration(c.ZFSTimeout, minZFSTimeout)
 	if err != nil {
 		bad("zfs_timeout = %q: %v", c.ZFSTimeout, err)
 	}
-	reserve, err := positiveDuration(c.ReserveTimeout)
+	reserve, err := boundedDuration(c.ReserveTimeout, minReserveTimeout)
 	if err != nil {
 		bad("reserve_timeout = %q: %v", c.ReserveTimeout, err)
 	}
@@ -212,7 +215,7 @@ func (c *Config) validate() (*Settings, error) {
 	var classes []hooks.Class
 	for _, name := range names {
 		cc := c.Classes[name]
-		class, problems := cc.validate(name)
+		class, problems := cc.validate(name, c.Parent)
 		errs = append(errs, problems...)
 		if other, ok := envNames[envKey(name)]; ok {
 			bad("class %q: its environment variables (ZFS_%s_*) would collide with class %q", name, envKey(name), other)
@@ -276,7 +279,7 @@ func checkNomad(n allocwatch.Config) []string {
 	return errs
 }
 
-func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
+func (cc *ClassConfig) validate(name, parent string) (hooks.Class, []string) {
 	var errs []string
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Sprintf("class %q: ", name)+fmt.Sprintf(format, a...))
@@ -284,8 +287,8 @@ func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
 	if !classNameRE.MatchString(name) {
 		errs = append(errs, fmt.Sprintf("class %q: invalid name: it must start with a letter and contain only letters, digits, '_' and '-' (at most 64)", name))
 	}
-	if cc.Slots < 1 || cc.Slots > maxSlots {
-		bad("slots = %d: must be between 1 and %d", cc.Slots, maxSlots)
+	if cc.Slots < 1 || cc.Slots > maxSlots || cc.Slots != math.Trunc(cc.Slots) {
+		bad("slots = %v: must be a whole number from 1 to %d", cc.Slots, maxSlots)
 	}
 	mount := cc.Mount
 	if mount == "" {
@@ -320,16 +323,21 @@ func (cc *ClassConfig) validate(name string) (hooks.Class, []string) {
 			}
 		}
 	}
+	if len(errs) == 0 {
+		if err := zfs.ValidateProperties(cc.Properties); err != nil {
+			bad("properties: %v", err)
+		}
+	}
 	release, problems := cc.Release.validate()
 	for _, p := range problems {
 		bad("release: %s", p)
 	}
 	if cc.FromSnapshot != "" {
-		if err := zfs.ValidateName(cc.FromSnapshot, true); err != nil {
+		if err := validateOrigin(cc.FromSnapshot, parent); err != nil {
 			bad("from_snapshot = %q: %v", cc.FromSnapshot, err)
 		}
 	}
-	return hooks.Class{Name: name, Slots: cc.Slots, Properties: cc.Properties, MountPath: mount, NeedBytes: need,
+	return hooks.Class{Name: name, Slots: int(cc.Slots), Properties: cc.Properties, MountPath: mount, NeedBytes: need,
 		Release: release, FromSnapshot: cc.FromSnapshot}, errs
 }
 
@@ -350,14 +358,32 @@ func (r *ReleaseConfig) validate() (hooks.Release, []string) {
 			errs = append(errs, fmt.Sprintf("on_failure = %q: %v", r.OnFailure, err))
 		}
 	}
-	if out.Retain, err = positiveDuration(r.Retain); err != nil {
+	if out.Retain, err = boundedDuration(r.Retain, minRetain); err != nil {
 		errs = append(errs, fmt.Sprintf("retain = %q: %v", r.Retain, err))
 	}
-	if r.RetainMax < 0 {
-		errs = append(errs, fmt.Sprintf("retain_max = %d: must be 0 (no limit) or more", r.RetainMax))
+	if r.RetainMax < 0 || r.RetainMax != math.Trunc(r.RetainMax) || r.RetainMax > math.MaxInt32 {
+		errs = append(errs, fmt.Sprintf("retain_max = %v: must be a whole number, 0 (no limit) or more", r.RetainMax))
 	}
-	out.RetainMax = r.RetainMax
+	out.RetainMax = int(r.RetainMax)
 	return out, errs
+}
+
+// validateOrigin checks a class's from_snapshot: a snapshot name, in the
+// parent's pool (zfs clones only within a pool), and not below the parent:
+// everything there is the plugin's to destroy or roll back, and a slot
+// cloned from it would block, or be lost with, its origin.
+func validateOrigin(snap, parent string) error {
+	if err := zfs.ValidateName(snap, true); err != nil {
+		return err
+	}
+	ds := zfs.Parent(snap)
+	switch {
+	case ds == parent || strings.HasPrefix(ds, parent+"/"):
+		return fmt.Errorf("it is below parent %q, where the plugin creates and destroys datasets; keep the golden snapshot outside it", parent)
+	case parent != "" && zfs.PoolOf(snap) != zfs.PoolOf(parent):
+		return fmt.Errorf("it is in pool %q, the parent in pool %q: zfs clones only within one pool", zfs.PoolOf(snap), zfs.PoolOf(parent))
+	}
+	return nil
 }
 
 // validateParent checks the parent dataset's name: absolute (pool first), no
@@ -381,13 +407,28 @@ func validateParent(p string) error {
 	return nil
 }
 
-func positiveDuration(s string) (time.Duration, error) {
+// Lower bounds of the durations. Each guards against a typo that would
+// otherwise look healthy: a 1ns scan_interval is a zfs fork bomb, a 1ms
+// zfs_timeout kills every zfs command, a 1ms reserve_timeout fails every
+// task start that must wait, a 1s retain destroys kept data at once.
+const (
+	minScanInterval   = time.Second
+	minZFSTimeout     = time.Second
+	minReserveTimeout = time.Second
+	minRetain         = time.Minute
+)
+
+// boundedDuration reads a Go duration of at least min.
+func boundedDuration(s string, min time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("not a duration (e.g. \"15s\", \"2m\")")
 	}
-	if d <= 0 {
-		return 0, fmt.Errorf("must be positive")
+	switch {
+	case d <= 0:
+		return 0, fmt.Errorf("must be positive, at least %s", min)
+	case d < min:
+		return 0, fmt.Errorf("must be at least %s", min)
 	}
 	return d, nil
 }
