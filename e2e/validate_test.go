@@ -50,7 +50,7 @@ func validateCases(keyFile string) []zfsCase {
 	}
 	for _, kv := range [][2]string{
 		{"refquota", "512K"}, {"recordsize", "256"}, {"recordsize", "100K"}, {"recordsize", "2M"}, {"recordsize", "16M"},
-		{"special_small_blocks", "3"}, {"special_small_blocks", "256K"}, {"special_small_blocks", "1M"},
+		{"special_small_blocks", "3"}, {"special_small_blocks", "2M"}, {"special_small_blocks", "256K"}, {"special_small_blocks", "1M"},
 		{"bogusprop", "on"}, {"QUOTA", "1G"}, {"Compression", "on"}, {"used", "1G"}, {"available", "1G"}, {"referenced", "1G"},
 		{"type", "volume"}, {"creation", "0"}, {"origin", "x"}, {"mounted", "yes"}, {"volsize", "1G"}, {"volblocksize", "8K"},
 		{"guid", "1"}, {"com.Example:team", "x"}, {"com.example:Team", "x"}, {"compress ion", "on"},
@@ -58,7 +58,7 @@ func validateCases(keyFile string) []zfsCase {
 		{"compression", "zstd-fast-11"}, {"compression", "gzip-0"}, {"atime", "ON"}, {"atime", "yes"}, {"atime", "1"},
 		{"checksum", "SHA256"}, {"checksum", "md5"}, {"copies", "0"}, {"copies", "4"}, {"sync", "Always"}, {"xattr", "SA"},
 		{"dedup", "edonr"}, {"dedup", "ON"}, {"casesensitivity", "Insensitive"}, {"logbias", "fast"},
-		{"primarycache", "some"}, {"snapdir", "Visible"}, {"dnodesize", "32k"}, {"redundant_metadata", "some"},
+		{"primarycache", "some"}, {"snapdir", "Visible"}, {"dnodesize", "32k"}, {"redundant_metadata", "some"}, {"redundant_metadata", "none"}, {"redundant_metadata", "bogus"},
 		{"encryption", "aes-256-xts"}, {"keyformat", "pem"}, {"pbkdf2iters", "-1"}, {"refreservation", "auto"},
 		{"keylocation", "prompt"},
 		// Accepted values, one or more per settable property.

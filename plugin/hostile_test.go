@@ -76,7 +76,7 @@ var hostileClasses = []struct {
 	{"sizes below what zfs accepts for the property", []hostile{
 		propCase("quota", "0"), propCase("quota", "1K"), propCase("refquota", "512K"),
 		propCase("recordsize", "256"), propCase("recordsize", "100K"), propCase("recordsize", "2M"), propCase("recordsize", "16M"),
-		propCase("special_small_blocks", "3"), propCase("special_small_blocks", "256K"), propCase("special_small_blocks", "1M"),
+		propCase("special_small_blocks", "3"), propCase("special_small_blocks", "2M"), propCase("special_small_blocks", "1536K"),
 	}},
 	{"property names zfs refuses (unknown, read-only, case, flag-like)", func() (out []hostile) {
 		for _, k := range []string{"bogusprop", "QUOTA", "Compression", "-o", "used", "available", "referenced", "type",
@@ -92,7 +92,7 @@ var hostileClasses = []struct {
 			{"atime", "ON"}, {"atime", "yes"}, {"atime", "true"}, {"atime", "1"}, {"checksum", "SHA256"}, {"checksum", "md5"},
 			{"copies", "0"}, {"copies", "4"}, {"sync", "Always"}, {"xattr", "SA"}, {"dedup", "edonr"}, {"dedup", "ON"},
 			{"casesensitivity", "Insensitive"}, {"logbias", "fast"}, {"primarycache", "some"}, {"snapdir", "Visible"},
-			{"dnodesize", "32k"}, {"redundant_metadata", "some"}, {"encryption", "aes-256-xts"}, {"keyformat", "pem"},
+			{"dnodesize", "32k"}, {"redundant_metadata", "bogus"}, {"encryption", "aes-256-xts"}, {"keyformat", "pem"},
 			{"keylocation", "file://relative"}, {"pbkdf2iters", "1000"}, {"pbkdf2iters", "-1"}, {"refreservation", "auto"},
 			{"com.example:note", "two\nlines"}, {"com.example:note", "a\tb"}, {"com.example:note", strings.Repeat("x", 8192)},
 		} {

@@ -74,7 +74,7 @@ var nativeProps = map[string]func(string) error{
 	"aclinherit":         oneOf("discard", "noallow", "restricted", "passthrough", "passthrough-x"),
 	"aclmode":            oneOf("discard", "groupmask", "passthrough", "restricted"),
 	"dnodesize":          oneOf("legacy", "auto", "1k", "2k", "4k", "8k", "16k"),
-	"redundant_metadata": oneOf("all", "most"),
+	"redundant_metadata": oneOf("all", "most", "some", "none"), // some, none: since 2.1.7
 	"casesensitivity":    oneOf("sensitive", "insensitive", "mixed"),
 	"normalization":      oneOf("none", "formC", "formD", "formKC", "formKD"),
 	"encryption":         oneOf("off", "on", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm"),
@@ -146,15 +146,15 @@ func quota(v string) error {
 	return nil
 }
 
-// specialSmallBlocks: 0, or a power of 2 from 512 to 128K
-// (SPA_OLD_MAXBLOCKSIZE), as zfs_valid_proplist checks it.
+// specialSmallBlocks: 0, or a power of 2 from 512 to 1M. 2.1.11 takes up to
+// the pool's largest block (1M, as recordsize; checked in the e2e VM).
 func specialSmallBlocks(v string) error {
 	n, err := ParseSize(v)
 	if err != nil {
 		return err
 	}
-	if n != 0 && (n < 512 || n > 128<<10 || n&(n-1) != 0) {
-		return fmt.Errorf("must be 0 or a power of 2 from 512 to 128K")
+	if n != 0 && (n < 512 || n > 1<<20 || n&(n-1) != 0) {
+		return fmt.Errorf("must be 0 or a power of 2 from 512 to 1M")
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestValidateProperty(t *testing.T) {
 		{name: "bad quota suffix", prop: "quota", value: "12QB", wantErr: `"12QB" is not a size`},
 		{name: "quota zero", prop: "quota", value: "0", wantErr: "write none"},
 		{name: "quota below an empty file system", prop: "refquota", value: "64K", wantErr: "below 1M"},
-		{name: "special_small_blocks over 128K", prop: "special_small_blocks", value: "256K", wantErr: "512 to 128K"},
+		{name: "special_small_blocks over 1M", prop: "special_small_blocks", value: "2M", wantErr: "512 to 1M"},
 		{name: "special_small_blocks zero", prop: "special_small_blocks", value: "0"},
 		{name: "upper-case user property", prop: "com.Example:team", value: "x", wantErr: `zfs refuses "E"`},
 		{name: "pbkdf2iters too few", prop: "pbkdf2iters", value: "1000", wantErr: "at least 100000"},
