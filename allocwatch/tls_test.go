@@ -3,12 +3,9 @@ package allocwatch
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 )
@@ -89,8 +86,8 @@ func TestWatcherTLS(t *testing.T) {
 		{name: "system roots only", cfg: Config{Address: a.Address(), Token: mgmt, ClientIDFile: idFile},
 			wantErr: []string{"x509: certificate signed by unknown authority"}},
 		{name: "NOMAD_SKIP_VERIFY with a wrong CA connects and warns",
-			env: map[string]string{"NOMAD_SKIP_VERIFY": "true"},
-			cfg: Config{Address: a.Address(), CAFile: wrong.CAFile, Token: mgmt, ClientIDFile: idFile},
+			env:     map[string]string{"NOMAD_SKIP_VERIFY": "true"},
+			cfg:     Config{Address: a.Address(), CAFile: wrong.CAFile, Token: mgmt, ClientIDFile: idFile},
 			wantLog: "WITHOUT verifying"},
 		{name: "server name the certificate does not hold",
 			cfg:     Config{Address: a.Address(), CAFile: ca.CAFile, TLSServerName: "other.global.nomad", Token: mgmt, ClientIDFile: idFile},
@@ -99,21 +96,7 @@ func TestWatcherTLS(t *testing.T) {
 
 	t.Run("token file rotated over TLS", func(t *testing.T) {
 		c := a.Client()
-		if _, err := c.ACLPolicies().Upsert(&api.ACLPolicy{Name: "tls-rotating", Rules: `node { policy = "read" }`}, nil); err != nil {
-			t.Fatal(err)
-		}
-		mint := func() *api.ACLToken {
-			tok, _, err := c.ACLTokens().Create(&api.ACLToken{Name: "tls-rotating", Type: "client", Policies: []string{"tls-rotating"}}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tok
-		}
-		old, fresh := mint(), mint()
-		path := filepath.Join(t.TempDir(), "token")
-		if err := os.WriteFile(path, []byte(old.SecretID+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		old, fresh, path := twoTokens(t, c, "tls-rotating", `node { policy = "read" }`)
 		var logs logBuffer
 		w, err := New(Config{Address: a.Address(), CAFile: ca.CAFile, TokenFile: path, ClientIDFile: idFile}, testLogger(t, &logs))
 		if err != nil {
