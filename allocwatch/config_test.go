@@ -194,3 +194,33 @@ func TestConfigTLSEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// TestNewLogsTransport: New says once how it reaches the agent, and warns
+// once when the configuration allows a token in the clear.
+func TestNewLogsTransport(t *testing.T) {
+	t.Setenv("NOMAD_SKIP_VERIFY", "")
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{name: "plain http", cfg: Config{Address: "http://127.0.0.1:4646"}, want: "Nomad API without TLS"},
+		{name: "https verified", cfg: Config{Address: "https://127.0.0.1:4646"}, want: "tls_verify=true"},
+		{name: "plaintext token allowed", cfg: Config{Address: "http://10.0.0.5:4646", Token: "secret", AllowPlaintextToken: true},
+			want: "sending the ACL token unencrypted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs logBuffer
+			if _, err := New(tc.cfg, testLogger(t, &logs)); err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(logs.String(), tc.want); n != 1 {
+				t.Errorf("log says %q %d times, want once:\n%s", tc.want, n, logs.String())
+			}
+			if strings.Contains(logs.String(), "secret") {
+				t.Errorf("the token is in the log:\n%s", logs.String())
+			}
+		})
+	}
+}
