@@ -34,7 +34,7 @@ FUZZTIME    ?= 10s
 # Every fuzz target, as package:Target; `make fuzz` runs each for FUZZTIME.
 FUZZ_TARGETS := zfs:FuzzParseList zfs:FuzzParsePools zfs:FuzzParseHolds zfs:FuzzClassify \
   zfs:FuzzParseSize zfs:FuzzArgv zfs:FuzzValidateProperty \
-  plugin:FuzzConfig plugin:FuzzClassProperty \
+  plugin:FuzzConfig plugin:FuzzClassProperty plugin:FuzzClassName \
   allocwatch:FuzzDecodeAllocs allocwatch:FuzzAgentSelfNodeID
 
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s) on top of its seed corpus.

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/base"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/devicemanager"
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -104,6 +105,47 @@ func FuzzClassProperty(f *testing.F) {
 		for _, a := range args[1:] {
 			if strings.HasPrefix(a, "-") && a != "-o" {
 				t.Fatalf("argv %q: %q would be read as a flag", args, a)
+			}
+		}
+	})
+}
+
+// FuzzClassName: a class name the configuration accepts becomes dataset
+// names and argv that zfs reads as names, never as flags, for every slot
+// and for the retained data of a released one; a refused one is named.
+func FuzzClassName(f *testing.F) {
+	for _, n := range []string{"scratch", "pg-seed", "-o", "a/b", "a b", "1e", "a@b", "", strings.Repeat("c", 65), "a_b", "Z"} {
+		f.Add(n, "tank/nomad")
+	}
+	f.Fuzz(func(t *testing.T, name, parent string) {
+		rel := &ReleaseConfig{Policy: "destroy", Retain: "72h", RetainMax: 10}
+		c := Config{Parent: parent, ScanInterval: "15s", ZFSTimeout: "2m", ReserveTimeout: "1m",
+			Classes: map[string]*ClassConfig{name: {Slots: maxSlots, Release: rel}}}
+		if _, err := c.validate(); err != nil {
+			if !strings.Contains(err.Error(), strconv.Quote(name)) && !strings.Contains(err.Error(), strconv.Quote(parent)) {
+				t.Fatalf("error %q names neither %q nor %q", err, name, parent)
+			}
+			return
+		}
+		for _, n := range []int{1, maxSlots} {
+			ds := parent + "/" + name + "/" + hooks.SlotID(name, n)
+			for _, build := range []func() ([]string, error){
+				func() ([]string, error) { return zfs.CreateArgs(ds, map[string]string{"quota": "1G"}) },
+				func() ([]string, error) { return zfs.DestroyArgs(ds, zfs.DestroyOptions{}) },
+				func() ([]string, error) { return zfs.SnapshotArgs(ds+"@pristine", nil) },
+				func() ([]string, error) {
+					return zfs.RenameArgs(ds, parent+"/"+name+"/retained-1cc0a14a-c239-313f-9be4-9ee3e8cc0399")
+				},
+			} {
+				args, err := build()
+				if err != nil {
+					t.Fatalf("accepted class %q under %q, but its dataset %q is refused: %v", name, parent, ds, err)
+				}
+				for _, a := range args[1:] {
+					if strings.HasPrefix(a, "-") && a != "-o" {
+						t.Fatalf("argv %q: %q would be read as a flag", args, a)
+					}
+				}
 			}
 		}
 	})
