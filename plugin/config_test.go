@@ -273,6 +273,7 @@ func TestConfigPlaintextTokenFromEnvironment(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := New(hclog.NewNullLogger())
 			err := setConfigFromAgentHCL(t, p, "config {\nparent = \"tank/nomad\"\n"+tc.nomad+"\nclass \"a\" {}\n}")
+
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -280,5 +281,13 @@ func TestConfigPlaintextTokenFromEnvironment(t *testing.T) {
 				t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
 			}
 		})
+	}
+	// The operator CLI resolves the same block in its own shell, whose
+	// NOMAD_* are not the agent's: Resolve does not count them.
+	rel := &ReleaseConfig{Policy: "destroy", Retain: "72h", RetainMax: 10}
+	c := Config{Parent: "tank/nomad", ScanInterval: "15s", ZFSTimeout: "2m", ReserveTimeout: "1m",
+		Classes: map[string]*ClassConfig{"a": {Slots: 1, Release: rel}}}
+	if _, err := c.Resolve(); err != nil {
+		t.Errorf("Resolve counted the shell's environment: %v", err)
 	}
 }

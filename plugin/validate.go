@@ -104,9 +104,10 @@ func (n *NomadConfig) watcherConfig() allocwatch.Config {
 }
 
 // checkNomad refuses what no retry can fix: an address that is no agent's,
-// half a client key pair, two tokens, a token sent in the clear. It reads no
-// file (see watcherConfig), but it does read the NOMAD_* environment the
-// plugin inherits from the agent, as the watcher will.
+// half a client key pair, two tokens, a token the block itself would send in
+// the clear. It reads no file (see watcherConfig) and no environment: the
+// operator CLI resolves the same block in a shell whose NOMAD_* are not the
+// agent's. SetConfig adds the environment (checkTransport).
 func checkNomad(n allocwatch.Config) []string {
 	var errs []string
 	if n.Address != "" {
@@ -123,11 +124,22 @@ func checkNomad(n allocwatch.Config) []string {
 	if n.KeyFile != "" && n.CertFile == "" {
 		errs = append(errs, fmt.Sprintf("nomad.key_file = %q: needs cert_file, its certificate", n.KeyFile))
 	}
-	if n.PlaintextToken() && !n.AllowPlaintextToken {
-		errs = append(errs, fmt.Sprintf("nomad.address = %q: %v (nomad.allow_plaintext_token = true)",
-			n.AgentAddress(), allocwatch.ErrPlaintextToken))
+	if n.Address != "" && (n.Token != "" || n.TokenFile != "") {
+		if err := checkTransport(n); err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
 	return errs
+}
+
+// checkTransport refuses a token sent over plain http to a host that is not
+// loopback, counting the NOMAD_ADDR and NOMAD_TOKEN the plugin inherits from
+// the agent, as the watcher will use them.
+func checkTransport(n allocwatch.Config) error {
+	if n.PlaintextToken() && !n.AllowPlaintextToken {
+		return fmt.Errorf("nomad.address = %q: %w (nomad.allow_plaintext_token = true)", n.AgentAddress(), allocwatch.ErrPlaintextToken)
+	}
+	return nil
 }
 
 func (cc *ClassConfig) validate(name, parent string) (hooks.Class, []string) {
