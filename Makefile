@@ -35,6 +35,21 @@ bench: nomad ## Benchmarks (long): Go benchmarks, the plugin's memory, real Open
 	$(GO) test -tags bench -count=1 -timeout 60m -run . -v ./bench | grep '^rss'
 	bench/vm.sh
 
+FUZZTIME    ?= 10s
+# Every fuzz target, as package:Target; `make fuzz` runs each for FUZZTIME.
+FUZZ_TARGETS := zfs:FuzzParseList zfs:FuzzParsePools zfs:FuzzParseHolds zfs:FuzzClassify \
+  zfs:FuzzParseSize zfs:FuzzArgv zfs:FuzzValidateProperty \
+  plugin:FuzzConfig plugin:FuzzClassProperty plugin:FuzzClassName \
+  allocwatch:FuzzDecodeAllocs allocwatch:FuzzAgentSelfNodeID
+
+fuzz: ## Run each fuzz target for FUZZTIME (default 10s) on top of its seed corpus.
+	@log=$$(mktemp); trap 'rm -f $$log' EXIT; for pt in $(FUZZ_TARGETS); do \
+	  pkg=$${pt%%:*}; target=$${pt#*:}; \
+	  if $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime=$(FUZZTIME) -parallel 2 ./$$pkg/ >$$log 2>&1; then \
+	    echo "fuzz $$pkg $$target: $$(grep -o 'execs: [0-9]*' $$log | tail -n 1)"; \
+	  else cat $$log; echo "fuzz $$pkg $$target FAILED (the input is in $$pkg/testdata/fuzz/$$target)"; exit 1; fi; \
+	done
+
 check: ## vet, gofmt, go mod tidy diff, import boundaries.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
@@ -45,4 +60,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin
 
-.PHONY: help build nomad test unit e2e demo bench check clean
+.PHONY: help build nomad test unit e2e demo bench fuzz check clean

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 )
 
@@ -40,6 +42,10 @@ type Config struct {
 	// $NOMAD_CACERT, $NOMAD_CLIENT_CERT, $NOMAD_CLIENT_KEY,
 	// $NOMAD_TLS_SERVER_NAME.
 	CAFile, CertFile, KeyFile, TLSServerName string
+	// AllowPlaintextToken lets a token go over plain http to a host that is
+	// not loopback. Without it Validate refuses that: anyone on the path
+	// could read the token and act with its rights.
+	AllowPlaintextToken bool
 	// Region; "" → $NOMAD_REGION → the agent's region.
 	Region string
 	// NodeID, if set, skips discovery. Otherwise the ID is read from
@@ -52,6 +58,10 @@ type Config struct {
 	// 1s). WaitTime bounds each blocking query (default 5m).
 	MinInterval, WaitTime time.Duration
 }
+
+// ErrPlaintextToken: the configuration would send a token over plain http
+// to a host that is not loopback.
+var ErrPlaintextToken = errors.New("a token would cross the network unencrypted (plain http to a host that is not loopback); use https, or allow it explicitly")
 
 // Validate checks the fields that can be checked without the network. Each
 // error names the field and its value. The files must be readable now,
@@ -66,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if c.Token != "" && c.TokenFile != "" {
 		errs = append(errs, fmt.Errorf("Token and TokenFile (%q) are both set; set one", c.TokenFile))
+	}
+	if c.PlaintextToken() && !c.AllowPlaintextToken {
+		errs = append(errs, fmt.Errorf("Address %q: %w", c.AgentAddress(), ErrPlaintextToken))
 	}
 	if c.TokenFile != "" {
 		if _, err := readTokenFile(c.TokenFile); err != nil {
@@ -113,60 +126,100 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// apiConfig layers c over api.DefaultConfig (the NOMAD_* environment).
-// The token is not set here: nomadSource sends it per request.
-func (c Config) apiConfig() *api.Config {
+// transport is c over the NOMAD_* environment, key by key, the way the
+// nomad CLI layers its flags: api.DefaultConfig reads NOMAD_ADDR,
+// NOMAD_REGION, NOMAD_CACERT, NOMAD_CAPATH, NOMAD_CLIENT_CERT,
+// NOMAD_CLIENT_KEY, NOMAD_TLS_SERVER_NAME, NOMAD_SKIP_VERIFY and
+// NOMAD_TOKEN; every field of c that is set replaces its own key only. A
+// CAFile wins over $NOMAD_CAPATH (go-rootcerts reads the file first).
+func (c Config) transport() *api.Config {
 	ac := api.DefaultConfig()
-	if c.Address != "" {
-		ac.Address = c.Address
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
 	}
-	if c.Region != "" {
-		ac.Region = c.Region
-	}
-	if c.CAFile != "" {
-		ac.TLSConfig.CACert = c.CAFile
-	}
-	if c.CertFile != "" {
-		ac.TLSConfig.ClientCert = c.CertFile
-	}
-	if c.KeyFile != "" {
-		ac.TLSConfig.ClientKey = c.KeyFile
-	}
-	if c.TLSServerName != "" {
-		ac.TLSConfig.TLSServerName = c.TLSServerName
-	}
+	set(&ac.Address, c.Address)
+	set(&ac.Region, c.Region)
+	set(&ac.TLSConfig.CACert, c.CAFile)
+	set(&ac.TLSConfig.ClientCert, c.CertFile)
+	set(&ac.TLSConfig.ClientKey, c.KeyFile)
+	set(&ac.TLSConfig.TLSServerName, c.TLSServerName)
 	return ac
 }
 
-// initialToken is the token New starts with: Token, TokenFile's content,
-// or $NOMAD_TOKEN (already in envToken).
-func (c Config) initialToken(envToken string) (string, error) {
+// APIConfig is the one mapping of a Config onto the nomad/api client's
+// configuration, shared by the watcher and the operator CLI. SecretID is
+// the token c resolves to: Token, else TokenFile's content, else
+// $NOMAD_TOKEN. Reading TokenFile is its only I/O.
+func (c Config) APIConfig() (*api.Config, error) {
+	ac := c.transport()
 	switch {
 	case c.Token != "":
-		return c.Token, nil
+		ac.SecretID = c.Token
 	case c.TokenFile != "":
-		return readTokenFile(c.TokenFile)
-	default:
-		return envToken, nil
+		tok, err := readTokenFile(c.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("TokenFile: %w", err)
+		}
+		ac.SecretID = tok
 	}
+	return ac, nil
 }
 
-func validateAddress(addr string) error {
+// AgentAddress is the address c leads to: Address, else $NOMAD_ADDR, else
+// http://127.0.0.1:4646.
+func (c Config) AgentAddress() string { return c.transport().Address }
+
+// CheckAddress says why addr cannot be a Nomad agent's HTTP address, or nil.
+func CheckAddress(addr string) error {
 	u, err := url.Parse(addr)
 	if err != nil {
-		return fmt.Errorf("Address %q: %w", addr, err)
+		return fmt.Errorf("does not parse as a URL (%v); write it as http://127.0.0.1:4646", err)
 	}
 	switch u.Scheme {
 	case "http", "https":
-		if u.Host == "" {
-			return fmt.Errorf("Address %q has no host", addr)
+		if u.Hostname() == "" {
+			return fmt.Errorf("has no host")
 		}
 	case "unix":
 		if u.Path == "" && u.Host == "" {
-			return fmt.Errorf("Address %q has no socket path", addr)
+			return fmt.Errorf("has no socket path")
 		}
 	default:
-		return fmt.Errorf("Address %q: scheme must be http, https or unix, e.g. http://127.0.0.1:4646", addr)
+		return fmt.Errorf("has scheme %q: it must be http, https or unix, e.g. http://127.0.0.1:4646", u.Scheme)
+	}
+	return nil
+}
+
+// PlaintextToken reports whether c would send a token unencrypted off this
+// host: an http address (Address or $NOMAD_ADDR) whose host is not
+// loopback, and a token (Token, TokenFile or $NOMAD_TOKEN).
+func (c Config) PlaintextToken() bool {
+	ac := c.transport()
+	if c.Token == "" && c.TokenFile == "" && ac.SecretID == "" {
+		return false
+	}
+	u, err := url.Parse(ac.Address)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	return !isLoopback(u.Hostname())
+}
+
+// isLoopback: "localhost" or an address in 127.0.0.0/8 or ::1. A name that
+// resolves to loopback is not trusted to keep doing so.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func validateAddress(addr string) error {
+	if err := CheckAddress(addr); err != nil {
+		return fmt.Errorf("Address %q %w", addr, err)
 	}
 	return nil
 }
@@ -233,4 +286,37 @@ func isUUID(s string) bool {
 		}
 	}
 	return true
+}
+
+// logTransport says once, at start, how the watcher reaches the agent:
+// whether TLS is on and whether the agent's certificate is verified. A
+// skipped verification or an allowed plaintext token is a warning: each
+// hands the token to anyone who can sit on the path.
+func logTransport(logger hclog.Logger, c Config, ac *api.Config) {
+	tls := ac.TLSConfig
+	scheme := ac.Address
+	if u, err := url.Parse(ac.Address); err == nil {
+		scheme = u.Scheme
+	}
+	switch {
+	case scheme != "https":
+		logger.Info("Nomad API without TLS", "address", ac.Address, "tls", false)
+	case tls.Insecure:
+		logger.Warn("Nomad API over TLS WITHOUT verifying the agent's certificate (NOMAD_SKIP_VERIFY)",
+			"address", ac.Address, "tls", true, "tls_verify", false)
+	default:
+		ca := "system roots"
+		switch {
+		case tls.CACert != "":
+			ca = tls.CACert
+		case tls.CAPath != "":
+			ca = tls.CAPath
+		}
+		logger.Info("Nomad API over TLS", "address", ac.Address, "tls", true, "tls_verify", true,
+			"ca", ca, "client_cert", tls.ClientCert != "", "server_name", tls.TLSServerName)
+	}
+	if c.PlaintextToken() && c.AllowPlaintextToken {
+		logger.Warn("sending the ACL token unencrypted to a host that is not loopback, as allowed by the configuration",
+			"address", ac.Address)
+	}
 }

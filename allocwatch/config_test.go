@@ -37,9 +37,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "client ID file not written yet", cfg: Config{ClientIDFile: missing}},
 		{name: "durations", cfg: Config{MinInterval: time.Millisecond, WaitTime: time.Minute}},
 		{name: "address without scheme", cfg: Config{Address: "127.0.0.1:4646"},
-			wantErr: []string{`Address "127.0.0.1:4646"`}},
+			wantErr: []string{`Address "127.0.0.1:4646" does not parse`}},
 		{name: "address with other scheme", cfg: Config{Address: "ftp://nomad:4646"},
-			wantErr: []string{`Address "ftp://nomad:4646"`, "http, https or unix"}},
+			wantErr: []string{`Address "ftp://nomad:4646" has scheme "ftp"`, "http, https or unix"}},
 		{name: "address without host", cfg: Config{Address: "http://"},
 			wantErr: []string{`Address "http://" has no host`}},
 		{name: "token and token file", cfg: Config{Token: "secret", TokenFile: token},
@@ -58,6 +58,15 @@ func TestConfigValidate(t *testing.T) {
 			wantErr: []string{`NodeID "../../v1/jobs" is not a UUID`}},
 		{name: "client ID file is a directory", cfg: Config{ClientIDFile: dir},
 			wantErr: []string{"ClientIDFile", "is a directory"}},
+		{name: "token over http to loopback", cfg: Config{Address: "http://127.0.0.1:4646", Token: "secret"}},
+		{name: "token over http to ::1", cfg: Config{Address: "http://[::1]:4646", Token: "secret"}},
+		{name: "token over https to a remote host", cfg: Config{Address: "https://10.0.0.5:4646", Token: "secret"}},
+		{name: "no token over http to a remote host", cfg: Config{Address: "http://10.0.0.5:4646"}},
+		{name: "token over http to a remote host, allowed", cfg: Config{Address: "http://10.0.0.5:4646", Token: "secret", AllowPlaintextToken: true}},
+		{name: "token over http to a remote host", cfg: Config{Address: "http://10.0.0.5:4646", Token: "secret"},
+			wantErr: []string{`Address "http://10.0.0.5:4646"`, "unencrypted"}},
+		{name: "token file over http to a remote name", cfg: Config{Address: "http://nomad.example:4646", TokenFile: token},
+			wantErr: []string{`Address "http://nomad.example:4646"`, "unencrypted"}},
 		{name: "negative durations", cfg: Config{MinInterval: -time.Second, WaitTime: -time.Minute},
 			wantErr: []string{"MinInterval -1s is negative", "WaitTime -1m0s is negative"}},
 	}
@@ -116,17 +125,101 @@ func TestConfigEnvironment(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg.withDefaults()
-			ac := cfg.apiConfig()
-			tok, err := cfg.initialToken(ac.SecretID)
+			ac, err := cfg.APIConfig()
 			if err != nil {
 				t.Fatal(err)
 			}
+			tok := ac.SecretID
 			if ac.Address != tc.addr || ac.Region != tc.region || tok != tc.token || ac.TLSConfig.CACert != tc.ca {
 				t.Errorf("got address %q region %q token %q CA %q; want %q %q %q %q",
 					ac.Address, ac.Region, tok, ac.TLSConfig.CACert, tc.addr, tc.region, tc.token, tc.ca)
 			}
 			if cfg.MinInterval != tc.minInterval || cfg.WaitTime != tc.waitTime {
 				t.Errorf("MinInterval %s WaitTime %s, want %s %s", cfg.MinInterval, cfg.WaitTime, tc.minInterval, tc.waitTime)
+			}
+		})
+	}
+}
+
+// TestConfigTLSEnvironment: every NOMAD_* TLS variable is read as the nomad
+// CLI reads it, and a key the Config sets replaces that variable only.
+// Not parallel: it sets the environment.
+func TestConfigTLSEnvironment(t *testing.T) {
+	t.Setenv("NOMAD_ADDR", "https://10.0.0.1:4646")
+	t.Setenv("NOMAD_CACERT", "/env/ca.pem")
+	t.Setenv("NOMAD_CAPATH", "/env/cas")
+	t.Setenv("NOMAD_CLIENT_CERT", "/env/cli.pem")
+	t.Setenv("NOMAD_CLIENT_KEY", "/env/cli-key.pem")
+	t.Setenv("NOMAD_TLS_SERVER_NAME", "env.global.nomad")
+	t.Setenv("NOMAD_SKIP_VERIFY", "true")
+	t.Setenv("NOMAD_TOKEN", "env-token")
+
+	cases := []struct {
+		name                       string
+		cfg                        Config
+		addr, ca, cert, key, sni   string
+		insecure, plaintext, valid bool
+	}{
+		{name: "environment only", addr: "https://10.0.0.1:4646", ca: "/env/ca.pem", cert: "/env/cli.pem",
+			key: "/env/cli-key.pem", sni: "env.global.nomad", insecure: true, valid: true},
+		{name: "the CA file replaces NOMAD_CACERT only", cfg: Config{CAFile: "/cfg/ca.pem"},
+			addr: "https://10.0.0.1:4646", ca: "/cfg/ca.pem", cert: "/env/cli.pem",
+			key: "/env/cli-key.pem", sni: "env.global.nomad", insecure: true, valid: true},
+		{name: "every key set", cfg: Config{Address: "https://127.0.0.1:4646", CAFile: "/cfg/ca.pem",
+			CertFile: "/cfg/cli.pem", KeyFile: "/cfg/cli-key.pem", TLSServerName: "client.global.nomad"},
+			addr: "https://127.0.0.1:4646", ca: "/cfg/ca.pem", cert: "/cfg/cli.pem",
+			key: "/cfg/cli-key.pem", sni: "client.global.nomad", insecure: true, valid: true},
+		{name: "http address with the environment's token", cfg: Config{Address: "http://10.0.0.2:4646"},
+			addr: "http://10.0.0.2:4646", ca: "/env/ca.pem", cert: "/env/cli.pem",
+			key: "/env/cli-key.pem", sni: "env.global.nomad", insecure: true, plaintext: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ac, err := tc.cfg.APIConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tls := ac.TLSConfig
+			if ac.Address != tc.addr || tls.CACert != tc.ca || tls.CAPath != "/env/cas" || tls.ClientCert != tc.cert ||
+				tls.ClientKey != tc.key || tls.TLSServerName != tc.sni || tls.Insecure != tc.insecure || ac.SecretID != "env-token" {
+				t.Errorf("got %s %+v token %q", ac.Address, *tls, ac.SecretID)
+			}
+			if got := tc.cfg.PlaintextToken(); got != tc.plaintext {
+				t.Errorf("PlaintextToken() = %v, want %v", got, tc.plaintext)
+			}
+			// Validate reads no TLS file of the environment: only Config's own.
+			if err := (Config{Address: tc.cfg.Address}).Validate(); (err == nil) != tc.valid {
+				t.Errorf("Validate() = %v, want valid %v", err, tc.valid)
+			}
+		})
+	}
+}
+
+// TestNewLogsTransport: New says once how it reaches the agent, and warns
+// once when the configuration allows a token in the clear.
+func TestNewLogsTransport(t *testing.T) {
+	t.Setenv("NOMAD_SKIP_VERIFY", "")
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{name: "plain http", cfg: Config{Address: "http://127.0.0.1:4646"}, want: "Nomad API without TLS"},
+		{name: "https verified", cfg: Config{Address: "https://127.0.0.1:4646"}, want: "tls_verify=true"},
+		{name: "plaintext token allowed", cfg: Config{Address: "http://10.0.0.5:4646", Token: "secret", AllowPlaintextToken: true},
+			want: "sending the ACL token unencrypted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs logBuffer
+			if _, err := New(tc.cfg, testLogger(t, &logs)); err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(logs.String(), tc.want); n != 1 {
+				t.Errorf("log says %q %d times, want once:\n%s", tc.want, n, logs.String())
+			}
+			if strings.Contains(logs.String(), "secret") {
+				t.Errorf("the token is in the log:\n%s", logs.String())
 			}
 		})
 	}

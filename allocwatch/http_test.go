@@ -215,7 +215,13 @@ func TestHTTPOutage(t *testing.T) {
 
 			f.setFault(tc.fault, -1)
 			f.setStatus(id(1), "complete")
-			none(t, snaps, 400*time.Millisecond) // several retries, none delivered
+			// Several retries, none delivered: wait for the retries, not
+			// for a fixed time a busy machine may not give them.
+			before := f.count(kindNodeAllocs)
+			deadline := time.Now().Add(30 * time.Second)
+			for f.count(kindNodeAllocs) < before+3 && time.Now().Before(deadline) {
+				none(t, snaps, 20*time.Millisecond)
+			}
 			failed := f.count(kindNodeAllocs)
 			f.setFault(faultNone, 0)
 			s := next(t, snaps, "alloc 1 complete", func(s Snapshot) bool { return statusOf(s, id(1)) == "complete" })

@@ -378,21 +378,7 @@ func TestNomadACL(t *testing.T) {
 
 	t.Run("token file re-read after rotation", func(t *testing.T) {
 		mgmt := a.Client()
-		if _, err := mgmt.ACLPolicies().Upsert(&api.ACLPolicy{Name: "rotating", Rules: nodeRead + readJob}, nil); err != nil {
-			t.Fatal(err)
-		}
-		mint := func() *api.ACLToken {
-			tok, _, err := mgmt.ACLTokens().Create(&api.ACLToken{Name: "rotating", Type: "client", Policies: []string{"rotating"}}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tok
-		}
-		old, fresh := mint(), mint()
-		path := filepath.Join(t.TempDir(), "token")
-		if err := os.WriteFile(path, []byte(old.SecretID+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		old, fresh, path := twoTokens(t, mgmt, "rotating", nodeRead+readJob)
 		w, err := New(Config{Address: a.Address(), TokenFile: path, ClientIDFile: clientIDFile(a)}, testLogger(t, nil))
 		if err != nil {
 			t.Fatal(err)
@@ -437,4 +423,26 @@ func TestNomadACL(t *testing.T) {
 			t.Errorf("%s → %d %q, want %d %q", c.what, status, body, c.status, c.body)
 		}
 	}
+}
+
+// twoTokens makes two client tokens of one policy with rules, and a token
+// file holding the first: a rotation replaces it with the second.
+func twoTokens(t *testing.T, mgmt *api.Client, name, rules string) (old, fresh *api.ACLToken, path string) {
+	t.Helper()
+	if _, err := mgmt.ACLPolicies().Upsert(&api.ACLPolicy{Name: name, Rules: rules}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mint := func() *api.ACLToken {
+		tok, _, err := mgmt.ACLTokens().Create(&api.ACLToken{Name: name, Type: "client", Policies: []string{name}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	old, fresh = mint(), mint()
+	path = filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(old.SecretID+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return old, fresh, path
 }

@@ -40,16 +40,19 @@ func New(cfg Config, logger hclog.Logger) (*Watcher, error) {
 	}
 	logger = logger.Named("allocwatch")
 	cfg = cfg.withDefaults()
-	ac := cfg.apiConfig()
-	token, err := cfg.initialToken(ac.SecretID)
+	ac, err := cfg.APIConfig()
 	if err != nil {
-		return nil, fmt.Errorf("TokenFile: %w", err)
+		return nil, err
 	}
+	// The token goes per request (nomadSource), so a rotated one replaces it.
+	token := ac.SecretID
 	ac.SecretID = ""
 	client, err := api.NewClient(ac)
 	if err != nil {
 		return nil, fmt.Errorf("nomad API client for %s: %w", ac.Address, err)
 	}
+	// Once per watcher: the plugin retries New until it succeeds.
+	logTransport(logger, cfg, ac)
 	counts := &counter{}
 	src := &nomadSource{client: client, tokenFile: cfg.TokenFile, logger: logger, counts: counts, token: token}
 	return newWatcher(cfg, logger, src, counts), nil

@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/nomad/api"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 )
 
@@ -51,12 +49,7 @@ func (f *apiFlags) apply(c allocwatch.Config) allocwatch.Config {
 }
 
 // address is where c leads, after the environment and the default.
-func address(c allocwatch.Config) string {
-	if c.Address != "" {
-		return c.Address
-	}
-	return api.DefaultConfig().Address
-}
+func address(c allocwatch.Config) string { return c.AgentAddress() }
 
 // holder is a slot's holder as Nomad knows it.
 type holder struct {

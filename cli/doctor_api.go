@@ -36,35 +36,22 @@ func pluginAPI(nc allocwatch.Config) (*apiTarget, error) {
 	if err := nc.Validate(); err != nil {
 		return nil, fmt.Errorf("nomad block: %w", err)
 	}
-	ac := api.DefaultConfig()
+	ac, err := nc.APIConfig()
+	if err != nil {
+		return nil, fmt.Errorf("nomad block: %w", err)
+	}
 	t := &apiTarget{addrFrom: "default", tokenFrom: "no token"}
 	switch {
 	case nc.Address != "":
-		ac.Address, t.addrFrom = nc.Address, "nomad.address"
+		t.addrFrom = "nomad.address"
 	case os.Getenv("NOMAD_ADDR") != "":
 		t.addrFrom = "$NOMAD_ADDR of this shell; the plugin has the agent's environment"
 	}
-	if nc.CAFile != "" {
-		ac.TLSConfig.CACert = nc.CAFile
-	}
-	if nc.CertFile != "" {
-		ac.TLSConfig.ClientCert = nc.CertFile
-	}
-	if nc.KeyFile != "" {
-		ac.TLSConfig.ClientKey = nc.KeyFile
-	}
-	if nc.TLSServerName != "" {
-		ac.TLSConfig.TLSServerName = nc.TLSServerName
-	}
 	switch {
 	case nc.Token != "":
-		ac.SecretID, t.tokenFrom = nc.Token, "nomad.token"
+		t.tokenFrom = "nomad.token"
 	case nc.TokenFile != "":
-		b, err := os.ReadFile(nc.TokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("nomad.token_file: %w", err)
-		}
-		ac.SecretID, t.tokenFrom = strings.TrimSpace(string(b)), "nomad.token_file "+nc.TokenFile
+		t.tokenFrom = "nomad.token_file " + nc.TokenFile
 	case ac.SecretID != "":
 		t.tokenFrom = "$NOMAD_TOKEN of this shell"
 	}

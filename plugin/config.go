@@ -1,18 +1,12 @@
 package plugin
 
 import (
-	"fmt"
-	"path"
-	"regexp"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // configSpec is the plugin's HCL schema. Defaults live here and only here;
@@ -46,24 +40,41 @@ var nomadSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"key_file":        hclspec.NewAttr("key_file", "string", false),
 	"tls_server_name": hclspec.NewAttr("tls_server_name", "string", false),
 	"client_id_file":  hclspec.NewAttr("client_id_file", "string", false),
+	"allow_plaintext_token": hclspec.NewDefault(
+		hclspec.NewAttr("allow_plaintext_token", "bool", false),
+		hclspec.NewLiteral(`false`),
+	),
 })
+
+// The release block's defaults, written once: the block's own keys and the
+// value an absent block decodes to both use them, so a class without a
+// release block is exactly a class with an empty one.
+const (
+	defaultPolicy    = `"destroy"`
+	defaultRetain    = `"72h"`
+	defaultRetainMax = `10`
+)
 
 // releaseSpec is a class's `release { ... }` block.
 var releaseSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"policy": hclspec.NewDefault(
 		hclspec.NewAttr("policy", "string", false),
-		hclspec.NewLiteral(`"destroy"`),
+		hclspec.NewLiteral(defaultPolicy),
 	),
 	"on_failure": hclspec.NewAttr("on_failure", "string", false),
 	"retain": hclspec.NewDefault(
 		hclspec.NewAttr("retain", "string", false),
-		hclspec.NewLiteral(`"72h"`),
+		hclspec.NewLiteral(defaultRetain),
 	),
 	"retain_max": hclspec.NewDefault(
 		hclspec.NewAttr("retain_max", "number", false),
-		hclspec.NewLiteral(`10`),
+		hclspec.NewLiteral(defaultRetainMax),
 	),
 })
+
+// releaseDefault is what an absent release block decodes to.
+var releaseDefault = hclspec.NewLiteral(`{ policy = ` + defaultPolicy + `, on_failure = "", retain = ` +
+	defaultRetain + `, retain_max = ` + defaultRetainMax + ` }`)
 
 // classSpec is one `class "<name>" { ... }` block.
 var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
@@ -80,7 +91,10 @@ var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewLiteral(`""`),
 	),
 	"from_snapshot": hclspec.NewAttr("from_snapshot", "string", false),
-	"release":       hclspec.NewBlock("release", false, releaseSpec),
+	"release": hclspec.NewDefault(
+		hclspec.NewBlock("release", false, releaseSpec),
+		releaseDefault,
+	),
 })
 
 // Config is the decoded `config` block of `plugin "nomad-device-zfs"`.
@@ -106,19 +120,23 @@ type NomadConfig struct {
 	KeyFile       string `codec:"key_file"`
 	TLSServerName string `codec:"tls_server_name"`
 	ClientIDFile  string `codec:"client_id_file"`
+	// AllowPlaintextToken: see allocwatch.Config.AllowPlaintextToken.
+	AllowPlaintextToken bool `codec:"allow_plaintext_token"`
 }
 
 // ReleaseConfig is the decoded `release` block of a class.
 type ReleaseConfig struct {
-	Policy    string `codec:"policy"`
-	OnFailure string `codec:"on_failure"`
-	Retain    string `codec:"retain"`
-	RetainMax int    `codec:"retain_max"`
+	Policy    string  `codec:"policy"`
+	OnFailure string  `codec:"on_failure"`
+	Retain    string  `codec:"retain"`
+	RetainMax float64 `codec:"retain_max"`
 }
 
 // ClassConfig is one decoded class block.
 type ClassConfig struct {
-	Slots      int               `codec:"slots"`
+	// Slots and RetainMax are read as any number so that 1.5 is refused
+	// by validate, naming the key, not by the decoder, which does not.
+	Slots      float64           `codec:"slots"`
 	Properties map[string]string `codec:"properties"`
 	// Mount is the path inside the task; "" means /zfs/<class>.
 	Mount        string         `codec:"mount"`
@@ -137,214 +155,3 @@ type Settings struct {
 
 // Resolve validates c, as SetConfig does, and maps it.
 func (c *Config) Resolve() (*Settings, error) { return c.validate() }
-
-// classNameRE: class names become device names, dataset components, slot IDs
-// and environment variable names. Starting with a letter keeps slot IDs from
-// ever parsing as a number in a job's constraint.
-var classNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
-
-// reservedProps are properties the plugin controls itself.
-var reservedProps = map[string]string{
-	"mountpoint": "slots are mounted below the parent's mountpoint, where Reserve finds them",
-	"canmount":   "slots must be mounted to be handed to a task",
-	"zoned":      "slots are mounted by the host",
-}
-
-// maxSlots bounds one class; each slot is a dataset and a device instance.
-const maxSlots = 1024
-
-// validate checks everything that can be checked without touching the host,
-// naming the key and the value in every error. It has no side effects.
-func (c *Config) validate() (*Settings, error) {
-	var errs []string
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
-
-	if err := validateParent(c.Parent); err != nil {
-		bad("parent = %q: %v", c.Parent, err)
-	}
-	scan, err := positiveDuration(c.ScanInterval)
-	if err != nil {
-		bad("scan_interval = %q: %v", c.ScanInterval, err)
-	}
-	timeout, err := positiveDuration(c.ZFSTimeout)
-	if err != nil {
-		bad("zfs_timeout = %q: %v", c.ZFSTimeout, err)
-	}
-	reserve, err := positiveDuration(c.ReserveTimeout)
-	if err != nil {
-		bad("reserve_timeout = %q: %v", c.ReserveTimeout, err)
-	}
-	nomad := c.Nomad.watcherConfig()
-	if c.Nomad != nil && c.Nomad.Token != "" && c.Nomad.TokenFile != "" {
-		bad("nomad: token and token_file = %q are both set; use one", c.Nomad.TokenFile)
-	}
-	if len(c.Classes) == 0 {
-		bad(`no class block: at least one class "<name>" { slots = N } is needed`)
-	}
-
-	names := make([]string, 0, len(c.Classes))
-	for name := range c.Classes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	envNames := map[string]string{}
-	mounts := map[string]string{}
-	var classes []model.Class
-	for _, name := range names {
-		cc := c.Classes[name]
-		class, problems := cc.validate(name)
-		errs = append(errs, problems...)
-		if other, ok := envNames[envKey(name)]; ok {
-			bad("class %q: its environment variables (ZFS_%s_*) would collide with class %q", name, envKey(name), other)
-		}
-		envNames[envKey(name)] = name
-		if other, ok := mounts[class.MountPath]; ok {
-			bad("class %q: mount = %q is also class %q's mount", name, class.MountPath, other)
-		}
-		mounts[class.MountPath] = name
-		classes = append(classes, class)
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("invalid nomad-device-zfs config: %s", strings.Join(errs, "; "))
-	}
-	return &Settings{
-		Slots:          model.Config{Parent: c.Parent, Classes: classes, ScanInterval: scan},
-		ZFSTimeout:     timeout,
-		ReserveTimeout: reserve,
-		Nomad:          nomad,
-	}, nil
-}
-
-// watcherConfig maps the nomad block onto the watcher's configuration. Its
-// files are checked when the watcher starts, not here: a token file written
-// later (by a Vault agent, say) must not keep the Nomad agent from starting.
-func (n *NomadConfig) watcherConfig() allocwatch.Config {
-	if n == nil {
-		return allocwatch.Config{}
-	}
-	return allocwatch.Config{
-		Address: n.Address, Token: n.Token, TokenFile: n.TokenFile,
-		CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, TLSServerName: n.TLSServerName,
-		ClientIDFile: n.ClientIDFile,
-	}
-}
-
-func (cc *ClassConfig) validate(name string) (model.Class, []string) {
-	var errs []string
-	bad := func(format string, a ...any) {
-		errs = append(errs, fmt.Sprintf("class %q: ", name)+fmt.Sprintf(format, a...))
-	}
-	if !classNameRE.MatchString(name) {
-		errs = append(errs, fmt.Sprintf("class %q: invalid name: it must start with a letter and contain only letters, digits, '_' and '-' (at most 64)", name))
-	}
-	if cc.Slots < 1 || cc.Slots > maxSlots {
-		bad("slots = %d: must be between 1 and %d", cc.Slots, maxSlots)
-	}
-	mount := cc.Mount
-	if mount == "" {
-		mount = "/zfs/" + name
-	}
-	if !path.IsAbs(mount) || path.Clean(mount) != mount || mount == "/" {
-		bad("mount = %q: must be a clean absolute path other than /", cc.Mount)
-	}
-	var need uint64
-	keys := make([]string, 0, len(cc.Properties))
-	for k := range cc.Properties {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := cc.Properties[k]
-		if why, ok := reservedProps[k]; ok {
-			bad("properties: %s = %q: set by the plugin (%s)", k, v, why)
-			continue
-		}
-		if strings.HasPrefix(k, model.PropPrefix) {
-			bad("properties: %s = %q: the %s* properties are the plugin's own", k, v, model.PropPrefix)
-			continue
-		}
-		if err := zfs.ValidateProperty(k, v); err != nil {
-			bad("properties: %s = %q: %v", k, v, err)
-			continue
-		}
-		if (k == "reservation" || k == "refreservation") && v != "none" {
-			if n, _ := zfs.ParseSize(v); n > need {
-				need = n
-			}
-		}
-	}
-	release, problems := cc.Release.validate()
-	for _, p := range problems {
-		bad("release: %s", p)
-	}
-	if cc.FromSnapshot != "" {
-		if err := zfs.ValidateName(cc.FromSnapshot, true); err != nil {
-			bad("from_snapshot = %q: %v", cc.FromSnapshot, err)
-		}
-	}
-	return model.Class{Name: name, Slots: cc.Slots, Properties: cc.Properties, MountPath: mount, NeedBytes: need,
-		Release: release, FromSnapshot: cc.FromSnapshot}, errs
-}
-
-// validate reads a release block; an absent one means destroy.
-func (r *ReleaseConfig) validate() (model.Release, []string) {
-	out := model.Release{Policy: model.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}
-	if r == nil {
-		return out, nil
-	}
-	var errs []string
-	var err error
-	if out.Policy, err = model.ParsePolicy(r.Policy); err != nil {
-		errs = append(errs, fmt.Sprintf("policy = %q: %v", r.Policy, err))
-	}
-	if r.OnFailure != "" {
-		if out.OnFailure, err = model.ParsePolicy(r.OnFailure); err != nil {
-			errs = append(errs, fmt.Sprintf("on_failure = %q: %v", r.OnFailure, err))
-		}
-	}
-	if out.Retain, err = positiveDuration(r.Retain); err != nil {
-		errs = append(errs, fmt.Sprintf("retain = %q: %v", r.Retain, err))
-	}
-	if r.RetainMax < 0 {
-		errs = append(errs, fmt.Sprintf("retain_max = %d: must be 0 (no limit) or more", r.RetainMax))
-	}
-	out.RetainMax = r.RetainMax
-	return out, errs
-}
-
-// validateParent checks the parent dataset's name: absolute (pool first), no
-// snapshot, every component safe on a command line.
-func validateParent(p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("required: the dataset the plugin works below, e.g. \"tank/nomad\"")
-	case strings.HasPrefix(p, "/"):
-		return fmt.Errorf("a dataset name, not a path: write it as pool/dataset without a leading '/'")
-	case strings.HasPrefix(p, "./") || strings.HasPrefix(p, "../") || p == "." || p == "..":
-		return fmt.Errorf("must be a full dataset name starting with the pool, not a relative name")
-	}
-	if err := zfs.ValidateName(p, false); err != nil {
-		return err
-	}
-	// Leave room below it for <class>/<class>-<n>.
-	if len(p)+2*64+8 > zfs.MaxNameLen {
-		return fmt.Errorf("too long to hold <class>/<slot> datasets (ZFS names are at most %d characters)", zfs.MaxNameLen)
-	}
-	return nil
-}
-
-func positiveDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("not a duration (e.g. \"15s\", \"2m\")")
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("must be positive")
-	}
-	return d, nil
-}
-
-// envKey is a class name as it appears in environment variable names.
-func envKey(class string) string {
-	return strings.ToUpper(strings.ReplaceAll(class, "-", "_"))
-}

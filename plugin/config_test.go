@@ -253,3 +253,41 @@ func TestConfigClassesDoNotShareDecodedValues(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigPlaintextTokenFromEnvironment: the agent's NOMAD_ADDR and
+// NOMAD_TOKEN count as the watcher will use them; a block address over
+// them decides. Not parallel: it sets the environment.
+func TestConfigPlaintextTokenFromEnvironment(t *testing.T) {
+	t.Setenv("NOMAD_ADDR", "http://10.1.2.3:4646")
+	t.Setenv("NOMAD_TOKEN", "secret")
+	cases := []struct {
+		name, nomad string
+		wantErr     string
+	}{
+		{name: "environment only", wantErr: `nomad.address = "http://10.1.2.3:4646"`},
+		{name: "block address https", nomad: `nomad { address = "https://10.1.2.3:4646" }`},
+		{name: "block address loopback", nomad: `nomad { address = "http://127.0.0.1:4646" }`},
+		{name: "allowed", nomad: `nomad { allow_plaintext_token = true }`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(hclog.NewNullLogger())
+			err := setConfigFromAgentHCL(t, p, "config {\nparent = \"tank/nomad\"\n"+tc.nomad+"\nclass \"a\" {}\n}")
+
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
+			}
+		})
+	}
+	// The operator CLI resolves the same block in its own shell, whose
+	// NOMAD_* are not the agent's: Resolve does not count them.
+	rel := &ReleaseConfig{Policy: "destroy", Retain: "72h", RetainMax: 10}
+	c := Config{Parent: "tank/nomad", ScanInterval: "15s", ZFSTimeout: "2m", ReserveTimeout: "1m",
+		Classes: map[string]*ClassConfig{"a": {Slots: 1, Release: rel}}}
+	if _, err := c.Resolve(); err != nil {
+		t.Errorf("Resolve counted the shell's environment: %v", err)
+	}
+}

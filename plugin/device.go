@@ -92,6 +92,12 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 		}
 	}
 	s, err := cfg.validate()
+	if err == nil {
+		// The agent's environment is this process's: the watcher's too.
+		if terr := checkTransport(s.Nomad); terr != nil {
+			err = fmt.Errorf("invalid nomad-device-zfs config: %w", terr)
+		}
+	}
 	if err != nil {
 		p.logger.Error("rejecting configuration", "error", err)
 		return err

@@ -30,6 +30,10 @@ func flattenSpec(prefix string, s *hclspec.Spec, out map[string]specEntry) {
 		out[prefix] = specEntry{typ: b.Attr.Type, def: def}
 	case *hclspec.Spec_Default:
 		flattenSpec(prefix, b.Default.Primary, out)
+		if _, block := b.Default.Primary.Block.(*hclspec.Spec_BlockValue); block {
+			// An absent block's value: its keys' defaults, documented there.
+			return
+		}
 		e := out[prefix]
 		e.def = "`" + b.Default.Default.GetLiteral().GetValue() + "`"
 		out[prefix] = e

@@ -152,22 +152,29 @@ func (a *Agent) ClientWithToken(token string) *api.Client {
 }
 
 func (a *Agent) newClientLocked(token string) *api.Client {
-	c, err := api.NewClient(&api.Config{Address: a.addressLocked(), SecretID: token})
+	cfg := &api.Config{Address: a.addressLocked(), SecretID: token}
+	if t := a.cfg.TLS; t != nil {
+		cfg.TLSConfig = &api.TLSConfig{CACert: t.CAFile, ClientCert: t.CertFile, ClientKey: t.KeyFile}
+	}
+	c, err := api.NewClient(cfg)
 	if err != nil {
-		// NewClient fails only on bad TLS settings, which are never set here.
+		// NewClient fails only on bad TLS settings: a test's own mistake.
 		panic(fmt.Sprintf("nomadtest: api.NewClient: %v", err))
 	}
 	return c
 }
 
-// Address is the agent's HTTP address, e.g. "http://127.0.0.1:40123".
+// Address is the agent's HTTP address, e.g. "http://127.0.0.1:40123", or
+// https with TLS.
 func (a *Agent) Address() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.addressLocked()
 }
 
-func (a *Agent) addressLocked() string { return fmt.Sprintf("http://127.0.0.1:%d", a.ports.HTTP) }
+func (a *Agent) addressLocked() string {
+	return fmt.Sprintf("%s://127.0.0.1:%d", a.cfg.scheme(), a.ports.HTTP)
+}
 
 // NodeID is the ID of the agent's client node.
 func (a *Agent) NodeID() string {

@@ -33,6 +33,10 @@ type Config struct {
 	// Env is added to the agent's environment (which plugins and raw_exec
 	// tasks inherit), after os.Environ so it wins: e.g. "PATH=/fake/bin:...".
 	Env []string
+	// TLS, when set, serves HTTP and RPC over TLS with these files; the
+	// harness's own clients then use https, verify the agent with the CA and
+	// present the certificate (which must also be valid as a client's).
+	TLS *TLS
 	// ExtraHCL is appended to the generated agent config. Top-level blocks
 	// such as client { } may repeat; Nomad merges them.
 	ExtraHCL string
@@ -45,6 +49,23 @@ type Config struct {
 	// StartTimeout bounds each start: API up, leader, node ready. Default 2m,
 	// since a client waits up to 50s for device plugins' first fingerprint.
 	StartTimeout time.Duration
+}
+
+// TLS is an agent's tls block. The certificate serves HTTP and RPC and must
+// name server.global.nomad, client.global.nomad and 127.0.0.1.
+type TLS struct {
+	CAFile, CertFile, KeyFile string
+	// VerifyHTTPSClient requires every HTTP client to present a certificate
+	// the CA signed (mTLS).
+	VerifyHTTPSClient bool
+}
+
+// scheme is the agent's HTTP scheme.
+func (c Config) scheme() string {
+	if c.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // ports are the agent's loopback ports; Restart reuses them because raft
@@ -142,13 +163,17 @@ plugin "raw_exec" {
 			}
 			fmt.Fprintf(&b, "  args = [%s]\n", strings.Join(quoted, ", "))
 		}
-		fmt.Fprintf(&b, "  config {\n%s\n  }\n}\n", indent(withAddr(c.PluginConfig, p), "    "))
+		fmt.Fprintf(&b, "  config {\n%s\n  }\n}\n", indent(withAddr(c.PluginConfig, c.scheme(), p), "    "))
 	}
 	if c.ACL {
 		b.WriteString("\nacl {\n  enabled = true\n}\n")
 	}
+	if t := c.TLS; t != nil {
+		fmt.Fprintf(&b, "\ntls {\n  http = true\n  rpc = true\n  ca_file = %q\n  cert_file = %q\n  key_file = %q\n"+
+			"  verify_server_hostname = true\n  verify_https_client = %t\n}\n", t.CAFile, t.CertFile, t.KeyFile, t.VerifyHTTPSClient)
+	}
 	if c.ExtraHCL != "" {
-		b.WriteString("\n" + withAddr(c.ExtraHCL, p) + "\n")
+		b.WriteString("\n" + withAddr(c.ExtraHCL, c.scheme(), p) + "\n")
 	}
 	return b.String()
 }
@@ -158,8 +183,8 @@ plugin "raw_exec" {
 // talks to the agent's API (nomad { address = "..." }) needs it.
 const HTTPAddrPlaceholder = "@NOMADTEST_HTTP_ADDR@"
 
-func withAddr(s string, p ports) string {
-	return strings.ReplaceAll(s, HTTPAddrPlaceholder, fmt.Sprintf("http://127.0.0.1:%d", p.HTTP))
+func withAddr(s, scheme string, p ports) string {
+	return strings.ReplaceAll(s, HTTPAddrPlaceholder, fmt.Sprintf("%s://127.0.0.1:%d", scheme, p.HTTP))
 }
 
 func indent(s, prefix string) string {
