@@ -3,6 +3,8 @@ package allocwatch
 import (
 	"context"
 	"fmt"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 )
 
 // discoverLoop finds the node ID, retrying with backoff until it succeeds
@@ -20,7 +22,7 @@ func (w *Watcher) discoverLoop(ctx context.Context, health *health) (string, err
 		}
 		attempt++
 		health.failed(err, attempt)
-		if err := sleepCtx(ctx, w.backoff(attempt)); err != nil {
+		if err := pause.For(ctx, w.backoff(attempt)); err != nil {
 			return "", err
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 )
 
 // Watcher watches this node's allocations. Run is its long-running part;
@@ -106,7 +108,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
 		timedOut  bool
 	)
 	for {
-		if err := sleepCtx(ctx, nextQuery.Sub(w.now())); err != nil {
+		if err := pause.For(ctx, nextQuery.Sub(w.now())); err != nil {
 			return err
 		}
 		nextQuery = w.now().Add(w.cfg.MinInterval)
@@ -122,7 +124,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
 		if err != nil {
 			attempt++
 			health.failed(err, attempt)
-			if err := sleepCtx(ctx, w.backoff(attempt)); err != nil {
+			if err := pause.For(ctx, w.backoff(attempt)); err != nil {
 				return err
 			}
 			continue
@@ -228,19 +230,4 @@ func (w *Watcher) Requests() map[string]uint64 {
 		return map[string]uint64{}
 	}
 	return w.counts.snapshot()
-}
-
-// sleepCtx waits d or until ctx ends, returning ctx.Err() then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

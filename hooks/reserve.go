@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -107,7 +108,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			fresh, err = m.refresh(ctx)
 		case model.ReserveWait:
 			m.logger.Info("waiting for the previous holder to end", "slot", id, "alloc_id", d.Alloc.ID, "reason", d.Reason)
-			if err = sleep(ctx, waitStep); err == nil {
+			if err = pause.For(ctx, waitStep); err == nil {
 				fresh, err = m.refresh(ctx)
 			}
 		case model.ReserveReleaseFirst:
@@ -123,7 +124,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				err = rerr
 			}
 			if errors.Is(err, errKeep) {
-				err = sleep(ctx, waitStep)
+				err = pause.For(ctx, waitStep)
 			}
 		}
 		if err != nil {
@@ -131,7 +132,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v (last: %v)", ErrNotReady, id, s.Dataset, ctx.Err(), err)
 			}
 			m.logger.Warn("reserve: retrying", "slot", id, "error", err)
-			if serr := sleep(ctx, waitStep); serr != nil {
+			if serr := pause.For(ctx, waitStep); serr != nil {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v", ErrNotReady, id, s.Dataset, err)
 			}
 		}
@@ -147,17 +148,6 @@ func (m *Manager) refresh(ctx context.Context) (bool, error) {
 	}
 	m.storeSnapshot(snap)
 	return true, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func knownIDs(v *model.View) string {

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/device"
 	"github.com/hashicorp/nomad/plugins/shared/structs"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -38,7 +39,7 @@ func (p *Plugin) Stats(ctx context.Context, interval time.Duration) (<-chan *dev
 				case <-ctx.Done():
 					return
 				}
-				if err := pause(ctx, interval); err != nil {
+				if err := pause.For(ctx, interval); err != nil {
 					return
 				}
 				continue
@@ -51,18 +52,6 @@ func (p *Plugin) Stats(ctx context.Context, interval time.Duration) (<-chan *dev
 		}
 	}()
 	return out, nil
-}
-
-// pause waits d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func statsGroups(v *model.View) []*device.DeviceGroupStats {
