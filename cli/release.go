@@ -226,10 +226,10 @@ func checkHolder(ctx context.Context, n *nomadAPI, nerr error, s model.Slot) (*h
 	if h.Err != nil {
 		return &h, false, fmt.Sprintf("cannot tell whether allocation %s still runs: %s", short(id), apiProblem(n.addr, h.Err))
 	}
-	if !h.Found {
-		return &h, true, fmt.Sprintf("allocation %s no longer exists in Nomad (garbage-collected)", short(id))
-	}
 	what := fmt.Sprintf("allocation %s (job %s) is %s", short(id), h.JobID, h.ClientStatus)
+	if !h.Found {
+		what = fmt.Sprintf("allocation %s no longer exists in Nomad (garbage-collected)", short(id))
+	}
 	switch live, _ := model.Judge(h.alloc, h.Found); live {
 	case model.Ended:
 		return &h, true, what

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -58,6 +59,8 @@ type Manager struct {
 	allocs Allocs // nil: no watcher, no lifecycle (slots are never released)
 	logger hclog.Logger
 	now    func() time.Time
+	// sleep pauses Reserve between retries.
+	sleep func(ctx context.Context, d time.Duration) error
 
 	// wake merges requests for an early reconcile.
 	wake chan struct{}
@@ -106,12 +109,20 @@ func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *M
 		allocs:      allocs,
 		logger:      logger.Named("slots"),
 		now:         time.Now,
+		sleep:       pause.For,
 		wake:        make(chan struct{}, 1),
 		updated:     make(chan struct{}),
 		ended:       map[string]allocwatch.Alloc{},
 		overrides:   map[string]*override{},
 		concurrency: createConcurrency,
 	}
+}
+
+// SetClock replaces the manager's clock and the pause between Reserve's
+// retries, so a simulation can run the lifecycle in simulated time. Call it
+// before any other method.
+func (m *Manager) SetClock(now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) {
+	m.now, m.sleep = now, sleep
 }
 
 // Run reconciles at once and then every ScanInterval, until ctx ends.
@@ -275,6 +286,9 @@ func (m *Manager) Reconcile(ctx context.Context) {
 		m.countFailures(failed)
 	}
 	for ci := range v.Classes {
+		if m.finishRenamed(ctx, &v.Classes[ci]) {
+			changed = true
+		}
 		if len(v.Classes[ci].Retained) > 0 && m.pruneRetained(ctx, &v.Classes[ci]) {
 			changed = true
 		}

@@ -24,6 +24,25 @@ func (m *Manager) pruneRetained(ctx context.Context, cv *model.ClassView) bool {
 	return pruned
 }
 
+// finishRenamed completes retained data a crash left between the rename
+// and the rewrite of its owner mark (still in the slot's state, recognised
+// by PropRetainAs). It reports whether it changed anything.
+func (m *Manager) finishRenamed(ctx context.Context, cv *model.ClassView) bool {
+	changed := false
+	for _, r := range cv.Retained {
+		if model.State(r.Info.User[model.PropState]) == model.StateRetained {
+			continue
+		}
+		if err := m.zfs.Set(ctx, r.Dataset, model.RetainedProps(r.Dataset, m.now())); err != nil {
+			m.logger.Error("cannot finish retained data", "dataset", r.Dataset, "error", err)
+			continue
+		}
+		m.logger.Info("finished retained data after a crash", "dataset", r.Dataset)
+		changed = true
+	}
+	return changed
+}
+
 // DestroyRetained destroys retained data r, as a scan read it: the plugin's
 // hold on its snapshot is released, the snapshot destroyed, then the
 // dataset, without -r, so ZFS itself refuses if anything foreign appeared

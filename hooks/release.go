@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -96,7 +97,20 @@ func (m *Manager) retain(ctx context.Context, s model.Slot, c model.Class, holde
 	if err := m.zfs.Hold(ctx, model.HoldTag, snap); err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return err
 	}
-	if err := m.zfs.Rename(ctx, s.Dataset, aside); err != nil && !errors.Is(err, zfs.ErrNotExist) {
+	err := m.zfs.Rename(ctx, s.Dataset, aside)
+	if errors.Is(err, zfs.ErrExists) {
+		// The holder's data from another slot (an allocation holding two
+		// slots of the class), or from this slot before a crash between
+		// the rename and the re-create, already has the name: keep this
+		// data beside it rather than retry the same rename for ever.
+		alt := fmt.Sprintf("%s-%s-%s", aside, s.ID, strconv.FormatInt(m.now().Unix(), 10))
+		if err := m.zfs.Set(ctx, s.Dataset, model.RetainAsProps(alt, m.now().Add(c.Release.Retain))); err != nil {
+			return err
+		}
+		aside = alt
+		err = m.zfs.Rename(ctx, s.Dataset, aside)
+	}
+	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return err
 	}
 	if err := m.zfs.Set(ctx, aside, model.RetainedProps(aside, m.now())); err != nil {

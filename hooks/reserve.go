@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -34,8 +33,9 @@ const waitStep = 500 * time.Millisecond
 
 // Reserve resolves device IDs to slots for a task start, fencing each
 // against its previous holder. It asks Nomad once (a non-blocking query to
-// the local agent) who names the slot; a ready slot then costs no zfs
-// process, and a holder's data is never touched by its own Reserve. If the previous holder ended and
+// the local agent) who names the slot; a ready slot costs one zfs set (the
+// caller recorded as its holder), a held one none, and a holder's data is
+// never touched by its own Reserve. If the previous holder ended and
 // its release is pending, Reserve completes it first; if it is still
 // stopping (a destructive update gave its replacement the same slot), Reserve
 // waits for it; all bounded by ctx. When it cannot be sure, it fails rather
@@ -101,6 +101,19 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			if s.State != model.StateReady && s.State != model.StateHeld {
 				break // a release just ran: read the slot again
 			}
+			if s.State == model.StateReady && d.Alloc.ID != "" {
+				// Record the holder now, not at the next pass: an
+				// allocation that ends and is garbage-collected before
+				// then would leave its data in a ready slot that no
+				// allocation names, for the next one to read.
+				if err = m.recordHolder(ctx, *s, d.Alloc); err != nil {
+					break
+				}
+				if _, err = m.reread(ctx, cv.Class.Name, id); err != nil {
+					break
+				}
+				continue
+			}
 			return Grant{Slot: *s, Class: cv.Class}, nil
 		case model.ReserveFail:
 			return Grant{}, fmt.Errorf("%w %s (%s): %s", ErrRefused, id, s.Dataset, d.Reason)
@@ -108,14 +121,14 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			fresh, err = m.refresh(ctx)
 		case model.ReserveWait:
 			m.logger.Info("waiting for the previous holder to end", "slot", id, "alloc_id", d.Alloc.ID, "reason", d.Reason)
-			if err = pause.For(ctx, waitStep); err == nil {
+			if err = m.sleep(ctx, waitStep); err == nil {
 				fresh, err = m.refresh(ctx)
 			}
 		case model.ReserveReleaseFirst:
 			err = m.release(ctx, *s, cv.Class, d.Alloc, d.Outcome)
 			fresh = false
 		case model.ReserveCheckLost:
-			err = m.releaseIfNotRunningLocally(ctx, *s, cv.Class, d.Alloc)
+			err = m.releaseIfNotRunningLocally(ctx, *s, cv.Class, d.Alloc, model.OutcomeLost)
 		case model.ReserveCheckGone:
 			err = m.releaseIfGone(ctx, *s, cv.Class, d.Alloc.ID)
 		}
@@ -124,7 +137,10 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				err = rerr
 			}
 			if errors.Is(err, errKeep) {
-				err = pause.For(ctx, waitStep)
+				// The holder may still run: wait, then decide on a fresh
+				// answer, or a holder that has since ended is never seen to.
+				err = m.sleep(ctx, waitStep)
+				fresh = false
 			}
 		}
 		if err != nil {
@@ -132,7 +148,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v (last: %v)", ErrNotReady, id, s.Dataset, ctx.Err(), err)
 			}
 			m.logger.Warn("reserve: retrying", "slot", id, "error", err)
-			if serr := pause.For(ctx, waitStep); serr != nil {
+			if serr := m.sleep(ctx, waitStep); serr != nil {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v", ErrNotReady, id, s.Dataset, err)
 			}
 		}

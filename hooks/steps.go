@@ -55,7 +55,7 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatc
 	case model.StepRelease:
 		err = m.release(ctx, s, c, st.Alloc, st.Outcome)
 	case model.StepCheckLost:
-		err = m.releaseIfNotRunningLocally(ctx, s, c, st.Alloc)
+		err = m.releaseIfNotRunningLocally(ctx, s, c, st.Alloc, model.OutcomeLost)
 	case model.StepCheckGone:
 		err = m.releaseIfGone(ctx, s, c, st.Alloc.ID)
 	}
@@ -74,19 +74,20 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatc
 // errKeep means a check found the holder may still run: nothing to do.
 var errKeep = errors.New("holder may still run")
 
-// releaseIfNotRunningLocally releases a lost holder's slot only once the
-// local client confirms it does not run the allocation: a lost allocation
-// keeps running on a node that was cut off from the servers.
-func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, c model.Class, a allocwatch.Alloc) error {
+// releaseIfNotRunningLocally releases the slot of a holder that is lost or
+// gone from the servers only once the local client confirms it does not run
+// the allocation: a lost allocation keeps running on a node that was cut
+// off from the servers, and the servers collect lost allocations too.
+func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, c model.Class, a allocwatch.Alloc, outcome string) error {
 	running, err := m.allocs.RunningLocally(ctx, a.ID)
 	if err != nil {
-		return fmt.Errorf("cannot ask the local client about lost allocation %s: %w", a.ID, err)
+		return fmt.Errorf("cannot ask the local client about %s allocation %s: %w", outcome, a.ID, err)
 	}
 	if running {
-		m.logger.Info("lost allocation still runs here; keeping its slot", "slot", s.ID, "alloc_id", a.ID)
+		m.logger.Info("allocation still runs here; keeping its slot", "slot", s.ID, "alloc_id", a.ID, "outcome", outcome)
 		return errKeep
 	}
-	return m.release(ctx, s, c, a, model.OutcomeLost)
+	return m.release(ctx, s, c, a, outcome)
 }
 
 // releaseIfGone looks up a holder missing from the node's allocation list
@@ -108,7 +109,7 @@ func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class
 	case model.MayRun:
 		return errKeep
 	case model.AskClient:
-		return m.releaseIfNotRunningLocally(ctx, s, c, a)
+		return m.releaseIfNotRunningLocally(ctx, s, c, a, outcome)
 	default:
 		return m.release(ctx, s, c, a, outcome)
 	}

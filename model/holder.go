@@ -17,8 +17,9 @@ const (
 	// Ended: complete or failed, or definitely gone from Nomad
 	// (garbage-collected). Its data may be released.
 	Ended
-	// AskClient: lost. A lost allocation keeps running on a node cut off
-	// from the servers, so it has ended only once this node's client no
+	// AskClient: lost, or gone from the servers. A lost allocation keeps
+	// running on a node cut off from the servers, and the servers collect
+	// lost allocations too, so it has ended only once this node's client no
 	// longer has it (Allocs.RunningLocally answers false).
 	AskClient
 )
@@ -34,7 +35,7 @@ func (l Liveness) String() string {
 func Judge(a allocwatch.Alloc, found bool) (Liveness, string) {
 	switch {
 	case !found:
-		return Ended, OutcomeGone
+		return AskClient, OutcomeGone
 	case !a.ClientTerminal():
 		return MayRun, ""
 	case a.ClientStatus == "lost":
@@ -130,6 +131,17 @@ func holderOf(snap *allocwatch.Snapshot, s Slot) allocwatch.Alloc {
 	a, _ := findAlloc(snap, s.Holder)
 	a.ID = s.Holder
 	return a
+}
+
+// firstLost finds a lost allocation among ended ones: it may still run on
+// this node.
+func firstLost(as []allocwatch.Alloc) (allocwatch.Alloc, bool) {
+	for _, a := range as {
+		if a.ClientStatus == "lost" {
+			return a, true
+		}
+	}
+	return allocwatch.Alloc{}, false
 }
 
 // newer keeps the allocations placed after the slot's last recorded holder.

@@ -99,6 +99,12 @@ func PlanSlot(s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 		dirty := newer(r.terminal, s.HolderIndex)
 		live := newer(r.live, s.HolderIndex)
 		if len(dirty) > 0 && !anyRunning(live) {
+			// A lost one may still run here (cut off, or within its kill
+			// timeout after the node reconnected): ask the local client
+			// first, as for a recorded holder.
+			if l, ok := firstLost(dirty); ok {
+				return Step{Kind: StepCheckLost, Slot: s, Alloc: l}, true
+			}
 			// The snapshot says how it ended: its outcome picks the policy
 			// (on_failure) as it would have for a recorded holder.
 			d := dirty[len(dirty)-1]

@@ -34,7 +34,8 @@ const (
 // ReserveDecision is DecideReserve's answer.
 type ReserveDecision struct {
 	Kind ReserveKind
-	// Alloc is the previous holder, when there is one.
+	// Alloc is the previous holder, when there is one; for ReserveGrant of
+	// a ready slot, the caller, to be recorded as its holder.
 	Alloc   allocwatch.Alloc
 	Outcome string
 	Reason  string
@@ -69,6 +70,12 @@ func DecideReserve(s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecisio
 		}
 		// The holder may still run. Is someone else asking?
 		others := newer(r.live, holder.CreateIndex)
+		if len(others) == 0 && holder.ServerTerminal() {
+			// A stopping allocation starts no task: the caller is one
+			// Nomad's answer does not show.
+			return ReserveDecision{Kind: ReserveFail, Alloc: holder, Reason: fmt.Sprintf(
+				"the only allocation Nomad shows on this slot, %s, is stopping; %s", short(holder.ID), hiddenCaller)}
+		}
 		if len(others) == 0 {
 			return ReserveDecision{Kind: ReserveGrant} // the holder's own task starting
 		}
@@ -90,11 +97,21 @@ func DecideReserve(s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecisio
 				"slot still holds data of ended allocation %s, and an allocation already runs on it; refusing to wipe or share",
 				short(d.ID))}
 		}
+		if l, ok := firstLost(dirty); ok {
+			return ReserveDecision{Kind: ReserveCheckLost, Alloc: l}
+		}
 		return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: d, Outcome: OutcomeOf(d)}
 	}
 	switch {
+	case len(live) == 1 && live[0].ServerTerminal():
+		// A stopping allocation starts no task: the caller is one Nomad's
+		// answer does not show, and recording the stopping one would let
+		// its end release the caller's data.
+		return ReserveDecision{Kind: ReserveFail, Reason: fmt.Sprintf(
+			"the only allocation Nomad shows on this slot, %s, is stopping; %s", short(live[0].ID), hiddenCaller)}
 	case len(live) == 1:
-		return ReserveDecision{Kind: ReserveGrant}
+		// The caller: Reserve records it as the holder before the grant.
+		return ReserveDecision{Kind: ReserveGrant, Alloc: live[0]}
 	case len(live) > 1 && live[0].ServerTerminal():
 		return ReserveDecision{Kind: ReserveWait, Alloc: live[0],
 			Reason: fmt.Sprintf("allocation %s is stopping and still holds it", short(live[0].ID))}
@@ -103,6 +120,9 @@ func DecideReserve(s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecisio
 			"allocations %s and %s both name this slot and neither is stopping; refusing to share",
 			short(live[0].ID), short(live[1].ID))}
 	}
-	return ReserveDecision{Kind: ReserveFail, Reason: "no allocation on this node names this slot in Nomad's answer, " +
-		"so the plugin cannot tell who is asking: does the plugin's Nomad token have read-job in the job's namespace?"}
+	return ReserveDecision{Kind: ReserveFail, Reason: "no allocation on this node names this slot in Nomad's answer, so " + hiddenCaller}
 }
+
+// hiddenCaller explains a Reserve refused because its caller is not in
+// Nomad's answer.
+const hiddenCaller = "the plugin cannot tell who is asking: does the plugin's Nomad token have read-job in the job's namespace?"
