@@ -42,7 +42,7 @@ func TestStatus(t *testing.T) {
 			`^Parent +=  ?tank/nomad$`,
 			`^Pool +=  ?tank \(ONLINE, [0-9.]+G free\)$`,
 			`^ID +Class +State +Gen +Allocation +Job +Task +Status +Since +Used +Quota +Dataset$`,
-			`^scratch-1 +scratch +held +1 +aaaaaaaa +job-a +t +running +3m(1s)? ago +\d+K +1G +tank/nomad/scratch/scratch-1$`,
+			`^scratch-1 +scratch +held +1 +aaaaaaaa +job-a +t +running +3m([0-9]+s)? ago +\d+K +1G +tank/nomad/scratch/scratch-1$`,
 			`^scratch-2 +scratch +ready +2 +- +- +- +- +(just now|\ds ago) +\d+K +1G +tank/nomad/scratch/scratch-2$`,
 			`^tank/nomad/scratch/retained-bbbbbbbb-0000-4000-8000-00000000000b +scratch +bbbbbbbb +complete +(just now|\ds ago) +in (3d|2d23h) +\d+K$`,
 		}},
