@@ -53,6 +53,8 @@ type Manager struct {
 	allocs Allocs // nil: no watcher, no lifecycle (slots are never released)
 	logger hclog.Logger
 	now    func() time.Time
+	// sleep pauses Reserve between retries.
+	sleep func(ctx context.Context, d time.Duration) error
 
 	// wake merges requests for an early reconcile.
 	wake chan struct{}
@@ -89,10 +91,18 @@ func NewManager(cfg *Config, z ZFS, allocs Allocs, logger hclog.Logger) *Manager
 		allocs:    allocs,
 		logger:    logger.Named("slots"),
 		now:       time.Now,
+		sleep:     sleep,
 		wake:      make(chan struct{}, 1),
 		updated:   make(chan struct{}),
 		overrides: map[string]override{},
 	}
+}
+
+// SetClock replaces the manager's clock and the pause between Reserve's
+// retries, so a simulation can run the lifecycle in simulated time. Call it
+// before any other method.
+func (m *Manager) SetClock(now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) {
+	m.now, m.sleep = now, sleep
 }
 
 // Run reconciles at once, then every ScanInterval or when triggered, until

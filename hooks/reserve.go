@@ -103,7 +103,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			fresh, err = m.refresh(ctx)
 		case reserveWait:
 			m.logger.Info("waiting for the previous holder to end", "slot", id, "alloc_id", d.alloc.ID, "reason", d.reason)
-			if err = sleep(ctx, waitStep); err == nil {
+			if err = m.sleep(ctx, waitStep); err == nil {
 				fresh, err = m.refresh(ctx)
 			}
 		case reserveReleaseFirst:
@@ -119,7 +119,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				err = rerr
 			}
 			if errors.Is(err, errKeep) {
-				err = sleep(ctx, waitStep)
+				err = m.sleep(ctx, waitStep)
 			}
 		}
 		if err != nil {
@@ -127,7 +127,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v (last: %v)", ErrNotReady, id, s.Dataset, ctx.Err(), err)
 			}
 			m.logger.Warn("reserve: retrying", "slot", id, "error", err)
-			if serr := sleep(ctx, waitStep); serr != nil {
+			if serr := m.sleep(ctx, waitStep); serr != nil {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v", ErrNotReady, id, s.Dataset, err)
 			}
 		}
