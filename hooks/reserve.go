@@ -119,7 +119,10 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				err = rerr
 			}
 			if errors.Is(err, errKeep) {
+				// The holder may still run: wait, then decide on a fresh
+				// answer, or a holder that has since ended is never seen to.
 				err = m.sleep(ctx, waitStep)
+				fresh = false
 			}
 		}
 		if err != nil {

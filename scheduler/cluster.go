@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/nomad/state"
@@ -207,8 +208,12 @@ func (c *Cluster) UpdateAllocClient(allocID, clientStatus string, tasks map[stri
 	upd.TaskStates = map[string]*structs.TaskState{}
 	for name, st := range tasks {
 		ts := &structs.TaskState{State: st}
-		if st == structs.TaskStateDead && clientStatus == structs.AllocClientStatusFailed {
-			ts.Failed = true
+		if st == structs.TaskStateDead {
+			// Nomad's reconciler times a reschedule delay from the task's
+			// finish by the wall clock; a caller in simulated time has none,
+			// so the delay counts as passed at the next evaluation.
+			ts.FinishedAt = time.Now().Add(-time.Hour)
+			ts.Failed = clientStatus == structs.AllocClientStatusFailed
 		}
 		upd.TaskStates[name] = ts
 	}

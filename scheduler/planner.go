@@ -103,8 +103,36 @@ func (p *planner) rewrite(plan *structs.Plan) error {
 		sort.Slice(fresh, func(i, j int) bool { return fresh[i].Name < fresh[j].Name })
 
 		acct := structs.NewDeviceAccounter(node)
-		if acct.AddAllocs(p.kept(plan, nodeID, newIDs)) {
-			return fmt.Errorf("node %s: device collision among allocations the plan keeps", nodeID)
+		// A collision among them is normal, and Nomad ignores it too
+		// (BinPackIterator): a replacement placed in the plan that stopped
+		// its predecessor shares its instance until the predecessor is
+		// client-terminal.
+		acct.AddAllocs(p.kept(plan, nodeID, newIDs))
+		free := map[structs.DeviceIdTuple][]string{}
+		for id, inst := range acct.Devices {
+			for in, used := range inst.Instances {
+				if used == 0 {
+					free[id] = append(free[id], in)
+				}
+			}
+			sort.Strings(free[id])
+		}
+		// Nomad's picks, checked against what is free and each other.
+		var picked []*structs.AllocatedDeviceResource
+		for _, a := range fresh {
+			for _, t := range taskNames(a) {
+				for _, d := range a.AllocatedResources.Tasks[t].Devices {
+					if err := check(acct, d, a.Name, t); err != nil {
+						return err
+					}
+					picked = append(picked, d)
+				}
+			}
+		}
+		if p.c.opts.Pick != nil {
+			if err := p.repick(picked, free); err != nil {
+				return err
+			}
 		}
 		for _, a := range fresh {
 			if p.c.opts.AllocID != nil {
@@ -113,20 +141,10 @@ func (p *planner) rewrite(plan *structs.Plan) error {
 				a.ID = id
 			}
 			pl := Placement{AllocID: a.ID, NodeID: nodeID, Name: a.Name, Group: a.TaskGroup, Devices: map[string][]string{}}
-			if a.AllocatedResources != nil {
-				tasks := make([]string, 0, len(a.AllocatedResources.Tasks))
-				for t := range a.AllocatedResources.Tasks {
-					tasks = append(tasks, t)
-				}
-				sort.Strings(tasks)
-				for _, t := range tasks {
-					for _, d := range a.AllocatedResources.Tasks[t].Devices {
-						if err := p.pick(acct, d, a.Name, t); err != nil {
-							return err
-						}
-						if d.Vendor == Vendor && d.Type == Type {
-							pl.Devices[t] = append(pl.Devices[t], d.DeviceIDs...)
-						}
+			for _, t := range taskNames(a) {
+				for _, d := range a.AllocatedResources.Tasks[t].Devices {
+					if d.Vendor == Vendor && d.Type == Type {
+						pl.Devices[t] = append(pl.Devices[t], d.DeviceIDs...)
 					}
 				}
 			}
@@ -145,36 +163,70 @@ func (p *planner) rewrite(plan *structs.Plan) error {
 	return nil
 }
 
-// pick checks Nomad's choice for one device ask and, with Options.Pick,
-// replaces it by another choice among the same free instances.
-func (p *planner) pick(acct *structs.DeviceAccounter, d *structs.AllocatedDeviceResource, name, task string) error {
+// check verifies Nomad's choice for one device ask: every instance free,
+// none picked twice in the plan. It reserves them in acct.
+func check(acct *structs.DeviceAccounter, d *structs.AllocatedDeviceResource, name, task string) error {
 	inst, ok := acct.Devices[*d.ID()]
 	if !ok {
 		return fmt.Errorf("%s task %s: Nomad offered device %s the node does not have", name, task, d.ID())
 	}
-	var free []string
-	for id, used := range inst.Instances {
-		if used == 0 {
-			free = append(free, id)
-		}
-	}
-	sort.Strings(free)
 	for _, id := range d.DeviceIDs {
 		if used, ok := inst.Instances[id]; !ok || used != 0 {
-			return fmt.Errorf("%s task %s: Nomad offered %s instance %s, which is not free (free: %v)", name, task, d.ID(), id, free)
+			return fmt.Errorf("%s task %s: Nomad offered %s instance %s, which is not free", name, task, d.ID(), id)
 		}
 	}
-	if p.c.opts.Pick != nil {
-		got := p.c.opts.Pick(free, len(d.DeviceIDs))
-		if len(got) != len(d.DeviceIDs) {
-			return fmt.Errorf("Options.Pick returned %d of %v, want %d", len(got), free, len(d.DeviceIDs))
-		}
-		d.DeviceIDs = append([]string(nil), got...)
+	acct.AddReserved(d)
+	return nil
+}
+
+// repick replaces Nomad's map-order choice by Options.Pick's, as one
+// injective renaming per device of the instances the plan uses onto free
+// ones: any such renaming is a choice Nomad could have made, and the
+// offers keep accounting for each other.
+func (p *planner) repick(picked []*structs.AllocatedDeviceResource, free map[structs.DeviceIdTuple][]string) error {
+	used := map[structs.DeviceIdTuple][]string{}
+	for _, d := range picked {
+		used[*d.ID()] = append(used[*d.ID()], d.DeviceIDs...)
 	}
-	if acct.AddReserved(d) {
-		return fmt.Errorf("%s task %s: instances %v picked twice", name, task, d.DeviceIDs)
+	ids := make([]structs.DeviceIdTuple, 0, len(used))
+	for id := range used {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		return ids[i].Name < ids[j].Name || ids[i].Name == ids[j].Name && ids[i].Vendor+ids[i].Type < ids[j].Vendor+ids[j].Type
+	})
+	rename := map[structs.DeviceIdTuple]map[string]string{}
+	for _, id := range ids {
+		u := used[id]
+		sort.Strings(u)
+		got := p.c.opts.Pick(free[id], len(u))
+		if len(got) != len(u) {
+			return fmt.Errorf("Options.Pick returned %d of %v, want %d", len(got), free[id], len(u))
+		}
+		rename[id] = map[string]string{}
+		for i := range u {
+			rename[id][u[i]] = got[i]
+		}
+	}
+	for _, d := range picked {
+		for i, in := range d.DeviceIDs {
+			d.DeviceIDs[i] = rename[*d.ID()][in]
+		}
 	}
 	return nil
+}
+
+// taskNames are an allocation's tasks with resources, sorted.
+func taskNames(a *structs.Allocation) []string {
+	if a.AllocatedResources == nil {
+		return nil
+	}
+	out := make([]string, 0, len(a.AllocatedResources.Tasks))
+	for t := range a.AllocatedResources.Tasks {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // kept are the node's allocations after the plan, but for the new ones:
