@@ -103,6 +103,17 @@ func anyRunning(as []allocwatch.Alloc) bool {
 	return false
 }
 
+// firstLost finds a lost allocation among ended ones: it may still run on
+// this node.
+func firstLost(as []allocwatch.Alloc) (allocwatch.Alloc, bool) {
+	for _, a := range as {
+		if a.ClientStatus == "lost" {
+			return a, true
+		}
+	}
+	return allocwatch.Alloc{}, false
+}
+
 // outcomeOf names how a client-terminal allocation ended.
 func outcomeOf(a allocwatch.Alloc) string {
 	switch a.ClientStatus {
@@ -197,6 +208,12 @@ func planSlot(s Slot, class string, snap *allocwatch.Snapshot) (step, bool) {
 		dirty := newer(r.terminal, s.HolderIndex)
 		live := newer(r.live, s.HolderIndex)
 		if len(dirty) > 0 && !anyRunning(live) {
+			// A lost one may still run here (cut off, or within its kill
+			// timeout after the node reconnected): ask the local client
+			// first, as for a recorded holder.
+			if l, ok := firstLost(dirty); ok {
+				return step{kind: stepCheckLost, slot: s, alloc: l}, true
+			}
 			d := dirty[len(dirty)-1]
 			return step{kind: stepRelease, slot: s, alloc: d, outcome: OutcomeUnknown}, true
 		}
@@ -290,6 +307,9 @@ func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) 
 			return reserveDecision{kind: reserveFail, reason: fmt.Sprintf(
 				"slot still holds data of ended allocation %s, and an allocation already runs on it; refusing to wipe or share",
 				short(d.ID))}
+		}
+		if l, ok := firstLost(dirty); ok {
+			return reserveDecision{kind: reserveCheckLost, alloc: l}
 		}
 		return reserveDecision{kind: reserveReleaseFirst, alloc: d, outcome: OutcomeUnknown}
 	}
