@@ -315,7 +315,8 @@ func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) 
 	}
 	switch {
 	case len(live) == 1:
-		return reserveDecision{kind: reserveGrant}
+		// The caller: Reserve records it as the holder before the grant.
+		return reserveDecision{kind: reserveGrant, alloc: live[0]}
 	case len(live) > 1 && live[0].ServerTerminal():
 		return reserveDecision{kind: reserveWait, alloc: live[0],
 			reason: fmt.Sprintf("allocation %s is stopping and still holds it", short(live[0].ID))}

@@ -96,6 +96,19 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			if s.State != StateReady && s.State != StateHeld {
 				break // a release just ran: read the slot again
 			}
+			if s.State == StateReady && d.alloc.ID != "" {
+				// Record the holder now, not at the next reconcile: an
+				// allocation that ends and is garbage-collected before
+				// then would leave its data in a ready slot that no
+				// allocation names, for the next one to read.
+				if err = m.recordHolder(ctx, *s, d.alloc); err != nil {
+					break
+				}
+				if _, err = m.reread(ctx, cv.Class.Name, id); err != nil {
+					break
+				}
+				continue
+			}
 			return Grant{Slot: *s, Class: cv.Class}, nil
 		case reserveFail:
 			return Grant{}, fmt.Errorf("%w %s (%s): %s", ErrRefused, id, s.Dataset, d.reason)
