@@ -95,6 +95,16 @@ func (m *Manager) releaseIfGone(ctx context.Context, s Slot, c Class, id string)
 	}
 	switch {
 	case !found:
+		// The servers collect lost allocations too, while a node that was
+		// cut off may still run them: the local client decides.
+		running, err := m.allocs.RunningLocally(ctx, id)
+		if err != nil {
+			return fmt.Errorf("cannot ask the local client about vanished allocation %s: %w", id, err)
+		}
+		if running {
+			m.logger.Info("vanished allocation still runs here; keeping its slot", "slot", s.ID, "alloc_id", id)
+			return errKeep
+		}
 		return m.release(ctx, s, c, allocwatch.Alloc{ID: id}, OutcomeGone)
 	case !a.ClientTerminal():
 		return errKeep
