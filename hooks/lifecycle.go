@@ -287,6 +287,12 @@ func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) 
 		}
 		// The holder may still run. Is someone else asking?
 		others := newer(r.live, holder.CreateIndex)
+		if len(others) == 0 && holder.ServerTerminal() {
+			// A stopping allocation starts no task: the caller is one
+			// Nomad's answer does not show.
+			return reserveDecision{kind: reserveFail, alloc: holder, reason: fmt.Sprintf(
+				"the only allocation Nomad shows on this slot, %s, is stopping; %s", short(holder.ID), hiddenCaller)}
+		}
 		if len(others) == 0 {
 			return reserveDecision{kind: reserveGrant} // the holder's own task starting
 		}
@@ -314,6 +320,12 @@ func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) 
 		return reserveDecision{kind: reserveReleaseFirst, alloc: d, outcome: OutcomeUnknown}
 	}
 	switch {
+	case len(live) == 1 && live[0].ServerTerminal():
+		// A stopping allocation starts no task: the caller is one Nomad's
+		// answer does not show, and recording the stopping one would let
+		// its end release the caller's data.
+		return reserveDecision{kind: reserveFail, reason: fmt.Sprintf(
+			"the only allocation Nomad shows on this slot, %s, is stopping; %s", short(live[0].ID), hiddenCaller)}
 	case len(live) == 1:
 		// The caller: Reserve records it as the holder before the grant.
 		return reserveDecision{kind: reserveGrant, alloc: live[0]}
@@ -328,6 +340,10 @@ func decideReserve(s Slot, class string, snap *allocwatch.Snapshot, fresh bool) 
 	return reserveDecision{kind: reserveFail, reason: "no allocation on this node names this slot in Nomad's answer, " +
 		"so the plugin cannot tell who is asking: does the plugin's Nomad token have read-job in the job's namespace?"}
 }
+
+// hiddenCaller explains a Reserve refused because its caller is not in
+// Nomad's answer.
+const hiddenCaller = "the plugin cannot tell who is asking: does the plugin's Nomad token have read-job in the job's namespace?"
 
 // short abbreviates an allocation ID as Nomad's CLI does.
 func short(id string) string {
