@@ -180,6 +180,9 @@ func (m *Manager) Reconcile(ctx context.Context) {
 		changed = true
 	}
 	for ci := range v.Classes {
+		if m.finishRenamed(ctx, &v.Classes[ci]) {
+			changed = true
+		}
 		if len(v.Classes[ci].Retained) > 0 && m.pruneRetained(ctx, &v.Classes[ci]) {
 			changed = true
 		}

@@ -101,7 +101,20 @@ func (m *Manager) retain(ctx context.Context, s Slot, c Class, holderIndex uint6
 	if err := m.zfs.Hold(ctx, holdTag, snap); err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return err
 	}
-	if err := m.zfs.Rename(ctx, s.Dataset, aside); err != nil && !errors.Is(err, zfs.ErrNotExist) {
+	err := m.zfs.Rename(ctx, s.Dataset, aside)
+	if errors.Is(err, zfs.ErrExists) {
+		// The holder's data from another slot (an allocation holding two
+		// slots of the class), or from this slot before a crash between
+		// the rename and the re-create, already has the name: keep this
+		// data beside it rather than retry the same rename for ever.
+		alt := fmt.Sprintf("%s-%s-%s", aside, s.ID, unix(m.now()))
+		if err := m.zfs.Set(ctx, s.Dataset, map[string]string{PropRetainAs: alt}); err != nil {
+			return err
+		}
+		aside = alt
+		err = m.zfs.Rename(ctx, s.Dataset, aside)
+	}
+	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return err
 	}
 	if err := m.finishRetained(ctx, aside); err != nil {
@@ -117,6 +130,25 @@ func (m *Manager) finishRetained(ctx context.Context, aside string) error {
 		PropState: string(StateRetained),
 		PropSince: unix(m.now()),
 	})
+}
+
+// finishRenamed completes retained datasets a crash left between the
+// rename and the rewrite of their owner mark: still in state releasing,
+// recognised by PropRetainAs. It reports whether it changed anything.
+func (m *Manager) finishRenamed(ctx context.Context, cv *ClassView) bool {
+	changed := false
+	for _, r := range cv.Retained {
+		if State(r.Info.User[PropState]) == StateRetained {
+			continue
+		}
+		if err := m.finishRetained(ctx, r.Dataset); err != nil {
+			m.logger.Error("cannot finish retained data", "dataset", r.Dataset, "error", err)
+			continue
+		}
+		m.logger.Info("finished retained data after a crash", "dataset", r.Dataset)
+		changed = true
+	}
+	return changed
 }
 
 // retainedName is where a slot's retained data goes: one per holder.
