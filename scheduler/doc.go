@@ -36,5 +36,12 @@
 //     capacity frees evaluates it again (Nomad's blocked-evals tracker does
 //     that on node and allocation updates).
 //
+// One thing Nomad gets wrong, pinned by a test: with preemption enabled,
+// when the second task of a group asking the same device finds none free,
+// Nomad's retry with preemption builds a fresh device allocator that
+// forgets the instance the first task just got, and may offer it again
+// (scheduler/feasible/rank.go, devAllocatorEvict). Cluster refuses such a
+// plan with ErrDeviceCollision rather than apply it.
+//
 // The package runs no process and opens no socket (scripts/check-imports.sh).
 package scheduler

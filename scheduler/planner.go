@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/nomad/nomad/structs"
 	sstructs "github.com/hashicorp/nomad/scheduler/structs"
@@ -123,7 +125,7 @@ func (p *planner) rewrite(plan *structs.Plan) error {
 			for _, t := range taskNames(a) {
 				for _, d := range a.AllocatedResources.Tasks[t].Devices {
 					if err := check(acct, d, a.Name, t); err != nil {
-						return err
+						return fmt.Errorf("%w (%s)", err, p.describe(plan, nodeID))
 					}
 					picked = append(picked, d)
 				}
@@ -163,6 +165,13 @@ func (p *planner) rewrite(plan *structs.Plan) error {
 	return nil
 }
 
+// ErrDeviceCollision: Nomad's plan gives an instance that is not free, or
+// gives one instance twice. Nomad 1.11.3 does so when preemption is on and
+// a group's second task asking a device finds none free (see
+// TestNomadGivesTwoTasksOneInstanceUnderPreemption); Cluster then applies
+// nothing.
+var ErrDeviceCollision = errors.New("Nomad's plan reuses a device instance")
+
 // check verifies Nomad's choice for one device ask: every instance free,
 // none picked twice in the plan. It reserves them in acct.
 func check(acct *structs.DeviceAccounter, d *structs.AllocatedDeviceResource, name, task string) error {
@@ -172,46 +181,40 @@ func check(acct *structs.DeviceAccounter, d *structs.AllocatedDeviceResource, na
 	}
 	for _, id := range d.DeviceIDs {
 		if used, ok := inst.Instances[id]; !ok || used != 0 {
-			return fmt.Errorf("%s task %s: Nomad offered %s instance %s, which is not free", name, task, d.ID(), id)
+			return fmt.Errorf("%w: %s task %s: instance %s of %s is not free", ErrDeviceCollision, name, task, id, d.ID())
 		}
 	}
 	acct.AddReserved(d)
 	return nil
 }
 
-// repick replaces Nomad's map-order choice by Options.Pick's, as one
-// injective renaming per device of the instances the plan uses onto free
-// ones: any such renaming is a choice Nomad could have made, and the
-// offers keep accounting for each other.
+// repick replaces Nomad's map-order choice by Options.Pick's: per device,
+// as many free instances as the plan uses, handed out in the order of the
+// asks (allocation name, task, ask). Any such assignment is one Nomad could
+// have made, and the offers keep accounting for each other; it depends on
+// Nomad's choice only through how many instances each ask got.
 func (p *planner) repick(picked []*structs.AllocatedDeviceResource, free map[structs.DeviceIdTuple][]string) error {
-	used := map[structs.DeviceIdTuple][]string{}
+	need := map[structs.DeviceIdTuple]int{}
+	var ids []structs.DeviceIdTuple
 	for _, d := range picked {
-		used[*d.ID()] = append(used[*d.ID()], d.DeviceIDs...)
+		if need[*d.ID()] == 0 {
+			ids = append(ids, *d.ID())
+		}
+		need[*d.ID()] += len(d.DeviceIDs)
 	}
-	ids := make([]structs.DeviceIdTuple, 0, len(used))
-	for id := range used {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool {
-		return ids[i].Name < ids[j].Name || ids[i].Name == ids[j].Name && ids[i].Vendor+ids[i].Type < ids[j].Vendor+ids[j].Type
-	})
-	rename := map[structs.DeviceIdTuple]map[string]string{}
+	got := map[structs.DeviceIdTuple][]string{}
 	for _, id := range ids {
-		u := used[id]
-		sort.Strings(u)
-		got := p.c.opts.Pick(free[id], len(u))
-		if len(got) != len(u) {
-			return fmt.Errorf("Options.Pick returned %d of %v, want %d", len(got), free[id], len(u))
+		g := p.c.opts.Pick(free[id], need[id])
+		if len(g) != need[id] {
+			return fmt.Errorf("Options.Pick returned %d of %v, want %d", len(g), free[id], need[id])
 		}
-		rename[id] = map[string]string{}
-		for i := range u {
-			rename[id][u[i]] = got[i]
-		}
+		got[id] = g
 	}
 	for _, d := range picked {
-		for i, in := range d.DeviceIDs {
-			d.DeviceIDs[i] = rename[*d.ID()][in]
-		}
+		id := *d.ID()
+		n := len(d.DeviceIDs)
+		d.DeviceIDs = append([]string(nil), got[id][:n]...)
+		got[id] = got[id][n:]
 	}
 	return nil
 }
@@ -256,6 +259,36 @@ func (p *planner) kept(plan *structs.Plan, nodeID string, newIDs map[string]bool
 			a = u
 		}
 		out = append(out, a)
+	}
+	return out
+}
+
+// describe lists the node's allocations and the plan's changes, for an
+// error that says Nomad and this package disagree.
+func (p *planner) describe(plan *structs.Plan, nodeID string) string {
+	var b []string
+	existing, _ := p.State.AllocsByNode(nil, nodeID)
+	for _, a := range existing {
+		b = append(b, fmt.Sprintf("%s %s/%s %v", a.Name, a.DesiredStatus, a.ClientStatus, deviceIDs(a)))
+	}
+	for _, a := range plan.NodeUpdate[nodeID] {
+		b = append(b, "stop "+a.Name)
+	}
+	for _, a := range plan.NodePreemptions[nodeID] {
+		b = append(b, "preempt "+a.Name)
+	}
+	for _, a := range plan.NodeAllocation[nodeID] {
+		b = append(b, fmt.Sprintf("place %s %s %v", a.ID[:8], a.Name, deviceIDs(a)))
+	}
+	return strings.Join(b, "; ")
+}
+
+func deviceIDs(a *structs.Allocation) []string {
+	var out []string
+	for _, t := range taskNames(a) {
+		for _, d := range a.AllocatedResources.Tasks[t].Devices {
+			out = append(out, d.DeviceIDs...)
+		}
 	}
 	return out
 }
