@@ -30,6 +30,13 @@ e2e: nomad ## End-to-end tests: real Nomad and real OpenZFS in a QEMU VM.
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
 	scripts/demo.sh
 
+SCHEDULES ?= 2000
+sim: ## Seeded simulation of the slot lifecycle: make sim SCHEDULES=N [SEED=first] [SIMFLAGS=-sim.known].
+	@out=$$(mktemp); SIM_SCHEDULES=$(SCHEDULES) $(GO) test -v -count=1 -timeout 0 ./sim -run 'TestSimulation$$' \
+	  -sim.first=$(or $(SEED),1) $(SIMFLAGS) >$$out 2>&1; rc=$$?; \
+	  grep -v -e '^ok ' -e '^PASS$$' -e '^=== RUN' -e '^--- PASS' -e ' schedules, .* events, ' $$out; \
+	  grep -m1 '^[0-9]* schedules, .* events, ' $$out; rm -f $$out; exit $$rc
+
 check: ## vet, gofmt, go mod tidy diff, import boundaries.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
@@ -40,4 +47,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin
 
-.PHONY: help build nomad test unit e2e demo check clean
+.PHONY: help build nomad test unit e2e demo sim check clean

@@ -1,0 +1,430 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/nomad/nomad/structs"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+// cliRelease is an operator's `release` between reading the slot and
+// marking it.
+type cliRelease struct{ seen hooks.Slot }
+
+// apply carries out one event.
+func (w *World) apply(e Event) {
+	switch e.Kind {
+	case Reconcile:
+		w.reconcile()
+	case Watch:
+		w.watch()
+	case Fingerprint:
+		w.fingerprint()
+		w.reevaluate()
+	case ClientStep:
+		w.clientStep(e.Arg)
+	case TaskExit:
+		w.taskExit(e.Arg)
+	case Tick:
+		w.advance(time.Duration(w.rng.IntN(60)) * time.Second)
+		w.dropGCd()
+	case Submit:
+		w.submit()
+	case UpdateDestruct, UpdateInPlace:
+		w.update(e.Kind == UpdateDestruct)
+	case StopJob:
+		if js := w.pickJob(); js != nil {
+			w.stopJob(js)
+		}
+	case GC:
+		w.gc()
+	case Disconnect:
+		w.disconnect()
+	case Reconnect:
+		w.reconnect()
+	case Reevaluate:
+		w.reevaluate()
+	case PluginKill:
+		if w.plugin != nil {
+			n := w.rng.IntN(12)
+			if n == 0 {
+				w.kill("killed")
+				w.launch("relaunched by the client")
+				return
+			}
+			w.plugin.run.budget = n
+			w.logf("plugin will die within %d zfs commands", n)
+		}
+	case AgentRestart:
+		w.kill("agent restart")
+		down := time.Duration(1+w.rng.IntN(20)) * time.Second
+		w.setFaults(func(f *apiFaults) { f.downTill = w.now.Add(down) })
+		w.launch(fmt.Sprintf("agent restarted; its API listens in %s", down))
+	case ZFSFail:
+		w.zfsFail()
+	case ZFSTimeout:
+		if w.plugin != nil {
+			w.plugin.run.timeoutSub = subcommands[w.rng.IntN(len(subcommands))]
+			w.plugin.run.applied = w.rng.IntN(2) == 0
+			w.logf("next zfs %s times out (runs anyway: %v)", w.plugin.run.timeoutSub, w.plugin.run.applied)
+		}
+	case Busy:
+		w.busy()
+	case APIDown:
+		d := time.Duration(w.rng.IntN(180)) * time.Second
+		w.setFaults(func(f *apiFaults) { f.downTill = w.now.Add(d) })
+		w.logf("API down for %s", d)
+	case APIForbid:
+		d := time.Duration(w.rng.IntN(300)) * time.Second
+		w.setFaults(func(f *apiFaults) { f.forbidTill = w.now.Add(d) })
+		w.logf("token cannot read namespace %s for %s", hiddenNS, d)
+	case APIIndexReset:
+		low := w.rng.IntN(2) == 0
+		shift := uint64(w.rng.IntN(50))
+		w.setFaults(func(f *apiFaults) { f.lowIndex, f.indexShift = low, shift })
+		w.logf("API index: low restart %v, backwards by %d", low, shift)
+	case EditConfig:
+		w.editConfig()
+	case CLIRelease:
+		w.cliRelease()
+	case CLIGC:
+		w.cliGC()
+	}
+}
+
+var subcommands = []string{"list", "create", "destroy", "set", "inherit", "snapshot", "rollback", "rename", "mount", "hold", "release", "clone"}
+
+// eval logs what an evaluation did.
+func (w *World) eval(ev scheduler.Eval, err error) {
+	if err != nil {
+		w.logf("eval error: %v", err)
+		return
+	}
+	for _, p := range ev.Placed {
+		w.logf("  placed %s %s devices %v", p.AllocID[len(p.AllocID)-4:], p.Name, p.Devices)
+	}
+	for _, id := range ev.Stopped {
+		w.logf("  stop %s", id[len(id)-4:])
+	}
+	for _, id := range ev.Preempted {
+		w.logf("  preempt %s", id[len(id)-4:])
+	}
+	for g, f := range ev.Failed {
+		w.logf("  %s: %d not placed %v", g, f.Missing, f.Reasons)
+	}
+}
+
+func (w *World) stopJob(js *jobSpec) {
+	js.stopped = true
+	w.logf("job stop %s", js.job.ID)
+	w.eval(w.cluster.Deregister(nsOf(js.job), js.job.ID))
+}
+
+// stopJobForTest stops a job by ID, so a scripted failure is not
+// rescheduled.
+func (w *World) stopJobForTest(id string) { w.stopJob(w.jobs[id]) }
+
+func (w *World) liveJobs() []*jobSpec {
+	var out []*jobSpec
+	for _, js := range w.jobs {
+		if !js.stopped {
+			out = append(out, js)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].job.ID < out[j].job.ID })
+	return out
+}
+
+func (w *World) pickJob() *jobSpec {
+	js := w.liveJobs()
+	if len(js) == 0 {
+		return nil
+	}
+	return js[w.rng.IntN(len(js))]
+}
+
+// submit registers a new job: a class, count 1-2, one or two tasks asking
+// for it, maybe prestart and sidecar tasks without devices.
+func (w *World) submit() {
+	if len(w.liveJobs()) >= maxJobs {
+		return
+	}
+	w.jobSeq++
+	class := w.cfg.Classes[w.rng.IntN(len(w.cfg.Classes))].Name
+	j := scheduler.Job{ID: fmt.Sprintf("j%d", w.jobSeq), Priority: []int{20, 50, 80}[w.rng.IntN(3)],
+		Batch: w.rng.IntN(4) == 0}
+	if w.rng.IntN(5) == 0 {
+		j.Namespace = hiddenNS
+	}
+	g := scheduler.Group{Name: "g", Count: 1 + w.rng.IntN(2)}
+	if w.rng.IntN(5) < 2 {
+		g.LostAfter = lostAfter
+	}
+	ask := 1
+	if w.rng.IntN(6) == 0 {
+		ask = 2
+	}
+	g.Tasks = append(g.Tasks, scheduler.Task{Name: "main", Version: "1", Devices: []scheduler.Ask{{Class: class, Count: ask}}})
+	if w.rng.IntN(6) == 0 {
+		g.Tasks = append(g.Tasks, scheduler.Task{Name: "side", Version: "1", Devices: []scheduler.Ask{{Class: class, Count: 1}}})
+	}
+	if w.rng.IntN(3) == 0 {
+		g.Tasks = append(g.Tasks, scheduler.Task{Name: "init", Version: "1", Prestart: true})
+	}
+	if w.rng.IntN(4) == 0 {
+		g.Tasks = append(g.Tasks, scheduler.Task{Name: "log", Version: "1", Sidecar: true})
+	}
+	j.Groups = []scheduler.Group{g}
+	js := &jobSpec{job: j, kill: time.Duration(w.rng.IntN(4)) * 10 * time.Second}
+	w.jobs[j.ID] = js
+	w.logf("submit %s: %s×%d ask %d, %d tasks, priority %d, batch %v, ns %q, kill %s",
+		j.ID, class, g.Count, ask, len(g.Tasks), j.Priority, j.Batch, j.Namespace, js.kill)
+	w.eval(w.cluster.Register(j))
+}
+
+func (w *World) update(destructive bool) {
+	js := w.pickJob()
+	if js == nil {
+		return
+	}
+	t := &js.job.Groups[0].Tasks[0]
+	if destructive {
+		n := 0
+		fmt.Sscan(t.Version, &n)
+		t.Version = fmt.Sprint(n + 1)
+		w.logf("update %s destructively (version %s)", js.job.ID, t.Version)
+	} else {
+		js.kill = time.Duration(w.rng.IntN(4)) * 10 * time.Second
+		t.KillTimeout = js.kill + time.Second
+		w.logf("update %s in place (kill timeout %s)", js.job.ID, js.kill)
+	}
+	w.eval(w.cluster.Register(js.job))
+}
+
+// reevaluate runs the evaluations Nomad's blocked-evals tracker would
+// unblock: every live job that has fewer allocations than it asks for.
+func (w *World) reevaluate() {
+	if !w.connected {
+		return
+	}
+	for _, js := range w.liveJobs() {
+		want := 0
+		for _, g := range js.job.Groups {
+			want += g.Count
+		}
+		have := 0
+		for _, sa := range w.cluster.Allocs(nodeID) {
+			if sa.JobID == js.job.ID && !sa.TerminalStatus() {
+				have++
+			}
+		}
+		if have < want && (!js.job.Batch || have == 0) {
+			w.eval(w.cluster.Evaluate(nsOf(js.job), js.job.ID, structs.EvalTriggerQueuedAllocs))
+		}
+	}
+}
+
+func nsOf(j scheduler.Job) string {
+	if j.Namespace == "" {
+		return structs.DefaultNamespace
+	}
+	return j.Namespace
+}
+
+// gc deletes one or all client-terminal allocations from the servers.
+func (w *World) gc() {
+	var ids []string
+	for _, sa := range w.cluster.Allocs(nodeID) {
+		if sa.ClientTerminalStatus() {
+			ids = append(ids, sa.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if w.rng.IntN(2) == 0 {
+		ids = ids[w.rng.IntN(len(ids)):][:1]
+	}
+	if err := w.cluster.GC(ids...); err != nil {
+		w.violate("harness", "GC: %v", err)
+		return
+	}
+	w.logf("servers GC %d allocs", len(ids))
+	w.dropGCd()
+}
+
+func (w *World) disconnect() {
+	if !w.connected {
+		return
+	}
+	status := structs.NodeStatusDown
+	for _, sa := range w.cluster.Allocs(nodeID) {
+		if js := w.jobs[sa.JobID]; js != nil && js.job.Groups[0].LostAfter > 0 && !sa.TerminalStatus() {
+			status = structs.NodeStatusDisconnected
+		}
+	}
+	w.connected = false
+	w.setFaults(func(f *apiFaults) { f.connected = false })
+	w.logf("node misses its heartbeats: %s", status)
+	evs, err := w.cluster.SetNodeStatus(nodeID, status)
+	for _, ev := range evs {
+		w.eval(ev, nil)
+	}
+	if err != nil {
+		w.logf("eval error: %v", err)
+	}
+}
+
+func (w *World) reconnect() {
+	if w.connected {
+		return
+	}
+	w.connected = true
+	w.setFaults(func(f *apiFaults) { f.connected = true })
+	w.logf("node reconnects")
+	evs, err := w.cluster.SetNodeStatus(nodeID, structs.NodeStatusReady)
+	for _, ev := range evs {
+		w.eval(ev, nil)
+	}
+	if err != nil {
+		w.logf("eval error: %v", err)
+	}
+	for _, a := range w.sortedLocal() {
+		w.report(a)
+	}
+}
+
+func (w *World) zfsFail() {
+	sub := subcommands[w.rng.IntN(len(subcommands))]
+	cmd := "zfs"
+	stderr := fmt.Sprintf("cannot %s: pool I/O is currently suspended", sub)
+	if w.rng.IntN(8) == 0 {
+		cmd, sub, stderr = "zpool", "list", "cannot open 'tank': pool I/O is currently suspended"
+	}
+	w.fake.Inject(zfstest.Fault{Cmd: cmd, ArgsContain: []string{sub}, Stderr: stderr + "\n", Times: 1 + w.rng.IntN(2)})
+	w.logf("next %s %s fails: %s", cmd, sub, stderr)
+}
+
+// busy makes a slot's dataset busy for a while, as a process left behind
+// in it would.
+func (w *World) busy() {
+	var names []string
+	for _, c := range w.cfg.Classes {
+		for n := 1; n <= c.Slots; n++ {
+			names = append(names, parent+"/"+c.Name+"/"+hooks.SlotID(c.Name, n))
+		}
+	}
+	name := names[w.rng.IntN(len(names))]
+	if err := w.fake.SetBusy(name, true); err != nil {
+		return
+	}
+	d := time.Duration(w.rng.IntN(90)) * time.Second
+	w.busyTill[name] = w.now.Add(d)
+	w.logf("%s busy for %s", name, d)
+}
+
+// editConfig changes the plugin configuration; the agent restarts to
+// apply it.
+func (w *World) editConfig() {
+	cls := w.cfg.Classes
+	cfg := hooks.Config{Parent: w.cfg.Parent, ScanInterval: w.cfg.ScanInterval}
+	for _, c := range cls {
+		c.Properties = nil
+		cfg.Classes = append(cfg.Classes, c)
+	}
+	i := w.rng.IntN(len(cfg.Classes))
+	c := &cfg.Classes[i]
+	var what string
+	choice := w.rng.IntN(4)
+	if !w.known && (choice == 1 || choice == 3 && len(cfg.Classes) > 2) {
+		// Known violation: a slot the configuration drops while it is
+		// held is never released (docs/lifecycle.md). Raise instead.
+		choice = 0
+	}
+	switch choice {
+	case 0:
+		if c.Slots < 4 {
+			c.Slots++
+		}
+		what = fmt.Sprintf("%s slots = %d", c.Name, c.Slots)
+	case 1:
+		if c.Slots > 1 {
+			c.Slots--
+		}
+		what = fmt.Sprintf("%s slots = %d", c.Name, c.Slots)
+	case 2:
+		policies := []hooks.Policy{hooks.PolicyDestroy, hooks.PolicyRollback, hooks.PolicySnapshot}
+		c.Release.Policy = policies[w.rng.IntN(3)]
+		c.Release.Retain = 10 * time.Minute
+		what = fmt.Sprintf("%s policy = %s", c.Name, c.Release.Policy)
+	case 3:
+		if len(cfg.Classes) > 2 {
+			cfg.Classes = cfg.Classes[:2]
+			what = "class tmp removed"
+		} else {
+			cfg.Classes = append(cfg.Classes, hooks.Class{Name: "tmp", Slots: 1, MountPath: "/tmp/x",
+				Release: hooks.Release{Policy: hooks.PolicyDestroy}})
+			what = "class tmp added"
+		}
+	}
+	w.cfg = cfg
+	w.logf("operator: %s; agent restarts", what)
+	w.kill("agent restart for a configuration change")
+	w.launch("new configuration")
+}
+
+// cliZFS is the operator CLI's own zfs client: another process, which a
+// plugin crash does not stop.
+func (w *World) cliZFS() *zfs.Client { return zfs.NewClient(w.fake) }
+
+// cliRelease is `nomad-device-zfs release <slot>` in two steps: it reads
+// the slot and asks Nomad now, and marks it at its next event, so the
+// plugin may act in between (MarkReleasing must then refuse).
+func (w *World) cliRelease() {
+	ctx := context.Background()
+	if w.pending != nil {
+		err := hooks.MarkReleasing(ctx, &w.cfg, w.cliZFS(), w.pending.seen, w.now)
+		w.logf("cli release %s: mark releasing: %v", w.pending.seen.ID, err)
+		w.pending = nil
+		return
+	}
+	var ids []string
+	for _, c := range w.cfg.Classes {
+		for n := 1; n <= c.Slots; n++ {
+			ids = append(ids, hooks.SlotID(c.Name, n))
+		}
+	}
+	id := ids[w.rng.IntN(len(ids))]
+	s, err := hooks.ReadSlot(ctx, &w.cfg, w.cliZFS(), id)
+	if err != nil || !s.Exists || s.State == hooks.StateReady {
+		return
+	}
+	if !w.holderSafe(s) {
+		w.logf("cli release %s: refused, holder %s may still run", id, s.Holder)
+		return
+	}
+	w.pending = &cliRelease{seen: s}
+	w.logf("cli release %s: holder %s has ended; marking next", id, s.Holder)
+}
+
+// cliGC is `nomad-device-zfs gc`: prune retained data that is due.
+func (w *World) cliGC() {
+	ctx := context.Background()
+	v, err := hooks.Inspect(ctx, &w.cfg, w.cliZFS())
+	if err != nil {
+		return
+	}
+	for _, cv := range v.Classes {
+		for _, p := range hooks.RetainedDue(cv.Class.Release, cv.Retained, w.now) {
+			err := hooks.DestroyRetained(ctx, w.cliZFS(), p.Retained.Dataset)
+			w.logf("cli gc %s: %v", p.Retained.Dataset, err)
+		}
+	}
+}
