@@ -2,6 +2,7 @@
 # check-imports.sh - the package boundaries the design relies on.
 #   zfs/        imports nothing from Nomad (it is the ZFS seam, nothing else)
 #   scheduler/  runs no processes (pure placement logic over Nomad's structs)
+#   sim/        runs no processes either: zfs is the in-process fake, Nomad's API a socket
 #   hooks/      knows no Nomad plugin or gRPC types (pure lifecycle logic)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,9 @@ if deps ./zfs | grep -q '^github.com/hashicorp/nomad'; then
 fi
 if [ -d scheduler ] && go list -f '{{join .Imports "\n"}}' ./scheduler/... | grep -qx 'os/exec'; then
 	echo "scheduler/ must not run processes (imports os/exec)"; fail=1
+fi
+if [ -d sim ] && go list -f '{{join .Imports "\n"}}{{"\n"}}{{join .TestImports "\n"}}' ./sim/... | grep -qx 'os/exec'; then
+	echo "sim/ must not run processes (imports os/exec)"; fail=1
 fi
 if go list -f '{{join .Imports "\n"}}' ./hooks/... | grep -qE '^github.com/hashicorp/nomad/plugins|^google.golang.org/grpc'; then
 	echo "hooks/ must not import Nomad plugin or gRPC packages"; fail=1
