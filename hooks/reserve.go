@@ -31,8 +31,9 @@ const waitStep = 500 * time.Millisecond
 
 // Reserve resolves device IDs to slots for a task start, fencing each
 // against its previous holder. It asks Nomad once (a non-blocking query to
-// the local agent) who names the slot; a ready slot then costs no zfs
-// process, and a holder's data is never touched by its own Reserve. If the previous holder ended and
+// the local agent) who names the slot; a ready slot costs one zfs set (the
+// caller recorded as its holder), a held one none, and a holder's data is
+// never touched by its own Reserve. If the previous holder ended and
 // its release is pending, Reserve completes it first; if it is still
 // stopping (a destructive update gave its replacement the same slot), Reserve
 // waits for it; all bounded by ctx. When it cannot be sure, it fails rather
