@@ -85,6 +85,13 @@ func (w *World) cliRelease() {
 	if err != nil || !s.Exists || s.State == hooks.StateReady {
 		return
 	}
+	if s.State == hooks.StateReleasing {
+		// The CLI only says so: the plugin finishes the release. (Marking
+		// it again would change its outcome, and so maybe its policy,
+		// in the middle of it.)
+		w.logf("cli release %s: already releasing", id)
+		return
+	}
 	if !w.holderSafe(s) {
 		w.logf("cli release %s: refused, holder %s may still run", id, s.Holder)
 		return
