@@ -50,6 +50,13 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s) on top of its seed corp
 	  else cat $$log; echo "fuzz $$pkg $$target FAILED (the input is in $$pkg/testdata/fuzz/$$target)"; exit 1; fi; \
 	done
 
+SCHEDULES ?= 2000
+sim: ## Seeded simulation of the slot lifecycle: make sim SCHEDULES=N [SEED=first] [SIMFLAGS=-sim.known].
+	@out=$$(mktemp); SIM_SCHEDULES=$(SCHEDULES) $(GO) test -v -count=1 -timeout 0 ./sim -run 'TestSimulation$$' \
+	  -sim.first=$(or $(SEED),1) $(SIMFLAGS) >$$out 2>&1; rc=$$?; \
+	  grep -v -e '^ok ' -e '^PASS$$' -e '^=== RUN' -e '^--- PASS' -e ' schedules, .* events, ' $$out; \
+	  grep -m1 '^[0-9]* schedules, .* events, ' $$out; rm -f $$out; exit $$rc
+
 check: ## vet, gofmt, go mod tidy diff, import boundaries.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
@@ -60,4 +67,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin
 
-.PHONY: help build nomad test unit e2e demo bench fuzz check clean
+.PHONY: help build nomad test unit e2e demo bench fuzz sim check clean

@@ -111,8 +111,8 @@ func (r *releaser) run(ctx context.Context, configs []string, af *apiFlags, forc
 	}
 	class := st.Slots.Class(seen.Class)
 	r.rep.Dataset, r.rep.Class, r.rep.State, r.rep.PreviousGeneration = seen.Dataset, seen.Class, string(seen.State), seen.Generation
-	if err := model.CheckMarkReleasing(seen); err != nil {
-		return r.fail("%v", err)
+	if err := model.CheckMarkReleasing(seen); err != nil && seen.State != model.StateReleasing {
+		return r.fail("%v", err) // an ongoing release is reported below, not refused
 	}
 
 	policy, plan := describePolicy(class, seen, st.Slots.RetainedName(seen))

@@ -128,6 +128,10 @@ func CheckMarkReleasing(seen Slot) error {
 		return fmt.Errorf("%s does not exist: the plugin has not created slot %s (nothing to release)", seen.Dataset, seen.ID)
 	case seen.State == StateReady:
 		return fmt.Errorf("slot %s is ready (generation %d, no holder): nothing to release", seen.ID, seen.Generation)
+	case seen.State == StateReleasing:
+		// Marking it again would rewrite its outcome, and so maybe its
+		// policy, in the middle of the release.
+		return fmt.Errorf("slot %s is already releasing (outcome %s): the plugin finishes it", seen.ID, seen.Outcome)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@
 #   scheduler/  runs no processes (pure placement logic over Nomad's structs)
 #   model/      the pure slot model: no context, no processes, no I/O, no
 #               Nomad plugin or gRPC types (only the zfs and allocwatch data types)
+#   sim/        runs no processes either: zfs is the in-process fake, Nomad's API a socket
 #   hooks/      knows no Nomad plugin or gRPC types (the Manager acts on the model)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,9 @@ if deps ./zfs | grep -q '^github.com/hashicorp/nomad'; then
 fi
 if [ -d scheduler ] && go list -f '{{join .Imports "\n"}}' ./scheduler/... | grep -qx 'os/exec'; then
 	echo "scheduler/ must not run processes (imports os/exec)"; fail=1
+fi
+if [ -d sim ] && go list -f '{{join .Imports "\n"}}{{"\n"}}{{join .TestImports "\n"}}' ./sim/... | grep -qx 'os/exec'; then
+	echo "sim/ must not run processes (imports os/exec)"; fail=1
 fi
 if go list -f '{{join .Imports "\n"}}' ./hooks/... | grep -qE '^github.com/hashicorp/nomad/plugins|^google.golang.org/grpc'; then
 	echo "hooks/ must not import Nomad plugin or gRPC packages"; fail=1

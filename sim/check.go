@@ -1,0 +1,275 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// check runs the invariants that hold at every instant, from data: the
+// token files the tasks wrote and the datasets the plugin does not own.
+func (w *World) check() {
+	for _, a := range w.sortedLocal() {
+		if !a.live() {
+			continue
+		}
+		for _, t := range a.tasks {
+			for j, p := range t.paths {
+				w.readForeign(a, t.ids[j], p) // I1
+				b, err := os.ReadFile(filepath.Join(p, tokenName(a.id)))
+				if err != nil || string(b) != a.id {
+					w.violate("I2", "%s is %s and its token in %s (%s) is gone: %v", a.short(), a.phase, t.ids[j], p, errText(err))
+				}
+			}
+		}
+	}
+	for _, f := range w.foreign {
+		if f.file == "" {
+			continue
+		}
+		if b, err := os.ReadFile(f.file); err != nil || string(b) != f.name {
+			w.violate("I5", "%s's file is gone or changed: %v", f.name, errText(err))
+		}
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "content differs"
+	}
+	return err.Error()
+}
+
+// settle ends the faults and lets the node run until nothing changes,
+// then checks what must hold at quiescence: I3 and liveness.
+func (w *World) settle() {
+	w.logf("--- settle: faults end ---")
+	w.fake.ClearFaults()
+	for name := range w.busyTill {
+		_ = w.fake.SetBusy(name, false)
+		delete(w.busyTill, name)
+	}
+	w.setFaults(func(f *apiFaults) { f.downTill, f.forbidTill, f.lowIndex, f.indexShift = w.now, w.now, false, 0 })
+	w.pending = nil
+	if w.plugin != nil {
+		w.plugin.run.budget, w.plugin.run.timeoutSub = -1, ""
+	} else {
+		w.launch("settle")
+	}
+	w.reconnect()
+	last, same := "", 0
+	for round := 0; round < 40 && same < 3; round++ {
+		w.cmds = 0
+		w.advance(w.cfg.ScanInterval)
+		for _, a := range w.sortedLocal() {
+			w.report(a)
+		}
+		for i := 0; i < 12; i++ {
+			if !w.alive() {
+				w.launch("relaunched by the client after a crash")
+			}
+			w.clientStep(uint64(i))
+		}
+		w.watch()
+		w.reconcile()
+		w.fingerprint()
+		w.reevaluate()
+		w.dropGCd()
+		w.check()
+		d := w.digest()
+		if d == last {
+			same++
+		} else {
+			same = 0
+		}
+		last = d
+	}
+	if len(w.violations) == 0 {
+		w.checkQuiescent()
+	}
+}
+
+// digest summarises the node's state, to see when it stops changing.
+func (w *World) digest() string {
+	var b strings.Builder
+	for _, a := range w.sortedLocal() {
+		fmt.Fprintf(&b, "%s:%s:%s ", a.id, a.phase, a.reported)
+	}
+	for _, sa := range w.cluster.Allocs(nodeID) {
+		fmt.Fprintf(&b, "%s:%s/%s ", sa.ID, sa.DesiredStatus, sa.ClientStatus)
+	}
+	if w.plugin != nil {
+		if v, _ := w.plugin.mgr.View(); v != nil {
+			for _, cv := range v.Classes {
+				for _, s := range cv.Slots {
+					fmt.Fprintf(&b, "%s:%s:%v:%s ", s.ID, s.State, s.Healthy, s.Holder)
+				}
+				fmt.Fprintf(&b, "r%d ", len(cv.Retained))
+			}
+		}
+	}
+	return b.String()
+}
+
+// checkQuiescent is I3 (no leak, every class has its slots) and liveness
+// (a job whose ask fits runs), read from ZFS and the tasks.
+func (w *World) checkQuiescent() {
+	ctx := context.Background()
+	props := []string{model.PropOwner, model.PropState, model.PropHolder, model.PropRetainAs, model.PropExpires}
+	sets, err := w.cliZFS().List(ctx, parent, props)
+	if err != nil {
+		w.violate("harness", "final zfs list: %v", err)
+		return
+	}
+	liveHolders := map[string]string{} // slot dataset → live alloc using it
+	for _, a := range w.sortedLocal() {
+		if !a.live() {
+			continue
+		}
+		for _, t := range a.tasks {
+			for j := range t.ids {
+				liveHolders[strings.TrimPrefix(t.paths[j], w.fake.Mountpoint(pool))] = a.id
+			}
+		}
+	}
+	configured := map[string]bool{}
+	for _, c := range w.cfg.Classes {
+		configured[parent+"/"+c.Name] = true
+		for n := 1; n <= c.Slots; n++ {
+			configured[parent+"/"+c.Name+"/"+model.SlotID(c.Name, n)] = false
+		}
+	}
+	seen := map[string]bool{}
+	for _, d := range sets {
+		if d.IsSnapshot() {
+			continue
+		}
+		owner, state := d.User[model.PropOwner], model.State(d.User[model.PropState])
+		if owner != d.Name && d.User[model.PropRetainAs] != d.Name {
+			continue
+		}
+		seen[d.Name] = true
+		isClass, isSlot := configured[d.Name]
+		switch {
+		case isSlot && isClass:
+		case state == model.StateReady && !isSlot && strings.Count(strings.TrimPrefix(d.Name, parent+"/"), "/") == 1:
+			// A slot the configuration no longer has (slots lowered, class
+			// removed): idle and empty, so not a leak of anyone's data.
+			w.checkEmpty(d.Name)
+		case !isSlot && state == model.StateHeld && w.holderLive(d.User[model.PropHolder]):
+		case isSlot && state == model.StateReady:
+			if !d.Mounted {
+				w.violate("I3", "ready slot %s is not mounted", d.Name)
+			}
+			w.checkEmpty(d.Name)
+		case isSlot && state == model.StateHeld:
+			if !w.holderLive(d.User[model.PropHolder]) {
+				w.violate("I3", "slot %s is held by %s, which no longer runs here", d.Name, d.User[model.PropHolder])
+			}
+		case state == model.StateRetained:
+			if d.User[model.PropExpires] == "" {
+				w.violate("I3", "retained %s has no expiry", d.Name)
+			}
+		case strings.Count(strings.TrimPrefix(d.Name, parent+"/"), "/") == 0:
+			// A class dataset no longer configured: the operator's to remove.
+		default:
+			w.violate("I3", "owned dataset %s is %q after quiescence (configured slot: %v)", d.Name, state, isSlot)
+		}
+	}
+	for name, isClass := range configured {
+		if !isClass && !seen[name] {
+			w.violate("I3", "configured slot %s does not exist after quiescence", name)
+		}
+	}
+	for _, f := range w.foreign {
+		found := false
+		for _, d := range append(sets, w.outside()...) {
+			if d.Name == f.name && d.GUID == f.guid {
+				found = true
+			}
+		}
+		if !found {
+			w.violate("I5", "%s (guid %s) is gone or replaced", f.name, f.guid)
+		}
+	}
+	w.checkLiveness()
+}
+
+func (w *World) outside() []zfs.Dataset {
+	sets, _ := w.cliZFS().List(context.Background(), pool+"/outside", nil)
+	return sets
+}
+
+// checkEmpty: a ready slot holds no allocation's data.
+func (w *World) checkEmpty(name string) {
+	mp := w.fake.Mountpoint(name)
+	if mp == "" {
+		return
+	}
+	ents, _ := os.ReadDir(mp)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "token-") {
+			w.violate("I3", "ready slot %s still holds %s", name, e.Name())
+		}
+	}
+}
+
+func (w *World) holderLive(id string) bool {
+	a, ok := w.localGet(id)
+	return ok && a.live()
+}
+
+// checkLiveness: no slot sits free while a service job that fits in it
+// waits.
+func (w *World) checkLiveness() {
+	used := map[string]bool{}
+	for _, a := range w.sortedLocal() {
+		if a.phase != dead {
+			for _, id := range a.deviceIDs() {
+				used[id] = true
+			}
+		}
+	}
+	for _, js := range w.liveJobs() {
+		if js.job.Batch {
+			continue
+		}
+		g := js.job.Groups[0]
+		runningN := 0
+		for _, a := range w.sortedLocal() {
+			if a.job == js.job.ID && a.phase == running {
+				runningN++
+			}
+		}
+		if runningN >= g.Count {
+			continue
+		}
+		class, need := "", 0
+		for _, t := range g.Tasks {
+			for _, ask := range t.Devices {
+				class, need = ask.Class, need+ask.Count
+			}
+		}
+		var free []string
+		for _, c := range w.cfg.Classes {
+			if c.Name != class {
+				continue
+			}
+			for n := 1; n <= c.Slots; n++ {
+				if id := model.SlotID(c.Name, n); !used[id] {
+					free = append(free, id)
+				}
+			}
+		}
+		if need > 0 && len(free) >= need {
+			sort.Strings(free)
+			w.violate("liveness", "job %s runs %d of %d allocations while %v of class %s are free", js.job.ID, runningN, g.Count, free, class)
+		}
+	}
+}

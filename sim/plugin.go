@@ -1,0 +1,230 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+// plugin is one incarnation of the plugin process: a Manager and a
+// Watcher built from nothing but the configuration, over the same ZFS.
+type plugin struct {
+	mgr     *hooks.Manager
+	watcher *allocwatch.Watcher
+	run     *runner
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// launch starts a plugin process: new Manager, new Watcher, one reconcile
+// (the Manager's Run does that at once).
+func (w *World) launch(why string) {
+	cfg := w.cfg
+	cfg.Classes = slices.Clone(w.cfg.Classes)
+	r := &runner{w: w, fake: w.fake, budget: -1}
+	wa, err := allocwatch.New(allocwatch.Config{Address: "unix://" + w.api.sock, NodeID: nodeID, Token: "sim-token"}, w.logger)
+	if err != nil {
+		w.violate("harness", "allocwatch.New: %v", err)
+		return
+	}
+	mgr := hooks.NewManager(&cfg, zfs.NewClient(r), wa, w.logger)
+	mgr.SetClock(w.clock, w.sleep)
+	mgr.SetCreateConcurrency(1) // a pass's zfs commands in plan order: a seed replays exactly
+	p := &plugin{mgr: mgr, watcher: wa, run: r}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	w.plugin = p
+	w.logf("plugin launched (%s)", why)
+	w.reconcile()
+}
+
+// kill ends the plugin process now.
+func (w *World) kill(why string) {
+	if w.plugin == nil {
+		return
+	}
+	w.plugin.run.dead = true
+	w.plugin.cancel()
+	w.plugin = nil
+	w.logf("plugin killed (%s)", why)
+}
+
+// alive reports whether the plugin still runs, after a crash its runner
+// may have caused in the middle of a call.
+func (w *World) alive() bool {
+	if w.plugin != nil && w.plugin.run.dead {
+		w.plugin.cancel()
+		w.plugin = nil
+		w.logf("plugin died mid-operation")
+	}
+	return w.plugin != nil
+}
+
+func (w *World) reconcile() {
+	if !w.alive() {
+		return
+	}
+	ctx, cancel := w.simContext(w.cfg.ScanInterval)
+	defer cancel()
+	w.plugin.mgr.Reconcile(ctx)
+	w.alive()
+}
+
+// watch delivers the watcher's fresh snapshot to the Manager, as Run's
+// callback does, and runs the Settle pass that Run starts at once on it
+// (only the slots the allocations call for, without a scan).
+func (w *World) watch() {
+	if !w.alive() {
+		return
+	}
+	ctx, cancel := w.simContext(30e9)
+	defer cancel()
+	snap, err := w.plugin.watcher.Refresh(ctx)
+	if err != nil {
+		w.logf("watch: %v", short(err))
+		return
+	}
+	w.plugin.mgr.OnAllocs(snap)
+	w.logf("watch: %d allocs at index %d", len(snap.Allocs), snap.Index)
+	w.plugin.mgr.Settle(ctx)
+	w.alive()
+}
+
+// fingerprint sends the plugin's view to the servers as the node's
+// devices, and lets blocked evaluations run again.
+func (w *World) fingerprint() {
+	if !w.alive() || !w.connected {
+		return
+	}
+	v, _ := w.plugin.mgr.View()
+	if v == nil {
+		return
+	}
+	node := scheduler.Node{ID: nodeID, Name: "node-a"}
+	var desc []string
+	for _, cv := range v.Classes {
+		g := scheduler.DeviceGroup{Class: cv.Class.Name, Attributes: map[string]string{"pool": pool}}
+		for _, s := range cv.Slots {
+			g.Instances = append(g.Instances, scheduler.Instance{ID: s.ID, Healthy: s.Healthy, HealthDesc: s.Reason})
+			mark := "+"
+			if !s.Healthy {
+				mark = "-"
+			}
+			desc = append(desc, mark+s.ID)
+		}
+		node.Devices = append(node.Devices, g)
+	}
+	if err := w.cluster.UpsertNode(node); err != nil {
+		w.violate("harness", "UpsertNode: %v", err)
+		return
+	}
+	w.logf("fingerprint: %s", strings.Join(desc, " "))
+}
+
+// runner is the plugin's zfs.Runner: the fake, plus the faults only a
+// process boundary has — the process dying between two commands, and a
+// command that times out whether or not it took effect. It also checks
+// I5 on every command before it runs.
+type runner struct {
+	w    *World
+	fake *zfstest.Fake
+	dead bool
+	// budget is the commands left before the process dies; -1: no death.
+	budget int
+	// timeout makes the next command matching sub time out; applied says
+	// whether it runs anyway (a zfs stuck in the kernel that finishes).
+	timeoutSub string
+	applied    bool
+	// dieBefore, if set, kills the process before the first command it
+	// accepts (scripted scenarios).
+	dieBefore func(args []string) bool
+}
+
+// maxCmdsPerEvent bounds the zfs commands one event may run: a loop that
+// spins without waiting is a bug, not a slow node.
+const maxCmdsPerEvent = 5000
+
+var errKilled = errors.New("plugin process killed")
+
+func (r *runner) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+	if r.dead {
+		return nil, errKilled
+	}
+	if r.budget == 0 || r.dieBefore != nil && r.dieBefore(args) {
+		r.dead = true
+		r.w.logf("plugin dies before: %s %s", cmd, strings.Join(args, " "))
+		return nil, errKilled
+	}
+	if r.budget > 0 {
+		r.budget--
+	}
+	if r.w.cmds++; r.w.cmds > maxCmdsPerEvent {
+		r.dead = true
+		r.w.violate("liveness", "runaway: more than %d zfs commands in one event, the last %s %s", maxCmdsPerEvent, cmd, strings.Join(args, " "))
+		return nil, errKilled
+	}
+	r.w.checkTrespass(cmd, args)
+	if r.timeoutSub != "" && len(args) > 0 && args[0] == r.timeoutSub {
+		r.timeoutSub = ""
+		if r.applied {
+			_, _ = r.fake.Run(ctx, cmd, args...)
+		}
+		r.w.logf("zfs timed out (ran: %v): %s %s", r.applied, cmd, strings.Join(args, " "))
+		e := zfs.NewError(cmd, args, "", -1)
+		e.Kind, e.Cause = zfs.ErrTimeout, context.DeadlineExceeded
+		return nil, e
+	}
+	out, err := r.fake.Run(ctx, cmd, args...)
+	if err != nil && len(args) > 0 && args[0] != "list" && args[0] != "get" {
+		r.w.logf("zfs %s: %v", strings.Join(args, " "), short(err))
+	}
+	return out, err
+}
+
+// mutating are the zfs subcommands that change something.
+var mutating = map[string]bool{"create": true, "destroy": true, "rollback": true, "rename": true, "set": true,
+	"inherit": true, "snapshot": true, "clone": true, "hold": true, "release": true, "mount": true,
+	"unmount": true, "umount": true, "promote": true}
+
+// checkTrespass is I5: a changing command names only datasets below the
+// parent, and none of the foreign ones (or below them).
+func (w *World) checkTrespass(cmd string, args []string) {
+	if cmd != "zfs" || len(args) == 0 || !mutating[args[0]] {
+		return
+	}
+	for _, a := range args[1:] {
+		if strings.HasPrefix(a, "-") || strings.Contains(a, "=") && !strings.HasPrefix(a, pool) {
+			continue
+		}
+		if !strings.HasPrefix(a, pool) {
+			continue // a hold tag, a property name
+		}
+		name := strings.SplitN(a, "@", 2)[0]
+		if !strings.HasPrefix(name, parent+"/") {
+			if !(args[0] == "clone" && strings.Contains(a, "@")) {
+				w.violate("I5", "zfs %s touches %s, outside %s", strings.Join(args, " "), a, parent)
+			}
+			continue
+		}
+		for _, f := range w.foreign {
+			fn := strings.SplitN(f.name, "@", 2)[0]
+			if name == fn || strings.HasPrefix(name, fn+"/") {
+				w.violate("I5", "zfs %s touches %s, which the plugin does not own", strings.Join(args, " "), a)
+			}
+		}
+	}
+}
+
+func short(err error) string {
+	s := err.Error()
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}

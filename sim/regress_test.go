@@ -1,0 +1,236 @@
+package sim
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/nomad/structs"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+)
+
+// script drives a World step by step: the minimal timelines of the bugs
+// the simulation found (docs/lifecycle.md), as regression tests that do
+// not depend on the random schedule generator.
+type script struct {
+	t *testing.T
+	w *World
+}
+
+// newScript is a node with one scratch slot (so a replacement lands on its
+// predecessor's slot), policy rollback, on_failure snapshot.
+func newScript(t *testing.T) *script {
+	t.Helper()
+	w, err := New(1, workDir(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	w.cfg.Classes[1].Slots = 1
+	w.kill("test configuration")
+	w.launch("test configuration")
+	w.fingerprint()
+	return &script{t: t, w: w}
+}
+
+// submit registers a one-task job asking one scratch slot and returns the
+// allocations it placed.
+func (s *script) submit(id, ns string, priority int, kill time.Duration) []string {
+	s.t.Helper()
+	j := scheduler.Job{ID: id, Namespace: ns, Priority: priority, Groups: []scheduler.Group{{Name: "g", Count: 1,
+		Tasks: []scheduler.Task{{Name: "main", Version: "1", Devices: []scheduler.Ask{{Class: "scratch", Count: 1}}}}}}}
+	s.w.jobs[id] = &jobSpec{job: j, kill: kill}
+	ev, err := s.w.cluster.Register(j)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.w.eval(ev, nil)
+	var out []string
+	for _, p := range ev.Placed {
+		out = append(out, p.AllocID)
+	}
+	return out
+}
+
+// step makes the client's next move for an allocation; it must have one.
+func (s *script) step(id string) {
+	s.t.Helper()
+	if !s.w.stepAlloc(id) {
+		s.t.Fatalf("allocation %s has no next step\n%s", id, strings.Join(s.w.timeline, "\n"))
+	}
+	s.check()
+}
+
+// newest is the newest allocation on the node (a replacement).
+func (s *script) newest() string {
+	as := s.w.cluster.Allocs(nodeID)
+	if len(as) == 0 {
+		s.t.Fatal("no allocation")
+	}
+	return as[len(as)-1].ID
+}
+
+func (s *script) phase(id string) phase {
+	a, ok := s.w.localGet(id)
+	if !ok {
+		return -1
+	}
+	return a.phase
+}
+
+// check runs the invariants now; settle lets the node quiesce and runs
+// them all.
+func (s *script) check() {
+	s.t.Helper()
+	s.w.check()
+	s.fail()
+}
+
+func (s *script) settle() {
+	s.t.Helper()
+	s.w.settle()
+	s.fail()
+}
+
+func (s *script) fail() {
+	s.t.Helper()
+	if len(s.w.violations) > 0 {
+		s.t.Fatalf("%s\ntimeline:\n%s", s.w.violations[0], strings.Join(s.w.timeline, "\n"))
+	}
+}
+
+func (s *script) watchAndReconcile() {
+	s.w.watch()
+	s.w.reconcile()
+	s.check()
+}
+
+// TestRegressions replays the bugs the simulation found, each in its
+// minimal timeline.
+func TestRegressions(t *testing.T) {
+	t.Run("lost holder ends while its replacement's Reserve waits on the same slot", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 20*time.Second)[0]
+		s.step(a) // pull
+		s.step(a) // start
+		s.w.disconnect()
+		s.w.reconnect() // a is lost; its replacement gets the same slot
+		b := s.newest()
+		s.step(a) // the client stops a: 20s kill timeout
+		s.step(b) // pull
+		s.step(b) // start: Reserve waits for a to end, then must see it
+		if s.phase(b) != running {
+			t.Fatalf("replacement is %v\n%s", s.phase(b), strings.Join(s.w.timeline, "\n"))
+		}
+		s.settle()
+	})
+	t.Run("lost allocation on an unrecorded slot keeps its data while it stops", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 30*time.Second)[0]
+		s.step(a)
+		s.step(a)
+		// The slot as a plugin that never recorded the holder left it.
+		ds := parent + "/scratch/scratch-1"
+		z := s.w.cliZFS()
+		ctx := context.Background()
+		if err := z.Set(ctx, ds, map[string]string{model.PropState: string(model.StateReady), model.PropHolderIndex: "0"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := z.Inherit(ctx, ds, model.PropHolder); err != nil {
+			t.Fatal(err)
+		}
+		s.w.launch("restart with the unrecorded slot")
+		s.w.disconnect()
+		s.w.reconnect()
+		s.step(a) // stopping, within its kill timeout
+		s.watchAndReconcile()
+		s.settle()
+	})
+	t.Run("preempted holder collected by the servers leaves no data for the next one", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("low", "", 20, 0)[0]
+		s.step(a)
+		s.step(a)
+		b := s.submit("high", "", 80, 0)[0] // preempts a, same slot
+		s.step(a)                           // stop
+		s.w.advance(time.Second)            // a exits and reports complete
+		if err := s.w.cluster.GC(a); err != nil {
+			t.Fatal(err)
+		}
+		s.w.dropGCd()
+		s.step(b)
+		s.step(b) // b must not read a's token
+		s.settle()
+	})
+	t.Run("lost holder collected by the servers keeps its data until the client lets go", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 20*time.Second)[0]
+		s.step(a)
+		s.step(a)
+		s.w.disconnect()
+		if err := s.w.cluster.GC(a); err != nil {
+			t.Fatal(err)
+		}
+		s.w.reconnect()
+		s.step(a) // the client stops a, which the servers no longer know
+		s.watchAndReconcile()
+		s.settle()
+	})
+	t.Run("a stopping allocation is not taken for a hidden caller", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("low", "", 20, 30*time.Second)[0]
+		s.step(a)
+		s.step(a)
+		s.w.setFaults(func(f *apiFaults) { f.forbidTill = s.w.now.Add(time.Hour) })
+		b := s.submit("high", hiddenNS, 80, 0)[0] // preempts a, same slot, hidden
+		s.step(b)
+		s.step(b) // Reserve sees only a, stopping: it must refuse
+		if s.phase(b) != dead {
+			t.Fatalf("hidden preemptor is %v", s.phase(b))
+		}
+		s.step(a) // a stops
+		s.settle()
+	})
+	t.Run("an allocation holding two slots of a class that retains failed data", func(t *testing.T) {
+		s := newScript(t)
+		s.w.cfg.Classes[1].Slots = 2
+		s.w.kill("two slots")
+		s.w.launch("two slots")
+		s.w.fingerprint()
+		j := scheduler.Job{ID: "two", Groups: []scheduler.Group{{Name: "g", Count: 1,
+			Tasks: []scheduler.Task{{Name: "main", Version: "1", Devices: []scheduler.Ask{{Class: "scratch", Count: 2}}}}}}}
+		s.w.jobs["two"] = &jobSpec{job: j}
+		ev, err := s.w.cluster.Register(j)
+		if err != nil || len(ev.Placed) != 1 {
+			t.Fatalf("%+v %v", ev, err)
+		}
+		a := ev.Placed[0].AllocID
+		s.step(a)
+		s.step(a)
+		s.w.stopJobForTest("two")
+		la, _ := s.w.localGet(a)
+		s.w.finish(la, structs.AllocClientStatusFailed, "task exited")
+		s.watchAndReconcile()
+		s.settle()
+	})
+	t.Run("plugin killed between a retain's rename and its owner mark", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 0)[0]
+		s.step(a)
+		s.step(a)
+		s.w.stopJobForTest("j1")
+		la, _ := s.w.localGet(a)
+		s.w.finish(la, structs.AllocClientStatusFailed, "task exited") // on_failure: snapshot
+		s.w.plugin.run.dieBefore = func(args []string) bool {
+			return len(args) > 1 && args[0] == "set" && strings.HasPrefix(args[1], model.PropOwner+"="+parent+"/scratch/retained-")
+		}
+		s.w.watch() // the Settle pass the watcher's news starts releases the slot
+		if s.w.alive() {
+			t.Fatal("the plugin did not reach the owner mark of the retained data")
+		}
+		s.settle()
+	})
+}

@@ -1,0 +1,324 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+// The simulated node and its datasets.
+const (
+	nodeID     = "00000000-0000-4000-8000-00000000000a"
+	pool       = "tank"
+	parent     = "tank/nomad"
+	reserveTO  = time.Minute // reserve_timeout's default
+	hiddenNS   = "team"      // the namespace APIForbid hides
+	maxJobs    = 6
+	lostAfter  = 2 * time.Minute
+	settleTime = 20 * time.Minute
+)
+
+// World is one simulated node: the real hooks.Manager and allocwatch
+// Watcher over a zfstest.Fake and a simulated Nomad HTTP API, with Nomad's
+// own scheduler placing allocations. Everything runs on the caller's
+// goroutine (the API's handler only reads), in simulated time.
+type World struct {
+	seed   uint64
+	dir    string
+	now    time.Time
+	rng    *rand.Rand // reseeded from each event's Arg
+	logger hclog.Logger
+
+	fake    *zfstest.Fake
+	cluster *scheduler.Cluster
+	api     *api
+	cfg     model.Config
+	plugin  *plugin // nil while dead
+	pending *cliRelease
+
+	// jobs are the submitted jobs by ID, as last registered.
+	jobs    map[string]*jobSpec
+	jobSeq  int
+	allocID int
+
+	// mu guards local, read by the API's handler.
+	mu    sync.Mutex
+	local map[string]*localAlloc
+
+	connected bool
+	apiF      apiFaults // what the API's handler reads, under mu
+	busyTill  map[string]time.Time
+	foreign   []foreignThing
+
+	// cmds counts the zfs commands of the current event.
+	cmds int
+
+	// known enables the events of known, unfixed violations.
+	known bool
+
+	// timeline is what happened, for a failure report.
+	timeline   []string
+	violations []Violation
+	events     int
+}
+
+// Violation is an invariant broken, found from data.
+type Violation struct {
+	Invariant string // I1..I5, liveness, harness
+	Detail    string
+	Event     int // index of the event after which it was seen; -1 in settle
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s after event %d: %s", v.Invariant, v.Event, v.Detail)
+}
+
+type jobSpec struct {
+	job     scheduler.Job
+	stopped bool
+	// kill is how long its tasks take to stop.
+	kill time.Duration
+}
+
+// New builds a world in a fresh directory below dir.
+func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
+	d, err := os.MkdirTemp(dir, fmt.Sprintf("sim-%d-", seed))
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	w := &World{seed: seed, dir: d, now: time.Unix(1_800_000_000, 0).UTC(), logger: logger,
+		jobs: map[string]*jobSpec{}, local: map[string]*localAlloc{}, connected: true,
+		busyTill: map[string]time.Time{}, rng: rand.New(rand.NewPCG(seed, 1))}
+	w.apiF = apiFaults{now: w.now, connected: true}
+	w.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(d, "mnt"), Now: func() time.Time { return w.now }})
+	if err := w.fake.AddPool(pool, 64<<30); err != nil {
+		return nil, err
+	}
+	w.cluster, err = scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
+	if err != nil {
+		return nil, err
+	}
+	if w.api, err = newAPI(w); err != nil {
+		return nil, err
+	}
+	w.cfg = model.Config{Parent: parent, ScanInterval: 15 * time.Second, Classes: []model.Class{
+		{Name: "pg", Slots: 2, MountPath: "/data", Release: model.Release{Policy: model.PolicyDestroy}},
+		{Name: "scratch", Slots: 2, MountPath: "/scratch", Release: model.Release{Policy: model.PolicyRollback, OnFailure: model.PolicySnapshot, Retain: 10 * time.Minute, RetainMax: 2}},
+	}}
+	if err := w.setupZFS(); err != nil {
+		return nil, err
+	}
+	if err := w.cluster.UpsertNode(scheduler.Node{ID: nodeID, Name: "node-a"}); err != nil {
+		return nil, err
+	}
+	w.launch("start")
+	return w, nil
+}
+
+// Close removes the world's files and stops its API.
+func (w *World) Close() {
+	w.api.close()
+	_ = os.RemoveAll(w.dir)
+}
+
+func (w *World) logf(format string, a ...any) {
+	w.timeline = append(w.timeline, fmt.Sprintf("%8s  ", w.now.Sub(time.Unix(1_800_000_000, 0)).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
+}
+
+// Timeline is what happened, one line per step.
+func (w *World) Timeline() []string { return w.timeline }
+
+// Violations found so far.
+func (w *World) Violations() []Violation { return w.violations }
+
+func (w *World) violate(inv, format string, a ...any) {
+	v := Violation{Invariant: inv, Detail: fmt.Sprintf(format, a...), Event: w.events - 1}
+	for _, o := range w.violations {
+		if o.Invariant == v.Invariant && o.Detail == v.Detail {
+			return
+		}
+	}
+	w.violations = append(w.violations, v)
+	w.logf("!!! VIOLATION %s: %s", inv, v.Detail)
+}
+
+// Run applies the events in order, checking the invariants after each,
+// then lets the system settle and checks the quiescent ones. It stops at
+// the first violation.
+func (w *World) Run(events []Event) []Violation {
+	for i, e := range events {
+		w.events = i + 1
+		w.rng = rand.New(rand.NewPCG(e.Arg, uint64(e.Kind)))
+		w.advance(e.Dt)
+		w.cmds = 0
+		w.logf("[%d] %s", e.Index, e.Kind)
+		w.apply(e)
+		if w.plugin == nil {
+			w.launch("relaunched by the client after a crash")
+		}
+		w.check()
+		if len(w.violations) > 0 {
+			return w.violations
+		}
+	}
+	w.events = len(events) + 1
+	w.settle()
+	return w.violations
+}
+
+// pick is Nomad's choice of free instances, made reproducible.
+func (w *World) pick(free []string, n int) []string {
+	perm := w.rng.Perm(len(free))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = free[perm[i]]
+	}
+	return out
+}
+
+func (w *World) nextAllocID() string {
+	w.allocID++
+	return fmt.Sprintf("%08x-0000-4000-800a-%012x", w.seed&0xffffffff, w.allocID)
+}
+
+// clock is the Manager's clock: simulated time that moves a microsecond
+// on every reading, as a real clock never stands still.
+func (w *World) clock() time.Time {
+	w.now = w.now.Add(time.Microsecond)
+	return w.now
+}
+
+// advance moves simulated time; slow kills that are due finish.
+func (w *World) advance(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	w.now = w.now.Add(d)
+	w.setFaults(func(f *apiFaults) { f.now = w.now })
+	w.finishKills()
+	if w.connected {
+		w.dropGCd() // the client syncs with the servers as time passes
+	}
+	for name, till := range w.busyTill {
+		if !w.now.Before(till) {
+			_ = w.fake.SetBusy(name, false)
+			delete(w.busyTill, name)
+		}
+	}
+}
+
+// sleep is the Manager's pause between Reserve retries: simulated time
+// passes, and the node goes on (tasks finish stopping) meanwhile.
+func (w *World) sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if w.plugin != nil && w.plugin.run.dead {
+		// The process is gone: nothing of it waits any more.
+		if c, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
+			c()
+		}
+		return context.Canceled
+	}
+	w.advance(d)
+	if dl, ok := ctx.Value(deadlineKey{}).(time.Time); ok && !w.now.Before(dl) {
+		if c, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
+			c()
+		}
+		return context.DeadlineExceeded
+	}
+	return ctx.Err()
+}
+
+type deadlineKey struct{}
+type cancelKey struct{}
+
+// simContext is a context that ends when simulated time reaches deadline
+// (checked in sleep, the only place a Manager waits).
+func (w *World) simContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = context.WithValue(ctx, deadlineKey{}, w.now.Add(timeout))
+	ctx = context.WithValue(ctx, cancelKey{}, context.CancelFunc(cancel))
+	return ctx, cancel
+}
+
+// foreignThing is something the plugin does not own and must not touch.
+type foreignThing struct {
+	name string
+	guid string
+	file string // a file in it, "" for a snapshot
+}
+
+// setupZFS creates the parent (the operator's) and things the plugin must
+// never touch: a dataset outside the parent, an unmarked one inside it,
+// an unmarked child of a class dataset (it inherits the class's owner
+// mark, which names the class, not itself), and a snapshot.
+func (w *World) setupZFS() error {
+	z := zfs.NewClient(w.fake)
+	ctx := context.Background()
+	for _, name := range []string{parent, pool + "/outside", parent + "/foreign"} {
+		if err := z.Create(ctx, name, nil); err != nil {
+			return err
+		}
+	}
+	if err := z.Snapshot(ctx, parent+"/foreign@keep", nil); err != nil {
+		return err
+	}
+	// The class dataset as the plugin would make it, with a foreign child.
+	if err := z.Create(ctx, parent+"/pg", map[string]string{model.PropOwner: parent + "/pg"}); err != nil {
+		return err
+	}
+	if err := z.Create(ctx, parent+"/pg/foreign-child", nil); err != nil {
+		return err
+	}
+	for _, name := range []string{pool + "/outside", parent + "/foreign", parent + "/pg/foreign-child", parent + "/foreign@keep"} {
+		ft := foreignThing{name: name}
+		if !strings.Contains(name, "@") {
+			ft.file = filepath.Join(w.fake.Mountpoint(name), "precious")
+			if err := os.WriteFile(ft.file, []byte(name), 0o644); err != nil {
+				return err
+			}
+		}
+		w.foreign = append(w.foreign, ft)
+	}
+	sets, err := z.List(ctx, pool, nil)
+	if err != nil {
+		return err
+	}
+	for i := range w.foreign {
+		for _, d := range sets {
+			if d.Name == w.foreign[i].name {
+				w.foreign[i].guid = d.GUID
+			}
+		}
+	}
+	return nil
+}
+
+// sortedLocal lists the local allocations by creation order.
+func (w *World) sortedLocal() []*localAlloc {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*localAlloc, 0, len(w.local))
+	for _, a := range w.local {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
