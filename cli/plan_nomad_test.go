@@ -1,0 +1,146 @@
+package cli
+
+// plan against a real Nomad v1.11.3 agent running the plugin over the fake
+// ZFS (two scratch slots of quota 1G), with the plugin's least-privilege
+// token: a job that fits, one whose device constraint the slots do not
+// meet, and one that finds both slots held.
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+)
+
+// planJob is a service job whose group g asks for one scratch slot per
+// allocation; extra goes into the device block.
+func planJob(name string, count int, extra string) string {
+	return `job "` + name + `" {
+  group "g" {
+    count = ` + strconv.Itoa(count) + `
+    task "server" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "exec sleep 600"]
+      }
+      resources {
+        device "zfs/dataset/scratch" {
+          ` + extra + `
+        }
+      }
+    }
+  }
+}`
+}
+
+func writeJob(t *testing.T, src string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "job.nomad.hcl")
+	must(t, os.WriteFile(p, []byte(src), 0o644))
+	return p
+}
+
+func TestPlanNomadAgent(t *testing.T) {
+	a := startCLIAgent(t)
+	cfg := a.ConfigFile()
+	node, _, err := a.Client().Nodes().Info(a.NodeID(), nil)
+	must(t, err)
+	var slots []string
+	for _, d := range node.NodeResources.Devices {
+		if d.Name == "scratch" {
+			for _, in := range d.Instances {
+				slots = append(slots, in.ID)
+			}
+		}
+	}
+	slices.Sort(slots)
+	if len(slots) != 2 {
+		t.Fatalf("the node has slots %q, want 2", slots)
+	}
+	nodeRef := node.Name + " (" + node.ID[:8] + ")"
+
+	t.Run("a job that fits gets a node and a slot", func(t *testing.T) {
+		code, out := a.run(t, "plan", "-config", cfg, writeJob(t, planJob("fits", 2, "")))
+		if code != 0 || !strings.Contains(out, "✓ every allocation of job fits can be placed now.") {
+			t.Fatalf("exit %d", code)
+		}
+		got := regexp.MustCompile(`✓ fits\.g\[\d\] on node `+regexp.QuoteMeta(nodeRef)+`: task server: slot (\S+)`).FindAllStringSubmatch(out, -1)
+		if len(got) != 2 {
+			t.Fatalf("want two placements on %s", nodeRef)
+		}
+		placed := []string{got[0][1], got[1][1]}
+		slices.Sort(placed)
+		if !slices.Equal(placed, slots) {
+			t.Fatalf("placed on slots %q, want each of %q once", placed, slots)
+		}
+	})
+
+	t.Run("a device constraint the slots do not meet", func(t *testing.T) {
+		job := planJob("big", 1, `constraint {
+            attribute = "${device.attr.quota}"
+            operator  = ">="
+            value     = "100 GiB"
+          }`)
+		code, out := a.run(t, "plan", "-config", cfg, writeJob(t, job))
+		for _, want := range []string{
+			"✗ 1 allocation(s) cannot be placed. Nomad:",
+			"1 node(s) have no healthy device instances that match the ask and meet its constraints (missing devices)",
+			"node " + nodeRef + ", task server asks 1 × zfs/dataset/scratch: 2 free",
+			"constraint not met: ${device.attr.quota} >= 100 GiB (quota = 1024MiB)",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		if code != exitNotPlaceable {
+			t.Fatalf("exit %d, want %d", code, exitNotPlaceable)
+		}
+	})
+
+	t.Run("every slot held by a running job", func(t *testing.T) {
+		j := a.RunJob(t, planJob("hold", 2, ""))
+		stubs := a.WaitAllocs(t, *j.ID, nomadtest.AllocsWithStatus(2, api.AllocClientStatusRunning), 90*time.Second)
+		holder := map[string]string{}
+		for _, s := range stubs {
+			holder[a.slotOfAlloc(t, s.ID)] = s.ID
+		}
+		path := writeJob(t, planJob("more", 1, ""))
+		code, out := a.run(t, "plan", "-config", cfg, path)
+		if code != exitNotPlaceable || !strings.Contains(out, "✗ 1 allocation(s) of job more cannot be placed now.") {
+			t.Fatalf("exit %d, want %d", code, exitNotPlaceable)
+		}
+		if !strings.Contains(out, "1 node(s) have too few free device instances: the others are held or unhealthy (devices: no devices match request)") {
+			t.Error("Nomad's reason is missing")
+		}
+		for _, slot := range slots {
+			want := slot + " held by allocation " + holder[slot][:8] + " of job hold (running)"
+			if !regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(want) + `$`).MatchString(out) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+
+		code, out = a.run(t, "plan", "-config", cfg, "-json", path)
+		rep := decodeJSON[planReport](t, out)
+		if code != exitNotPlaceable || rep.Placeable || len(rep.Groups) != 1 || rep.Groups[0].Missing != 1 || len(rep.Groups[0].Nodes) != 1 {
+			t.Fatalf("exit %d, report %+v", code, rep)
+		}
+		ask := rep.Groups[0].Nodes[0].Asks[0]
+		if ask.Free != 0 || len(ask.Slots) != 2 {
+			t.Fatalf("ask %+v, want 2 slots, none free", ask)
+		}
+		for _, s := range ask.Slots {
+			if s.State != "held" || s.Alloc != holder[s.ID] || s.JobID != "hold" {
+				t.Errorf("slot %+v, want held by %s of job hold", s, holder[s.ID])
+			}
+		}
+	})
+}

@@ -1,0 +1,359 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/nomad/nomad/structs"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+)
+
+// planReport is plan's answer, per task group.
+type planReport struct {
+	Job       string `json:"job"`
+	Namespace string `json:"namespace"`
+	NomadAPI  string `json:"nomad_api"`
+	// Placeable is true when every allocation the plan wants can be placed.
+	Placeable bool        `json:"placeable"`
+	Groups    []groupPlan `json:"groups"`
+	// Stopped are the allocations the plan would stop (a destructive
+	// update replaces them), Preempted those it would evict.
+	Stopped   []string `json:"stopped,omitempty"`
+	Preempted []string `json:"preempted,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
+}
+
+type groupPlan struct {
+	Name string `json:"name"`
+	// Count is the group's count; Running its allocations the plan keeps.
+	Count   int          `json:"count"`
+	Running int          `json:"running"`
+	Placed  []placedJSON `json:"placed"`
+	Missing int          `json:"missing"`
+	// Reasons are Nomad's metrics of the failed placement in plain words.
+	Reasons []string `json:"reasons,omitempty"`
+	// Nodes explain, node by node, why the device asks do not fit.
+	Nodes []nodeExplain `json:"nodes,omitempty"`
+}
+
+type placedJSON struct {
+	Name     string `json:"name"`
+	NodeID   string `json:"node_id"`
+	NodeName string `json:"node_name"`
+	// Devices are the zfs/dataset instances (slots) per task.
+	Devices map[string][]string `json:"devices"`
+}
+
+type nodeExplain struct {
+	NodeID   string       `json:"node_id"`
+	NodeName string       `json:"node_name"`
+	Asks     []askExplain `json:"asks"`
+}
+
+type askExplain struct {
+	Task   string `json:"task"`
+	Device string `json:"device"`
+	Count  uint64 `json:"count"`
+	// Unmet are the ask's constraints the device does not meet, with the
+	// node's value.
+	Unmet []string      `json:"unmet_constraints,omitempty"`
+	Slots []slotExplain `json:"slots"`
+	Free  int           `json:"free"`
+}
+
+type slotExplain struct {
+	ID string `json:"id"`
+	// State is free, unhealthy, held or stopping.
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	Alloc  string `json:"alloc_id,omitempty"`
+	JobID  string `json:"job_id,omitempty"`
+}
+
+// buildPlan turns Nomad's plan into the report.
+func buildPlan(job *structs.Job, live *scheduler.Live, res *scheduler.LivePlan) *planReport {
+	rep := &planReport{Job: job.ID, Namespace: job.Namespace, Placeable: len(res.Failed) == 0, Groups: []groupPlan{}}
+	nodes := map[string]*structs.Node{}
+	for _, n := range live.Nodes {
+		nodes[n.ID] = n
+	}
+	stopped := map[string]bool{}
+	for _, a := range res.Stopped {
+		stopped[a.ID] = true
+		rep.Stopped = append(rep.Stopped, a.ID)
+	}
+	for _, a := range res.Preempted {
+		stopped[a.ID] = true
+		rep.Preempted = append(rep.Preempted, a.ID)
+	}
+	for _, tg := range job.TaskGroups {
+		g := groupPlan{Name: tg.Name, Count: tg.Count, Placed: []placedJSON{}}
+		for _, a := range live.Allocs {
+			if a.Namespace == job.Namespace && a.JobID == job.ID && a.TaskGroup == tg.Name && !a.TerminalStatus() && !stopped[a.ID] {
+				g.Running++
+			}
+		}
+		for _, a := range res.Placed {
+			if a.TaskGroup != tg.Name {
+				continue
+			}
+			p := placedJSON{Name: a.Name, NodeID: a.NodeID, Devices: map[string][]string{}}
+			if n := nodes[a.NodeID]; n != nil {
+				p.NodeName = n.Name
+			}
+			for task, tr := range a.AllocatedResources.Tasks {
+				for _, d := range tr.Devices {
+					if d.Vendor == scheduler.Vendor && d.Type == scheduler.Type {
+						p.Devices[task] = append(p.Devices[task], d.DeviceIDs...)
+					}
+				}
+			}
+			g.Placed = append(g.Placed, p)
+		}
+		if m := res.Failed[tg.Name]; m != nil {
+			g.Missing = m.CoalescedFailures + 1
+			g.Reasons = metricReasons(m)
+			g.Nodes = explainNodes(tg, live, stopped)
+		}
+		rep.Groups = append(rep.Groups, g)
+	}
+	return rep
+}
+
+// metricReasons says in plain words what Nomad's AllocMetric counts, each
+// with Nomad's own term in parentheses so it can be looked up.
+func metricReasons(m *structs.AllocMetric) []string {
+	var out []string
+	if m.NodesEvaluated == 0 {
+		out = append(out, fmt.Sprintf("no ready, eligible node in the job's datacenters and node pool (%d node(s) in the pool)", m.NodesInPool))
+	}
+	for _, k := range sortedKeys(m.ConstraintFiltered) {
+		n := m.ConstraintFiltered[k]
+		switch {
+		case k == "missing devices":
+			out = append(out, fmt.Sprintf("%d node(s) have no healthy device instances that match the ask and meet its constraints (%s)", n, k))
+		case k == "missing drivers":
+			out = append(out, fmt.Sprintf("%d node(s) lack a healthy task driver (%s)", n, k))
+		case k == "computed class ineligible":
+			out = append(out, fmt.Sprintf("%d node(s) of a node class Nomad already found ineligible (%s)", n, k))
+		default:
+			out = append(out, fmt.Sprintf("%d node(s) do not meet the constraint %s", n, k))
+		}
+	}
+	for _, k := range sortedKeys(m.DimensionExhausted) {
+		n := m.DimensionExhausted[k]
+		switch {
+		case strings.HasPrefix(k, "devices: "):
+			out = append(out, fmt.Sprintf("%d node(s) have too few free device instances: the others are held or unhealthy (%s)", n, k))
+		case k == "cpu" || k == "memory" || k == "disk" || k == "cores":
+			out = append(out, fmt.Sprintf("%d node(s) have too little %s left", n, k))
+		default:
+			out = append(out, fmt.Sprintf("%d node(s) are out of %s", n, k))
+		}
+	}
+	for _, q := range m.QuotaExhausted {
+		out = append(out, "quota exhausted: "+q)
+	}
+	if len(out) == 0 {
+		out = append(out, fmt.Sprintf("Nomad evaluated %d node(s), filtered %d, found %d exhausted", m.NodesEvaluated, m.NodesFiltered, m.NodesExhausted))
+	}
+	return out
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// explainNodes explains, on every node that has a device a zfs/dataset ask
+// of tg names, why the ask does not fit: its unmet constraints and what
+// each slot is doing. Allocations the plan stops count as stopping.
+func explainNodes(tg *structs.TaskGroup, live *scheduler.Live, stopped map[string]bool) []nodeExplain {
+	byNode := map[string][]*structs.Allocation{}
+	for _, a := range live.Allocs {
+		if stopped[a.ID] && !a.TerminalStatus() {
+			a = a.Copy()
+			a.DesiredStatus = structs.AllocDesiredStatusStop
+		}
+		byNode[a.NodeID] = append(byNode[a.NodeID], a)
+	}
+	var out []nodeExplain
+	for _, n := range live.Nodes {
+		if n.NodeResources == nil {
+			continue
+		}
+		use := scheduler.DeviceUse(n, byNode[n.ID])
+		ne := nodeExplain{NodeID: n.ID, NodeName: n.Name}
+		for _, task := range tg.Tasks {
+			if task.Resources == nil {
+				continue
+			}
+			for _, ask := range task.Resources.Devices {
+				for _, d := range n.NodeResources.Devices {
+					if d.Vendor != scheduler.Vendor || d.Type != scheduler.Type {
+						continue
+					}
+					matches, unmet := scheduler.UnmetConstraints(d, ask)
+					if !matches {
+						continue
+					}
+					ne.Asks = append(ne.Asks, explainAsk(task.Name, ask, d, unmet, use[*d.ID()]))
+				}
+			}
+		}
+		if len(ne.Asks) > 0 {
+			out = append(out, ne)
+		}
+	}
+	return out
+}
+
+// explainAsk is one ask against one device group of a node.
+func explainAsk(task string, ask *structs.RequestedDevice, d *structs.NodeDeviceResource, unmet []*structs.Constraint, use []scheduler.InstanceUse) askExplain {
+	ae := askExplain{Task: task, Device: d.ID().String(), Count: ask.Count, Slots: []slotExplain{}}
+	for _, c := range unmet {
+		ae.Unmet = append(ae.Unmet, unmetText(c, d))
+	}
+	for _, u := range use {
+		s := explainSlot(u)
+		if s.State == "free" {
+			ae.Free++
+		}
+		ae.Slots = append(ae.Slots, s)
+	}
+	return ae
+}
+
+// unmetText names a constraint and the device's value it was checked
+// against, e.g. `${device.attr.quota} >= 100 GiB (quota = 1024 MiB)`.
+func unmetText(c *structs.Constraint, d *structs.NodeDeviceResource) string {
+	s := strings.TrimSpace(fmt.Sprintf("%s %s %s", c.LTarget, c.Operand, c.RTarget))
+	var have []string
+	for _, target := range []string{c.LTarget, c.RTarget} {
+		name, ok := strings.CutPrefix(target, "${device.attr.")
+		if !ok {
+			continue
+		}
+		name = strings.TrimSuffix(name, "}")
+		if v, ok := d.Attributes[name]; ok && v != nil {
+			have = append(have, name+" = "+v.GoString())
+		} else {
+			have = append(have, name+" is not set")
+		}
+	}
+	if len(have) > 0 {
+		s += " (" + strings.Join(have, ", ") + ")"
+	}
+	return s
+}
+
+// explainSlot says why one instance is or is not free for a new placement.
+func explainSlot(u scheduler.InstanceUse) slotExplain {
+	s := slotExplain{ID: u.ID}
+	switch {
+	case !u.Healthy:
+		s.State, s.Reason = "unhealthy", "unhealthy: "+orDash(u.HealthDesc)
+	case len(u.Holders) > 0:
+		a := u.Holders[0]
+		s.State, s.Alloc, s.JobID = "held", a.ID, a.JobID
+		s.Reason = fmt.Sprintf("held by allocation %s of job %s (%s)", short(a.ID), a.JobID, a.ClientStatus)
+	case len(u.Stopping) > 0:
+		a := u.Stopping[0]
+		s.State, s.Alloc, s.JobID = "stopping", a.ID, a.JobID
+		s.Reason = fmt.Sprintf("free to Nomad, but allocation %s of job %s is being stopped (%s): a new holder waits for its release", short(a.ID), a.JobID, a.ClientStatus)
+	case len(u.Ended) > 0:
+		a := u.Ended[0]
+		s.State, s.Alloc, s.JobID = "free", a.ID, a.JobID
+		s.Reason = fmt.Sprintf("free (last held by allocation %s of job %s, %s; released before it is handed over)", short(a.ID), a.JobID, a.ClientStatus)
+	default:
+		s.State, s.Reason = "free", "free"
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (r *planReport) print(w io.Writer) {
+	fmt.Fprintf(w, "Job %q (namespace %s), planned against the cluster at %s\n", r.Job, r.Namespace, r.NomadAPI)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "! %s\n", n)
+	}
+	missing := 0
+	for _, g := range r.Groups {
+		fmt.Fprintf(w, "\nGroup %q: %d to place", g.Name, len(g.Placed)+g.Missing)
+		if g.Running > 0 {
+			fmt.Fprintf(w, ", %d running kept", g.Running)
+		}
+		fmt.Fprintln(w)
+		for _, p := range g.Placed {
+			fmt.Fprintf(w, "  ✓ %s on node %s (%s)%s\n", p.Name, p.NodeName, short(p.NodeID), devicesText(p.Devices))
+		}
+		if g.Missing == 0 {
+			continue
+		}
+		missing += g.Missing
+		fmt.Fprintf(w, "  ✗ %d allocation(s) cannot be placed. Nomad:\n", g.Missing)
+		for _, reason := range g.Reasons {
+			fmt.Fprintf(w, "      %s\n", reason)
+		}
+		for _, n := range g.Nodes {
+			for _, a := range n.Asks {
+				fmt.Fprintf(w, "    node %s (%s), task %s asks %d × %s: %d free\n", n.NodeName, short(n.NodeID), a.Task, a.Count, a.Device, a.Free)
+				for _, u := range a.Unmet {
+					fmt.Fprintf(w, "      constraint not met: %s\n", u)
+				}
+				for _, s := range a.Slots {
+					fmt.Fprintf(w, "      %-8s %s\n", s.ID, s.Reason)
+				}
+			}
+		}
+	}
+	if len(r.Stopped) > 0 {
+		fmt.Fprintf(w, "\nThe plan stops %d allocation(s): %s\n", len(r.Stopped), shortList(r.Stopped))
+	}
+	if len(r.Preempted) > 0 {
+		fmt.Fprintf(w, "\nThe plan preempts %d allocation(s): %s\n", len(r.Preempted), shortList(r.Preempted))
+	}
+	if missing > 0 {
+		fmt.Fprintf(w, "\n✗ %d allocation(s) of job %s cannot be placed now.\n", missing, r.Job)
+		return
+	}
+	fmt.Fprintf(w, "\n✓ every allocation of job %s can be placed now.\n", r.Job)
+}
+
+func devicesText(devs map[string][]string) string {
+	tasks := make([]string, 0, len(devs))
+	for t := range devs {
+		tasks = append(tasks, t)
+	}
+	sort.Strings(tasks)
+	var parts []string
+	for _, t := range tasks {
+		parts = append(parts, fmt.Sprintf("task %s: slot %s", t, strings.Join(devs[t], ", ")))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, "; ")
+}
+
+func shortList(ids []string) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = short(id)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}

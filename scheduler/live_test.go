@@ -1,0 +1,168 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/hashicorp/nomad/nomad/structs"
+)
+
+// liveFixture is a real Nomad 1.11.3 node running the plugin (class
+// scratch, slots scratch-1 and scratch-2, quota 1024 MiB) and its one
+// allocation, hold.g[0] of job hold, running on scratch-1, as the HTTP API
+// answered /v1/node/<id> and /v1/node/<id>/allocations.
+func liveFixture(t *testing.T) Live {
+	t.Helper()
+	var n structs.Node
+	var allocs []*structs.Allocation
+	for path, v := range map[string]any{"testdata/live-node.json": &n, "testdata/live-allocs.json": &allocs} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	if len(allocs) != 1 || allocs[0].JobID != "hold" {
+		t.Fatalf("fixture allocations %d, want hold's one", len(allocs))
+	}
+	return Live{Nodes: []*structs.Node{&n}, Allocs: allocs}
+}
+
+// newJob is the fixture's job under another name, count and device
+// constraints.
+func newJob(l Live, id string, count int, constraints ...*structs.Constraint) *structs.Job {
+	j := l.Allocs[0].Job.Copy()
+	j.ID, j.Name, j.Version = id, id, 0
+	j.TaskGroups[0].Count = count
+	j.TaskGroups[0].Tasks[0].Resources.Devices[0].Constraints = constraints
+	return j
+}
+
+func quotaAtLeast(v string) *structs.Constraint {
+	return &structs.Constraint{LTarget: "${device.attr.quota}", Operand: ">=", RTarget: v}
+}
+
+func TestPlanLive(t *testing.T) {
+	cases := []struct {
+		name       string
+		count      int
+		constraint *structs.Constraint
+		placed     []string // slots, in allocation name order
+		failed     map[string]int
+	}{
+		{name: "the free slot", count: 1, placed: []string{"scratch-2"}},
+		{name: "a constraint the slots meet", count: 1, constraint: quotaAtLeast("512 MiB"), placed: []string{"scratch-2"}},
+		{name: "one more than free", count: 2, placed: []string{"scratch-2"},
+			failed: map[string]int{"devices: no devices match request": 1}},
+		{name: "a constraint no slot meets", count: 1, constraint: quotaAtLeast("100 GiB"),
+			failed: map[string]int{"missing devices": 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := liveFixture(t)
+			var cs []*structs.Constraint
+			if tc.constraint != nil {
+				cs = append(cs, tc.constraint)
+			}
+			res, err := PlanLive(l, newJob(l, "new", tc.count, cs...), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var placed []string
+			for _, a := range res.Placed {
+				if a.NodeID != l.Nodes[0].ID {
+					t.Errorf("%s placed on %s", a.Name, a.NodeID)
+				}
+				placed = append(placed, a.AllocatedResources.Tasks["server"].Devices[0].DeviceIDs...)
+			}
+			if len(placed) != len(tc.placed) || len(placed) > 0 && placed[0] != tc.placed[0] {
+				t.Errorf("placed on %q, want %q", placed, tc.placed)
+			}
+			m := res.Failed["g"]
+			if (m == nil) != (tc.failed == nil) {
+				t.Fatalf("failed %+v, want %v", m, tc.failed)
+			}
+			for k, n := range tc.failed {
+				if m.ConstraintFiltered[k]+m.DimensionExhausted[k] != n {
+					t.Errorf("Nomad's metrics %v %v lack %q: %d", m.ConstraintFiltered, m.DimensionExhausted, k, n)
+				}
+			}
+		})
+	}
+}
+
+// The running job planned again unchanged places nothing and stops
+// nothing: PlanLive sees it as the servers do, through Live.Current.
+func TestPlanLiveUnchangedJob(t *testing.T) {
+	l := liveFixture(t)
+	l.Current = l.Allocs[0].Job
+	res, err := PlanLive(l, l.Allocs[0].Job, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Placed)+len(res.Stopped)+len(res.Failed) != 0 {
+		t.Fatalf("plan of the unchanged job: placed %d, stopped %d, failed %v", len(res.Placed), len(res.Stopped), res.Failed)
+	}
+}
+
+func TestDeviceUse(t *testing.T) {
+	cases := []struct {
+		name            string
+		desired, client string
+		want            string // holders, stopping or ended
+	}{
+		{"running holder", structs.AllocDesiredStatusRun, structs.AllocClientStatusRunning, "holders"},
+		{"stopped by a server, still running", structs.AllocDesiredStatusStop, structs.AllocClientStatusRunning, "stopping"},
+		{"complete", structs.AllocDesiredStatusRun, structs.AllocClientStatusComplete, "ended"},
+		{"lost", structs.AllocDesiredStatusStop, structs.AllocClientStatusLost, "ended"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := liveFixture(t)
+			a := l.Allocs[0]
+			a.DesiredStatus, a.ClientStatus = tc.desired, tc.client
+			use := DeviceUse(l.Nodes[0], l.Allocs)[structs.DeviceIdTuple{Vendor: Vendor, Type: Type, Name: "scratch"}]
+			if len(use) != 2 || use[0].ID != "scratch-1" || !use[0].Healthy || len(use[1].Holders)+len(use[1].Stopping)+len(use[1].Ended) != 0 {
+				t.Fatalf("use %+v, want scratch-1 used and scratch-2 untouched", use)
+			}
+			got := map[string]int{"holders": len(use[0].Holders), "stopping": len(use[0].Stopping), "ended": len(use[0].Ended)}
+			for k, n := range got {
+				if want := map[bool]int{true: 1}[k == tc.want]; n != want {
+					t.Errorf("%s: %d, want %d", k, n, want)
+				}
+			}
+		})
+	}
+}
+
+func TestUnmetConstraints(t *testing.T) {
+	cases := []struct {
+		name    string
+		ask     string
+		cs      []*structs.Constraint
+		matches bool
+		unmet   int
+	}{
+		{"no constraint", "zfs/dataset/scratch", nil, true, 0},
+		{"quota met", "zfs/dataset/scratch", []*structs.Constraint{quotaAtLeast("1 GiB")}, true, 0},
+		{"quota unmet", "zfs/dataset/scratch", []*structs.Constraint{quotaAtLeast("100 GiB")}, true, 1},
+		{"one of two unmet", "zfs/dataset/scratch", []*structs.Constraint{
+			{LTarget: "${device.attr.pool}", Operand: "=", RTarget: "tank"}, quotaAtLeast("2 GiB")}, true, 1},
+		{"an attribute the device lacks", "zfs/dataset/scratch", []*structs.Constraint{
+			{LTarget: "${device.attr.nvme}", Operand: "is_set"}}, true, 1},
+		{"type only matches", "zfs/dataset", nil, true, 0},
+		{"another class", "zfs/dataset/fast", nil, false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := liveFixture(t).Nodes[0].NodeResources.Devices[0]
+			matches, unmet := UnmetConstraints(d, &structs.RequestedDevice{Name: tc.ask, Count: 1, Constraints: tc.cs})
+			if matches != tc.matches || len(unmet) != tc.unmet {
+				t.Fatalf("matches %v, unmet %v; want %v, %d", matches, unmet, tc.matches, tc.unmet)
+			}
+		})
+	}
+}
