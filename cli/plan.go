@@ -73,8 +73,12 @@ func runPlan(ctx context.Context, e *env, args []string) int {
 		return 1
 	}
 	live, notes, err := readLive(ctx, t, job)
-	if err != nil {
+	switch {
+	case isConnRefused(err):
 		fmt.Fprintf(e.stderr, "✗ %s\n", apiProblem(t.addr, err))
+		return 1
+	case err != nil:
+		fmt.Fprintf(e.stderr, "✗ the Nomad API at %s: %v\n", t.addr, err)
 		return 1
 	}
 	result, err := scheduler.PlanLive(*live, job, nil)
@@ -150,19 +154,19 @@ func structsJob(aj *api.Job) (*structs.Job, error) {
 // assumed instead.
 func readLive(ctx context.Context, t *apiTarget, job *structs.Job) (*scheduler.Live, []string, error) {
 	var stubs []*api.NodeListStub
-	if _, _, err := t.get(ctx, "/v1/nodes", nil, &stubs); err != nil {
-		return nil, nil, fmt.Errorf("listing nodes: %w", err)
+	if status, _, err := t.get(ctx, "/v1/nodes", nil, &stubs); err != nil {
+		return nil, nil, readError("listing nodes", status, err)
 	}
 	sort.Slice(stubs, func(i, j int) bool { return stubs[i].ID < stubs[j].ID })
 	live := &scheduler.Live{}
 	for _, s := range stubs {
 		var n structs.Node
-		if _, _, err := t.get(ctx, "/v1/node/"+s.ID, nil, &n); err != nil {
-			return nil, nil, fmt.Errorf("node %s: %w", s.ID, err)
+		if status, _, err := t.get(ctx, "/v1/node/"+s.ID, nil, &n); err != nil {
+			return nil, nil, readError("reading node "+s.ID, status, err)
 		}
 		var allocs []*structs.Allocation
-		if _, _, err := t.get(ctx, "/v1/node/"+s.ID+"/allocations", nil, &allocs); err != nil {
-			return nil, nil, fmt.Errorf("allocations of node %s: %w", s.ID, err)
+		if status, _, err := t.get(ctx, "/v1/node/"+s.ID+"/allocations", nil, &allocs); err != nil {
+			return nil, nil, readError("reading the allocations of node "+s.ID, status, err)
 		}
 		live.Nodes = append(live.Nodes, &n)
 		live.Allocs = append(live.Allocs, allocs...)
@@ -175,7 +179,7 @@ func readLive(ctx context.Context, t *apiTarget, job *structs.Job) (*scheduler.L
 		live.Current = &cur
 	case status == http.StatusNotFound:
 	default:
-		return nil, nil, fmt.Errorf("job %s: %w", job.ID, err)
+		return nil, nil, readError("reading job "+job.ID, status, err)
 	}
 	var sc struct {
 		SchedulerConfig *structs.SchedulerConfiguration
@@ -191,4 +195,13 @@ func readLive(ctx context.Context, t *apiTarget, job *structs.Job) (*scheduler.L
 		return nil, nil, errors.New("scheduler configuration: empty answer")
 	}
 	return live, notes, nil
+}
+
+// readError names what could not be read and, for a denial, the policy
+// line the token lacks.
+func readError(what string, status int, err error) error {
+	if status == http.StatusForbidden {
+		return fmt.Errorf("%s: the token is denied; plan needs %s and %s: %w", what, nodeReadRule, readJobRule, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

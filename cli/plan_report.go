@@ -267,7 +267,7 @@ func explainSlot(u scheduler.InstanceUse) slotExplain {
 	case len(u.Stopping) > 0:
 		a := u.Stopping[0]
 		s.State, s.Alloc, s.JobID = "stopping", a.ID, a.JobID
-		s.Reason = fmt.Sprintf("free to Nomad, but allocation %s of job %s is being stopped (%s): a new holder waits for its release", short(a.ID), a.JobID, a.ClientStatus)
+		s.Reason = fmt.Sprintf("free to Nomad, but allocation %s of job %s is being stopped (%s): a new holder gets it once its data is released", short(a.ID), a.JobID, a.ClientStatus)
 	case len(u.Ended) > 0:
 		a := u.Ended[0]
 		s.State, s.Alloc, s.JobID = "free", a.ID, a.JobID
