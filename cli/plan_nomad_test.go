@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/hashicorp/nomad/jobspec2"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 )
@@ -49,6 +50,49 @@ func writeJob(t *testing.T, src string) string {
 	return p
 }
 
+// serversAgree asks the agent's servers through Job.Plan, what `nomad job
+// plan` calls, with the management token: plan's verdict, and each of
+// Nomad's reasons for a failed group, must be theirs.
+func serversAgree(t *testing.T, a *cliAgent, path string, rep planReport) {
+	t.Helper()
+	aj, err := jobspec2.ParseWithConfig(&jobspec2.ParseConfig{Path: path, Body: []byte(readFile(t, path)), Strict: true})
+	must(t, err)
+	resp, _, err := a.Client().Jobs().Plan(aj, false, nil)
+	must(t, err)
+	if rep.Placeable != (len(resp.FailedTGAllocs) == 0) {
+		t.Fatalf("plan says placeable=%v, the servers' Job.Plan failed groups %v", rep.Placeable, resp.FailedTGAllocs)
+	}
+	for _, g := range rep.Groups {
+		m := resp.FailedTGAllocs[g.Name]
+		if m == nil {
+			continue
+		}
+		reasons := strings.Join(g.Reasons, "\n")
+		for k := range m.ConstraintFiltered {
+			if !strings.Contains(reasons, k) {
+				t.Errorf("the servers filtered nodes for %q; plan's reasons: %s", k, reasons)
+			}
+		}
+		for k := range m.DimensionExhausted {
+			if !strings.Contains(reasons, k) {
+				t.Errorf("the servers found %q exhausted; plan's reasons: %s", k, reasons)
+			}
+		}
+	}
+}
+
+// planBoth runs plan, as text and as JSON, and checks the servers agree.
+func planBoth(t *testing.T, a *cliAgent, path string) (code int, out string) {
+	t.Helper()
+	code, out = a.run(t, "plan", "-config", a.ConfigFile(), path)
+	jcode, jout := a.run(t, "plan", "-config", a.ConfigFile(), "-json", path)
+	if jcode != code {
+		t.Fatalf("plan -json exit %d, plan exit %d", jcode, code)
+	}
+	serversAgree(t, a, path, decodeJSON[planReport](t, jout))
+	return code, out
+}
+
 func TestPlanNomadAgent(t *testing.T) {
 	a := startCLIAgent(t)
 	cfg := a.ConfigFile()
@@ -69,7 +113,7 @@ func TestPlanNomadAgent(t *testing.T) {
 	nodeRef := node.Name + " (" + node.ID[:8] + ")"
 
 	t.Run("a job that fits gets a node and a slot", func(t *testing.T) {
-		code, out := a.run(t, "plan", "-config", cfg, writeJob(t, planJob("fits", 2, "")))
+		code, out := planBoth(t, a, writeJob(t, planJob("fits", 2, "")))
 		if code != 0 || !strings.Contains(out, "✓ every allocation of job fits can be placed now.") {
 			t.Fatalf("exit %d", code)
 		}
@@ -90,7 +134,7 @@ func TestPlanNomadAgent(t *testing.T) {
             operator  = ">="
             value     = "100 GiB"
           }`)
-		code, out := a.run(t, "plan", "-config", cfg, writeJob(t, job))
+		code, out := planBoth(t, a, writeJob(t, job))
 		for _, want := range []string{
 			"✗ 1 allocation(s) cannot be placed. Nomad:",
 			"1 node(s) have no healthy device instances that match the ask and meet its constraints (missing devices)",
@@ -114,7 +158,7 @@ func TestPlanNomadAgent(t *testing.T) {
 			holder[a.slotOfAlloc(t, s.ID)] = s.ID
 		}
 		path := writeJob(t, planJob("more", 1, ""))
-		code, out := a.run(t, "plan", "-config", cfg, path)
+		code, out := planBoth(t, a, path)
 		if code != exitNotPlaceable || !strings.Contains(out, "✗ 1 allocation(s) of job more cannot be placed now.") {
 			t.Fatalf("exit %d, want %d", code, exitNotPlaceable)
 		}
@@ -141,6 +185,29 @@ func TestPlanNomadAgent(t *testing.T) {
 			if s.State != "held" || s.Alloc != holder[s.ID] || s.JobID != "hold" {
 				t.Errorf("slot %+v, want held by %s of job hold", s, holder[s.ID])
 			}
+		}
+	})
+
+	t.Run("the running job: unchanged, then updated destructively", func(t *testing.T) {
+		code, out := planBoth(t, a, writeJob(t, planJob("hold", 2, "")))
+		if code != 0 || !strings.Contains(out, `Group "g": 0 to place, 2 running kept`) {
+			t.Fatalf("exit %d, want nothing to place and 2 kept", code)
+		}
+		// A new task config replaces the allocations, max_parallel (1) at
+		// a time: the servers stop one and, in the same plan, give its slot
+		// to its replacement while it may still run.
+		path := writeJob(t, strings.Replace(planJob("hold", 2, ""), "sleep 600", "sleep 601", 1))
+		code, out = planBoth(t, a, path)
+		if code != 0 || !strings.Contains(out, `Group "g": 1 to place, 1 running kept`) || !strings.Contains(out, "The plan stops 1 allocation(s)") {
+			t.Fatalf("exit %d, want one allocation replaced", code)
+		}
+		_, out = a.run(t, "plan", "-config", cfg, "-json", path)
+		rep := decodeJSON[planReport](t, out)
+		if len(rep.Stopped) != 1 || len(rep.Groups[0].Placed) != 1 {
+			t.Fatalf("stopped %q, placed %+v", rep.Stopped, rep.Groups[0].Placed)
+		}
+		if got, want := rep.Groups[0].Placed[0].Devices["server"], a.slotOfAlloc(t, rep.Stopped[0]); len(got) != 1 || got[0] != want {
+			t.Fatalf("the replacement gets %q, want the stopped allocation's slot %s", got, want)
 		}
 	})
 }
