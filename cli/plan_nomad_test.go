@@ -197,8 +197,8 @@ func TestPlanNomadAgent(t *testing.T) {
 		// a time: the servers stop one and, in the same plan, give its slot
 		// to its replacement while it may still run.
 		path := writeJob(t, strings.Replace(planJob("hold", 2, ""), "sleep 600", "sleep 601", 1))
-		code, out = planBoth(t, a, path)
-		if code != 0 || !strings.Contains(out, `Group "g": 1 to place, 1 running kept`) || !strings.Contains(out, "The plan stops 1 allocation(s)") {
+		code, text := planBoth(t, a, path)
+		if code != 0 || !strings.Contains(text, `Group "g": 1 to place, 1 running kept`) || !strings.Contains(text, "The plan stops 1 allocation(s)") {
 			t.Fatalf("exit %d, want one allocation replaced", code)
 		}
 		_, out = a.run(t, "plan", "-config", cfg, "-json", path)
@@ -206,8 +206,14 @@ func TestPlanNomadAgent(t *testing.T) {
 		if len(rep.Stopped) != 1 || len(rep.Groups[0].Placed) != 1 {
 			t.Fatalf("stopped %q, placed %+v", rep.Stopped, rep.Groups[0].Placed)
 		}
-		if got, want := rep.Groups[0].Placed[0].Devices["server"], a.slotOfAlloc(t, rep.Stopped[0]); len(got) != 1 || got[0] != want {
-			t.Fatalf("the replacement gets %q, want the stopped allocation's slot %s", got, want)
+		p := rep.Groups[0].Placed[0]
+		slot := a.slotOfAlloc(t, rep.Stopped[0])
+		if got := p.Devices["server"]; len(got) != 1 || got[0] != slot {
+			t.Fatalf("the replacement gets %q, want the stopped allocation's slot %s", got, slot)
+		}
+		want := slot + ": allocation " + rep.Stopped[0][:8] + " of job hold still holds it (running, being stopped); the plugin hands it over once its data is released"
+		if len(p.Handovers) != 1 || p.Handovers[0] != want || !strings.Contains(text, "      slot "+want+"\n") {
+			t.Fatalf("handovers %q, want %q, in the text too", p.Handovers, want)
 		}
 	})
 }

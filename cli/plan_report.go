@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -45,6 +46,10 @@ type placedJSON struct {
 	NodeName string `json:"node_name"`
 	// Devices are the zfs/dataset instances (slots) per task.
 	Devices map[string][]string `json:"devices"`
+	// Handovers say which of those slots a stopping allocation still
+	// holds: the servers count them free, the plugin hands them over once
+	// the old holder's data is released.
+	Handovers []string `json:"handovers,omitempty"`
 }
 
 type nodeExplain struct {
@@ -89,6 +94,7 @@ func buildPlan(job *structs.Job, live *scheduler.Live, res *scheduler.LivePlan) 
 		stopped[a.ID] = true
 		rep.Preempted = append(rep.Preempted, a.ID)
 	}
+	byNode := nodeAllocs(live, stopped)
 	for _, tg := range job.TaskGroups {
 		g := groupPlan{Name: tg.Name, Count: tg.Count, Placed: []placedJSON{}}
 		for _, a := range live.Allocs {
@@ -104,19 +110,29 @@ func buildPlan(job *structs.Job, live *scheduler.Live, res *scheduler.LivePlan) 
 			if n := nodes[a.NodeID]; n != nil {
 				p.NodeName = n.Name
 			}
+			use := scheduler.DeviceUse(nodes[a.NodeID], byNode[a.NodeID])
 			for task, tr := range a.AllocatedResources.Tasks {
 				for _, d := range tr.Devices {
-					if d.Vendor == scheduler.Vendor && d.Type == scheduler.Type {
-						p.Devices[task] = append(p.Devices[task], d.DeviceIDs...)
+					if d.Vendor != scheduler.Vendor || d.Type != scheduler.Type {
+						continue
+					}
+					p.Devices[task] = append(p.Devices[task], d.DeviceIDs...)
+					for _, u := range use[*d.ID()] {
+						if slices.Contains(d.DeviceIDs, u.ID) && len(u.Stopping) > 0 {
+							h := u.Stopping[0]
+							p.Handovers = append(p.Handovers, fmt.Sprintf("%s: allocation %s of job %s still holds it (%s, being stopped); the plugin hands it over once its data is released",
+								u.ID, short(h.ID), h.JobID, h.ClientStatus))
+						}
 					}
 				}
 			}
+			sort.Strings(p.Handovers)
 			g.Placed = append(g.Placed, p)
 		}
 		if m := res.Failed[tg.Name]; m != nil {
 			g.Missing = m.CoalescedFailures + 1
 			g.Reasons = metricReasons(m)
-			g.Nodes = explainNodes(tg, live, stopped)
+			g.Nodes = explainNodes(tg, live.Nodes, byNode)
 		}
 		rep.Groups = append(rep.Groups, g)
 	}
@@ -172,10 +188,9 @@ func sortedKeys(m map[string]int) []string {
 	return keys
 }
 
-// explainNodes explains, on every node that has a device a zfs/dataset ask
-// of tg names, why the ask does not fit: its unmet constraints and what
-// each slot is doing. Allocations the plan stops count as stopping.
-func explainNodes(tg *structs.TaskGroup, live *scheduler.Live, stopped map[string]bool) []nodeExplain {
+// nodeAllocs are the live allocations by node, those the plan stops or
+// preempts marked stopped, as they will be once the plan is applied.
+func nodeAllocs(live *scheduler.Live, stopped map[string]bool) map[string][]*structs.Allocation {
 	byNode := map[string][]*structs.Allocation{}
 	for _, a := range live.Allocs {
 		if stopped[a.ID] && !a.TerminalStatus() {
@@ -184,8 +199,15 @@ func explainNodes(tg *structs.TaskGroup, live *scheduler.Live, stopped map[strin
 		}
 		byNode[a.NodeID] = append(byNode[a.NodeID], a)
 	}
+	return byNode
+}
+
+// explainNodes explains, on every node that has a device a zfs/dataset ask
+// of tg names, why the ask does not fit: its unmet constraints and what
+// each slot is doing.
+func explainNodes(tg *structs.TaskGroup, nodes []*structs.Node, byNode map[string][]*structs.Allocation) []nodeExplain {
 	var out []nodeExplain
-	for _, n := range live.Nodes {
+	for _, n := range nodes {
 		if n.NodeResources == nil {
 			continue
 		}
@@ -299,6 +321,9 @@ func (r *planReport) print(w io.Writer) {
 		fmt.Fprintln(w)
 		for _, p := range g.Placed {
 			fmt.Fprintf(w, "  ✓ %s on node %s (%s)%s\n", p.Name, p.NodeName, short(p.NodeID), devicesText(p.Devices))
+			for _, h := range p.Handovers {
+				fmt.Fprintf(w, "      slot %s\n", h)
+			}
 		}
 		if g.Missing == 0 {
 			continue
