@@ -3,7 +3,9 @@ package cli
 // plan against a real Nomad v1.11.3 agent running the plugin over the fake
 // ZFS (two scratch slots of quota 1G), with the plugin's least-privilege
 // token: a job that fits, one whose device constraint the slots do not
-// meet, and one that finds both slots held.
+// meet, one that finds both slots unhealthy, one that finds them held, and
+// the running job updated. Every verdict is checked against the servers'
+// own Job.Plan.
 
 import (
 	"os"
@@ -148,6 +150,28 @@ func TestPlanNomadAgent(t *testing.T) {
 		if code != exitNotPlaceable {
 			t.Fatalf("exit %d, want %d", code, exitNotPlaceable)
 		}
+	})
+
+	t.Run("every slot unhealthy, with the plugin's reason", func(t *testing.T) {
+		must(t, a.f.SetPoolHealth("tank", "DEGRADED"))
+		reason := `pool "tank" is DEGRADED`
+		a.WaitForUnhealthy(t, "zfs", "dataset", "scratch", reason, 60*time.Second)
+		code, out := planBoth(t, a, writeJob(t, planJob("sick", 1, "")))
+		must(t, a.f.SetPoolHealth("tank", "ONLINE"))
+		for _, want := range []string{
+			"1 node(s) have no healthy device instances that match the ask and meet its constraints (missing devices)",
+			"node " + nodeRef + ", task server asks 1 × zfs/dataset/scratch: 0 free",
+			slots[0] + " unhealthy: " + reason,
+			slots[1] + " unhealthy: " + reason,
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		if code != exitNotPlaceable {
+			t.Fatalf("exit %d, want %d", code, exitNotPlaceable)
+		}
+		a.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 2, 60*time.Second)
 	})
 
 	t.Run("every slot held by a running job", func(t *testing.T) {
