@@ -22,7 +22,7 @@ Answer, from the live cluster, which nodes and slots the job's zfs/dataset
 device asks would get if it were submitted now, and when they cannot all be
 placed, why: each candidate node's slots with what keeps them (unhealthy and
 why, held by which allocation of which job, being released) and each device
-constraint the node's class does not meet.
+constraint the node's device does not meet.
 
 The verdict is Nomad's own: the job file is parsed as 'nomad job plan' parses
 it (jobspec2), and the nodes (with their fingerprinted devices) and their

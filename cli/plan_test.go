@@ -210,3 +210,41 @@ func TestParseJobFileErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanCommandErrors(t *testing.T) {
+	job := filepath.Join(t.TempDir(), "web.nomad.hcl")
+	must(t, os.WriteFile(job, []byte(`job "web" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+      resources {
+        device "zfs/dataset/scratch" {}
+      }
+    }
+  }
+}`), 0o644))
+	down := agentFile(t, t.TempDir(), pluginBody("tank/nomad", closedAddr(t), "", ""))
+	denied := newFakeNomad(t)
+	deniedCfg := agentFile(t, t.TempDir(), pluginBody("tank/nomad", denied.addr(), `token = "`+tokenNoNode+`"`, ""))
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no job file", []string{"plan", "-config", down}, `plan takes one job file, got []`},
+		{"two job files", []string{"plan", "-config", down, job, job}, `plan takes one job file, got [`},
+		{"missing job file", []string{"plan", "-config", down, "/nonexistent.hcl"}, "✗ job file: open /nonexistent.hcl: no such file or directory"},
+		{"API down", []string{"plan", "-config", down, job}, "is down (connection refused)"},
+		{"token without node:read", []string{"plan", "-config", deniedCfg, job},
+			`✗ the Nomad API at ` + denied.addr() + `: listing nodes: the token is denied; plan needs node { policy = "read" } and namespace "*" { capabilities = ["read-job"] }`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, &env{}, tc.args...)
+			if code != 1 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 1 and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
