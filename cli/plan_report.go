@@ -53,8 +53,11 @@ type placedJSON struct {
 }
 
 type nodeExplain struct {
-	NodeID   string       `json:"node_id"`
-	NodeName string       `json:"node_name"`
+	NodeID   string `json:"node_id"`
+	NodeName string `json:"node_name"`
+	// Excluded says why Nomad places nothing on the node whatever its
+	// slots: down, draining, ineligible, another datacenter or pool.
+	Excluded string       `json:"excluded,omitempty"`
 	Asks     []askExplain `json:"asks"`
 }
 
@@ -132,7 +135,7 @@ func buildPlan(job *structs.Job, live *scheduler.Live, res *scheduler.LivePlan) 
 		if m := res.Failed[tg.Name]; m != nil {
 			g.Missing = m.CoalescedFailures + 1
 			g.Reasons = metricReasons(m)
-			g.Nodes = explainNodes(tg, live.Nodes, byNode)
+			g.Nodes = explainNodes(job, tg, live.Nodes, byNode)
 		}
 		rep.Groups = append(rep.Groups, g)
 	}
@@ -205,14 +208,14 @@ func nodeAllocs(live *scheduler.Live, stopped map[string]bool) map[string][]*str
 // explainNodes explains, on every node that has a device a zfs/dataset ask
 // of tg names, why the ask does not fit: its unmet constraints and what
 // each slot is doing.
-func explainNodes(tg *structs.TaskGroup, nodes []*structs.Node, byNode map[string][]*structs.Allocation) []nodeExplain {
+func explainNodes(job *structs.Job, tg *structs.TaskGroup, nodes []*structs.Node, byNode map[string][]*structs.Allocation) []nodeExplain {
 	var out []nodeExplain
 	for _, n := range nodes {
 		if n.NodeResources == nil {
 			continue
 		}
 		use := scheduler.DeviceUse(n, byNode[n.ID])
-		ne := nodeExplain{NodeID: n.ID, NodeName: n.Name}
+		ne := nodeExplain{NodeID: n.ID, NodeName: n.Name, Excluded: nodeExcluded(n, job)}
 		for _, task := range tg.Tasks {
 			if task.Resources == nil {
 				continue
@@ -235,6 +238,24 @@ func explainNodes(tg *structs.TaskGroup, nodes []*structs.Node, byNode map[strin
 		}
 	}
 	return out
+}
+
+// nodeExcluded says why the scheduler does not consider node for job at
+// all (readyNodesInDCsAndPool), or "".
+func nodeExcluded(n *structs.Node, job *structs.Job) string {
+	switch {
+	case n.Status != structs.NodeStatusReady:
+		return "the node is " + n.Status
+	case n.DrainStrategy != nil:
+		return "the node is draining"
+	case n.SchedulingEligibility != structs.NodeSchedulingEligible:
+		return "the node is ineligible for scheduling"
+	case !n.IsInAnyDC(job.Datacenters):
+		return fmt.Sprintf("the node is in datacenter %s, not among the job's %s", n.Datacenter, strings.Join(job.Datacenters, ", "))
+	case job.NodePool != structs.NodePoolAll && n.NodePool != job.NodePool:
+		return fmt.Sprintf("the node is in node pool %s, the job in %s", n.NodePool, job.NodePool)
+	}
+	return ""
 }
 
 // explainAsk is one ask against one device group of a node.
@@ -334,6 +355,10 @@ func (r *planReport) print(w io.Writer) {
 			fmt.Fprintf(w, "      %s\n", reason)
 		}
 		for _, n := range g.Nodes {
+			if n.Excluded != "" {
+				fmt.Fprintf(w, "    node %s (%s): not considered: %s\n", n.NodeName, short(n.NodeID), n.Excluded)
+				continue
+			}
 			for _, a := range n.Asks {
 				fmt.Fprintf(w, "    node %s (%s), task %s asks %d × %s: %d free\n", n.NodeName, short(n.NodeID), a.Task, a.Count, a.Device, a.Free)
 				for _, u := range a.Unmet {

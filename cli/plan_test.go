@@ -248,3 +248,38 @@ func TestPlanCommandErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeExcluded(t *testing.T) {
+	job := &structs.Job{Datacenters: []string{"dc1", "edge-*"}, NodePool: "zfs"}
+	ready := structs.Node{Status: structs.NodeStatusReady, SchedulingEligibility: structs.NodeSchedulingEligible,
+		Datacenter: "dc1", NodePool: "zfs"}
+	cases := []struct {
+		name string
+		edit func(n *structs.Node)
+		pool string
+		want string
+	}{
+		{"considered", func(*structs.Node) {}, "", ""},
+		{"a datacenter glob", func(n *structs.Node) { n.Datacenter = "edge-3" }, "", ""},
+		{"down", func(n *structs.Node) { n.Status = structs.NodeStatusDown }, "", "the node is down"},
+		{"draining", func(n *structs.Node) { n.DrainStrategy = &structs.DrainStrategy{} }, "", "the node is draining"},
+		{"ineligible", func(n *structs.Node) { n.SchedulingEligibility = structs.NodeSchedulingIneligible }, "",
+			"the node is ineligible for scheduling"},
+		{"another datacenter", func(n *structs.Node) { n.Datacenter = "dc2" }, "",
+			"the node is in datacenter dc2, not among the job's dc1, edge-*"},
+		{"another pool", func(n *structs.Node) { n.NodePool = "default" }, "", "the node is in node pool default, the job in zfs"},
+		{"the all pool", func(n *structs.Node) { n.NodePool = "default" }, structs.NodePoolAll, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n, j := ready, *job
+			tc.edit(&n)
+			if tc.pool != "" {
+				j.NodePool = tc.pool
+			}
+			if got := nodeExcluded(&n, &j); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
