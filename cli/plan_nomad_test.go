@@ -65,6 +65,9 @@ func serversAgree(t *testing.T, a *cliAgent, path string, rep planReport) {
 		t.Fatalf("plan says placeable=%v, the servers' Job.Plan failed groups %v", rep.Placeable, resp.FailedTGAllocs)
 	}
 	for _, g := range rep.Groups {
+		if u := resp.Annotations.DesiredTGUpdates[g.Name]; u == nil || int(u.Place+u.DestructiveUpdate) != len(g.Placed)+g.Missing {
+			t.Errorf("group %s: plan places %d and misses %d; the servers' reconciler wants %+v", g.Name, len(g.Placed), g.Missing, u)
+		}
 		m := resp.FailedTGAllocs[g.Name]
 		if m == nil {
 			continue

@@ -60,7 +60,11 @@ func PlanLive(l Live, job *structs.Job, logger hclog.Logger) (*LivePlan, error) 
 	if err != nil {
 		return nil, fmt.Errorf("nomad state store: %w", err)
 	}
-	index := uint64(10)
+	// The store's own writes take indexes above every index the cluster
+	// showed, so none is mistaken for one of the cluster's: the reconciler
+	// tells an allocation of the current job version by its Job's
+	// JobModifyIndex.
+	index := liveMaxIndex(l) + 10
 	next := func() uint64 { index++; return index }
 
 	cfg := l.Config
@@ -116,7 +120,13 @@ func PlanLive(l Live, job *structs.Job, logger hclog.Logger) (*LivePlan, error) 
 	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
 	for _, id := range ids {
 		j := jobs[id].Copy()
-		if err := store.UpsertJob(structs.MsgTypeTestSetup, next(), nil, j); err != nil {
+		at := next()
+		if id == target && j.JobModifyIndex > 0 {
+			// At its own index, as in the servers' state: the allocations
+			// of this version carry it.
+			at = j.JobModifyIndex
+		}
+		if err := store.UpsertJob(structs.MsgTypeTestSetup, at, nil, j); err != nil {
 			return nil, fmt.Errorf("job %s: %w", id, err)
 		}
 	}
@@ -130,8 +140,15 @@ func PlanLive(l Live, job *structs.Job, logger hclog.Logger) (*LivePlan, error) 
 		}
 	}
 
+	// As the servers' Job.Plan does: an unchanged job goes in at the
+	// current version's JobModifyIndex, so its allocations stay as they
+	// are; a changed one at a new index.
 	planned := job.Copy()
-	if err := store.UpsertJob(structs.MsgTypeTestSetup, next(), nil, planned); err != nil {
+	at := next()
+	if l.Current != nil && !l.Current.SpecChanged(planned) {
+		at = l.Current.JobModifyIndex
+	}
+	if err := store.UpsertJob(structs.MsgTypeTestSetup, at, nil, planned); err != nil {
 		return nil, fmt.Errorf("job %s: %w", job.ID, err)
 	}
 	ev := &structs.Evaluation{
@@ -184,6 +201,24 @@ func livePlan(pb *sstructs.PlanBuilder, before *state.StateSnapshot) *LivePlan {
 	}
 	sort.Slice(out.Placed, func(i, j int) bool { return out.Placed[i].Name < out.Placed[j].Name })
 	return out
+}
+
+// liveMaxIndex is the highest Raft index l shows.
+func liveMaxIndex(l Live) uint64 {
+	var m uint64
+	for _, n := range l.Nodes {
+		m = max(m, n.ModifyIndex)
+	}
+	for _, a := range l.Allocs {
+		m = max(m, a.ModifyIndex, a.AllocModifyIndex)
+		if a.Job != nil {
+			m = max(m, a.Job.ModifyIndex, a.Job.JobModifyIndex)
+		}
+	}
+	if l.Current != nil {
+		m = max(m, l.Current.ModifyIndex, l.Current.JobModifyIndex)
+	}
+	return m
 }
 
 // ensureParents creates the namespaces and node pools the nodes and jobs

@@ -166,3 +166,22 @@ func TestUnmetConstraints(t *testing.T) {
 		})
 	}
 }
+
+// A new task config replaces the running allocation: the plan stops it
+// and places its replacement. Before PlanLive kept its own indexes above
+// the cluster's, the planned job could take the JobModifyIndex the running
+// allocation's job had on the cluster, and the reconciler then left that
+// allocation alone: nothing replaced, in this very fixture.
+func TestPlanLiveDestructiveUpdate(t *testing.T) {
+	l := liveFixture(t)
+	l.Current = l.Allocs[0].Job
+	j := l.Current.Copy()
+	j.TaskGroups[0].Tasks[0].Config["args"] = []any{"-c", "exec sleep 601"}
+	res, err := PlanLive(l, j, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Placed) != 1 || len(res.Stopped) != 1 || res.Stopped[0].ID != l.Allocs[0].ID {
+		t.Fatalf("placed %d, stopped %v; want the running allocation replaced", len(res.Placed), res.Stopped)
+	}
+}
