@@ -149,8 +149,8 @@ func structsJob(aj *api.Job) (*structs.Job, error) {
 }
 
 // readLive reads what the servers would schedule against: every node with
-// its devices, each node's allocations, the job's current version and the
-// scheduler configuration. notes say what could not be read and was
+// its devices, each node's allocations, the job's current version and
+// latest deployment, and the scheduler configuration. notes say what could not be read and was
 // assumed instead.
 func readLive(ctx context.Context, t *apiTarget, job *structs.Job) (*scheduler.Live, []string, error) {
 	var stubs []*api.NodeListStub
@@ -180,6 +180,13 @@ func readLive(ctx context.Context, t *apiTarget, job *structs.Job) (*scheduler.L
 	case status == http.StatusNotFound:
 	default:
 		return nil, nil, readError("reading job "+job.ID, status, err)
+	}
+	if live.Current != nil {
+		var d *structs.Deployment
+		if status, _, err := t.get(ctx, "/v1/job/"+job.ID+"/deployment", &api.QueryOptions{Namespace: job.Namespace}, &d); err != nil {
+			return nil, nil, readError("reading the deployment of job "+job.ID, status, err)
+		}
+		live.Deployment = d
 	}
 	var sc struct {
 		SchedulerConfig *structs.SchedulerConfiguration

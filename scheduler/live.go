@@ -25,6 +25,10 @@ type Live struct {
 	// job: against it the reconciler tells an in-place from a destructive
 	// update, as `nomad job plan` does.
 	Current *structs.Job
+	// Deployment is the planned job's latest deployment, nil if none: a
+	// paused or failed one, or unhealthy allocations in a running one,
+	// hold back a rolling update, as on the servers.
+	Deployment *structs.Deployment
 	// Config is the scheduler configuration; nil is Nomad's default
 	// (binpack, preemption for system jobs only).
 	Config *structs.SchedulerConfiguration
@@ -119,15 +123,19 @@ func PlanLive(l Live, job *structs.Job, logger hclog.Logger) (*LivePlan, error) 
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
 	for _, id := range ids {
-		j := jobs[id].Copy()
-		at := next()
-		if id == target && j.JobModifyIndex > 0 {
-			// At its own index, as in the servers' state: the allocations
-			// of this version carry it.
-			at = j.JobModifyIndex
+		if id == target {
+			if err := upsertCurrent(store, jobs[id], next); err != nil {
+				return nil, fmt.Errorf("job %s: %w", id, err)
+			}
+			continue
 		}
-		if err := store.UpsertJob(structs.MsgTypeTestSetup, at, nil, j); err != nil {
+		if err := store.UpsertJob(structs.MsgTypeTestSetup, next(), nil, jobs[id].Copy()); err != nil {
 			return nil, fmt.Errorf("job %s: %w", id, err)
+		}
+	}
+	if d := l.Deployment; d != nil {
+		if err := store.UpsertDeployment(next(), d.Copy()); err != nil {
+			return nil, fmt.Errorf("deployment %s: %w", d.ID, err)
 		}
 	}
 	allocs := make([]*structs.Allocation, 0, len(l.Allocs))
@@ -140,16 +148,13 @@ func PlanLive(l Live, job *structs.Job, logger hclog.Logger) (*LivePlan, error) 
 		}
 	}
 
-	// As the servers' Job.Plan does: an unchanged job goes in at the
-	// current version's JobModifyIndex, so its allocations stay as they
-	// are; a changed one at a new index.
-	planned := job.Copy()
-	at := next()
-	if l.Current != nil && !l.Current.SpecChanged(planned) {
-		at = l.Current.JobModifyIndex
-	}
-	if err := store.UpsertJob(structs.MsgTypeTestSetup, at, nil, planned); err != nil {
-		return nil, fmt.Errorf("job %s: %w", job.ID, err)
+	// As the servers' Job.Plan does: an unchanged job is not inserted, so
+	// its deployment and allocations stay current; a changed one goes in
+	// at a new index, a new version.
+	if l.Current == nil || l.Current.SpecChanged(job) {
+		if err := store.UpsertJob(structs.MsgTypeTestSetup, next(), nil, job.Copy()); err != nil {
+			return nil, fmt.Errorf("job %s: %w", job.ID, err)
+		}
 	}
 	ev := &structs.Evaluation{
 		ID: "00000000-0000-4000-8000-00000000e0a1", Namespace: job.Namespace, Priority: job.Priority,
@@ -201,6 +206,26 @@ func livePlan(pb *sstructs.PlanBuilder, before *state.StateSnapshot) *LivePlan {
 	}
 	sort.Slice(out.Placed, func(i, j int) bool { return out.Placed[i].Name < out.Placed[j].Name })
 	return out
+}
+
+// upsertCurrent puts the job's current version in the store with the
+// cluster's CreateIndex, JobModifyIndex and Version: the reconciler tells
+// its allocations by JobModifyIndex and its deployment by JobCreateIndex
+// and JobVersion. The store sets all three indexes on a new job and bumps
+// the version of an existing one unless it is higher, hence two writes.
+func upsertCurrent(store *state.StateStore, cur *structs.Job, next func() uint64) error {
+	if cur.JobModifyIndex == 0 {
+		return store.UpsertJob(structs.MsgTypeTestSetup, next(), nil, cur.Copy())
+	}
+	if cur.CreateIndex == 0 || cur.CreateIndex >= cur.JobModifyIndex || cur.Version == 0 {
+		return store.UpsertJob(structs.MsgTypeTestSetup, cur.JobModifyIndex, nil, cur.Copy())
+	}
+	first := cur.Copy()
+	first.Version--
+	if err := store.UpsertJob(structs.MsgTypeTestSetup, cur.CreateIndex, nil, first); err != nil {
+		return err
+	}
+	return store.UpsertJob(structs.MsgTypeTestSetup, cur.JobModifyIndex, nil, cur.Copy())
 }
 
 // liveMaxIndex is the highest Raft index l shows.

@@ -185,3 +185,43 @@ func TestPlanLiveDestructiveUpdate(t *testing.T) {
 		t.Fatalf("placed %d, stopped %v; want the running allocation replaced", len(res.Placed), res.Stopped)
 	}
 }
+
+// Mid-rollout of version 1 (count 2, max_parallel 1): hold.g[1] of
+// version 1 runs, not yet healthy, and hold.g[0] still runs version 0.
+// The servers replace nothing more until hold.g[1] is healthy; without the
+// deployment, the reconciler would replace hold.g[0] now.
+func TestPlanLiveRollingDeployment(t *testing.T) {
+	l := liveFixture(t)
+	v0 := l.Allocs[0]
+	v1 := v0.Job.Copy()
+	v1.Version, v1.JobModifyIndex = 1, v0.Job.JobModifyIndex+5
+	v1.TaskGroups[0].Count = 2
+	v1.TaskGroups[0].Tasks[0].Config["args"] = []any{"-c", "exec sleep 601"}
+	d := structs.NewDeployment(v1, 50, 0)
+	d.TaskGroups = map[string]*structs.DeploymentState{"g": {DesiredTotal: 2, PlacedAllocs: 1}}
+	a1 := v0.Copy()
+	a1.ID, a1.Name, a1.Job, a1.DeploymentID, a1.DeploymentStatus = "11111111-0000-4000-8000-000000000001", "hold.g[1]", v1, d.ID, nil
+	a1.AllocatedResources.Tasks["server"].Devices[0].DeviceIDs = []string{"scratch-2"}
+	l.Allocs = append(l.Allocs, a1)
+	l.Current = v1
+
+	for _, tc := range []struct {
+		name       string
+		deployment *structs.Deployment
+		placed     int
+	}{
+		{"with the deployment, as the servers", d, 0},
+		{"without it", nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l.Deployment = tc.deployment
+			res, err := PlanLive(l, v1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Placed) != tc.placed {
+				t.Fatalf("placed %d, want %d", len(res.Placed), tc.placed)
+			}
+		})
+	}
+}
