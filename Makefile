@@ -2,8 +2,11 @@
 SHELL       := bash
 GO          ?= go
 BIN         := bin/nomad-device-zfs
-VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -X github.com/nomad-device-zfs/nomad-device-zfs/plugin.Version=v0.1.0
+# The version stamped into the binary; tools/version.sh says why it is semver.
+VERSION     ?= $(shell tools/version.sh)
+LDFLAGS     := -X github.com/nomad-device-zfs/nomad-device-zfs/plugin.Version=$(VERSION)
+DIST        := dist
+PLATFORMS   := linux/amd64 linux/arm64
 NDZ_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nomad-device-zfs
 export NDZ_CACHE
 
@@ -14,6 +17,17 @@ help: ## List the targets.
 
 build: ## Build the plugin binary into bin/.
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nomad-device-zfs
+
+dist: ## Release binaries (static, linux/amd64 and linux/arm64) and SHA256SUMS into dist/.
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; for p in $(PLATFORMS); do os=$${p%/*} arch=$${p#*/}; \
+	  out=$(DIST)/nomad-device-zfs_$(VERSION)_$${os}_$${arch}; echo "  $$out"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$out ./cmd/nomad-device-zfs; \
+	done
+	cd $(DIST) && sha256sum nomad-device-zfs_* >SHA256SUMS && sha256sum --quiet -c SHA256SUMS
+	@host=$(DIST)/nomad-device-zfs_$(VERSION)_$$($(GO) env GOOS)_$$($(GO) env GOARCH); \
+	  if [ -x $$host ]; then got=$$($$host version); test "$$got" = "nomad-device-zfs $(VERSION)" || \
+	    { echo "$$host version: '$$got', want 'nomad-device-zfs $(VERSION)'"; exit 1; }; echo "  $$got"; fi
 
 nomad: ## Build (once, cached) the Nomad binary the tests use.
 	@tools/nomad-bin.sh
@@ -38,6 +52,6 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 	@scripts/check-imports.sh
 
 clean: ## Remove build output (caches are kept).
-	rm -rf bin
+	rm -rf bin $(DIST)
 
-.PHONY: help build nomad test unit e2e demo check clean
+.PHONY: help build dist nomad test unit e2e demo check clean
