@@ -45,6 +45,11 @@ type Config struct {
 	// StartTimeout bounds each start: API up, leader, node ready. Default 2m,
 	// since a client waits up to 50s for device plugins' first fingerprint.
 	StartTimeout time.Duration
+	// Slowness, when set, reports how many times slower than an idle
+	// machine this one runs now; every wait of this package (StartTimeout,
+	// WaitAllocs, WaitForNodeDevice...) stretches its timeout by the
+	// largest value seen during the wait (see Deadline).
+	Slowness func() float64
 }
 
 // ports are the agent's loopback ports; Restart reuses them because raft
