@@ -8,7 +8,11 @@ LDFLAGS     := -X github.com/nomad-device-zfs/nomad-device-zfs/plugin.Version=$(
 DIST        := dist
 PLATFORMS   := linux/amd64 linux/arm64
 NDZ_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nomad-device-zfs
-export NDZ_CACHE
+# The Nomad the tests run against (tools/nomad-bin.sh builds and caches it):
+# `make e2e NOMAD_VERSION=v1.10.5`. NOMAD_VERSIONS are the supported ones.
+NOMAD_VERSION  ?= v1.11.3
+NOMAD_VERSIONS := v1.10.5 v1.11.3
+export NDZ_CACHE NOMAD_VERSION
 
 .DEFAULT_GOAL := help
 
@@ -38,8 +42,11 @@ test: nomad ## Unit tests and the integration tests against a real Nomad agent.
 unit: ## Unit tests only (no Nomad agent).
 	$(GO) test -race -short -count=1 ./...
 
-e2e: nomad ## End-to-end tests: real Nomad and real OpenZFS in a QEMU VM.
+e2e: nomad ## End-to-end tests: real Nomad (NOMAD_VERSION) and real OpenZFS in a QEMU VM.
 	scripts/e2e.sh
+
+e2e-versions: ## The e2e suite once per supported Nomad version (NOMAD_VERSIONS).
+	@set -e; for v in $(NOMAD_VERSIONS); do echo "=== e2e on Nomad $$v"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v; done
 
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
 	scripts/demo.sh
@@ -54,4 +61,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist nomad test unit e2e demo check clean
+.PHONY: help build dist nomad test unit e2e e2e-versions demo check clean

@@ -10,7 +10,10 @@
 # -test.v.  Its output streams as it runs; the exit status is the test
 # binary's (125: the VM failed, see e2e/vm/README.md).
 #
-# Env: NDZ_VM_*           the VM's settings (e2e/vm/README.md)
+# Env: NOMAD_VERSION     the Nomad to test against (default v1.11.3; tools/nomad-bin.sh)
+#      NDZ_VM_DOCKER=1   boot the docker variant of the guest image: the TestDocker*
+#                        tests then run (and must pass) instead of being skipped
+#      NDZ_VM_*           the VM's settings (e2e/vm/README.md)
 #      NDZ_E2E_LOG_DIR   if set, each test's Nomad agent log is copied there
 #      NDZ_E2E_PARALLEL  how many tests run at once (default 8; more runs the 2 GiB guest out of memory)
 #      NDZ_E2E_*         passed into the guest
@@ -33,7 +36,8 @@ export CGO_ENABLED=0
 go test -c -tags e2e -o "$work/e2e.test" ./e2e
 mkdir "$work/plugins"
 go build -trimpath -o "$work/plugins/nomad-device-zfs" ./cmd/nomad-device-zfs
-cp "$(tools/nomad-bin.sh)" "$work/nomad"
+cp "$(tools/nomad-bin.sh)" "$work/nomad" # NOMAD_VERSION picks the version
+log "$("$work/nomad" version | head -n1)"
 
 # Quote each argument for the guest's sh (run-in-vm.sh joins them with spaces).
 # The tests run in parallel: most of their time is spent waiting on Nomad
@@ -48,6 +52,7 @@ for a in "$@"; do args="$args $(q "$a")"; done
 # here as it comes (run-in-vm.sh would only replay it once the VM stopped).
 : >"$work/e2e.log"
 export NDZ_E2E_NOMAD=$work/nomad NDZ_E2E_PLUGIN_DIR=$work/plugins
+export NDZ_E2E_DOCKER=${NDZ_VM_DOCKER:-0}
 logs=${NDZ_E2E_LOG_DIR:-}
 if [ -n "$logs" ]; then
 	mkdir -p "$logs" "$work/logs"
