@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 )
 
 // The Docker engine of the docker variant of the guest image
@@ -28,11 +30,30 @@ const (
 	dockerLog    = "/tmp/ndz-dockerd.log"
 )
 
-// dockerdArgs run the engine in the guest: no bridge network and no
-// iptables (the guest has neither the modules nor a network: jobs use
-// network_mode "none"), vfs storage (no overlay module; a busybox layer is
-// 2 MB, so copying it per container costs nothing), state on tmpfs.
+// The engine runs as two daemons the tests start themselves: containerd,
+// then dockerd on it. dockerd could start its own containerd, but it gives
+// it a fixed time to come up, which a busy host missed ("timeout waiting
+// for containerd to start"); started apart, containerd gets a wait that
+// stretches with the guest's slowness like every other.
+const (
+	containerdSock   = "/run/ndz-containerd/containerd.sock"
+	containerdLog    = "/tmp/ndz-containerd.log"
+	containerdConfig = "/tmp/ndz-containerd.toml"
+	// Without Kubernetes' CRI plugin, as dockerd runs its own containerd.
+	containerdTOML = "version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"
+)
+
+var containerdArgs = []string{
+	"--config=" + containerdConfig, "--root=/tmp/ndz-containerd", "--state=/run/ndz-containerd",
+	"--address=" + containerdSock,
+}
+
+// dockerdArgs: no bridge network and no iptables (the guest has neither
+// the modules nor a network: jobs use network_mode "none"), vfs storage
+// (no overlay module; a busybox layer is 2 MB, so copying it per container
+// costs nothing), state on tmpfs.
 var dockerdArgs = []string{
+	"--containerd=" + containerdSock,
 	"--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
 	"--storage-driver=vfs", "--data-root=/tmp/ndz-docker", "--exec-root=/run/ndz-docker",
 	"--host=unix://" + dockerSock,
@@ -41,10 +62,9 @@ var dockerdArgs = []string{
 // docker is the engine, started once by the first test that needs it and
 // stopped by TestMain.
 var docker struct {
-	once   sync.Once
-	err    error
-	cancel context.CancelFunc
-	done   chan struct{}
+	once    sync.Once
+	err     error
+	daemons []*daemon // in start order
 	// The one image the tests run (the example job's), imported once.
 	imageOnce sync.Once
 	image     string
@@ -54,19 +74,20 @@ var docker struct {
 // requireDocker starts the engine if it is not running yet and imports
 // image (the busybox root filesystem) if it is not there yet. Without
 // the docker variant of the image the test is skipped, unless the run
-// asked for Docker (NDZ_E2E_DOCKER=1, set by scripts/e2e.sh with
-// NDZ_VM_DOCKER=1): then it fails.
+// asked for Docker (NDZ_E2E_DOCKER=1, set by scripts/e2e.sh unless
+// NDZ_VM_DOCKER=0): then it fails.
 func requireDocker(t *testing.T, image string) {
 	t.Helper()
 	if _, err := os.Stat(dockerBin + "/dockerd"); err != nil {
 		if os.Getenv("NDZ_E2E_DOCKER") == "1" {
 			t.Fatalf("NDZ_E2E_DOCKER=1 but this guest has no Docker engine: %v", err)
 		}
-		t.Skip("no Docker engine in this guest: run with NDZ_VM_DOCKER=1 (make e2e-docker)")
+		t.Skip("no Docker engine in this guest (scripts/e2e.sh with NDZ_VM_DOCKER=0)")
 	}
 	docker.once.Do(func() { docker.err = startDocker() })
 	if docker.err != nil {
-		t.Fatalf("starting dockerd: %v\n%s", docker.err, tailFile(dockerLog, 30))
+		t.Fatalf("starting the Docker engine: %v\ncontainerd:\n%s\ndockerd:\n%s",
+			docker.err, tailFile(containerdLog, 15), tailFile(dockerLog, 15))
 	}
 	docker.imageOnce.Do(func() { docker.image, docker.imageErr = image, importImage(image) })
 	if docker.imageErr != nil || docker.image != image {
@@ -74,54 +95,99 @@ func requireDocker(t *testing.T, image string) {
 	}
 }
 
-// startDocker runs dockerd until stopDocker and waits until it answers.
+// startDocker starts containerd, then dockerd, each once the one before
+// answers.
 func startDocker() error {
-	logf, err := os.Create(dockerLog)
+	t0 := time.Now()
+	if err := os.WriteFile(containerdConfig, []byte(containerdTOML), 0o644); err != nil {
+		return err
+	}
+	c, err := startDaemon("containerd", containerdArgs, containerdLog, func(ctx context.Context) error {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "unix", containerdSock)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
+	docker.daemons = append(docker.daemons, c)
+	d, err := startDaemon("dockerd", dockerdArgs, dockerLog, func(ctx context.Context) error {
+		_, err := dockerAPI(ctx, http.MethodGet, "/_ping", nil)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	docker.daemons = append(docker.daemons, d)
+	fmt.Printf("e2e: containerd and dockerd ready in %s\n", time.Since(t0).Round(100*time.Millisecond))
+	return nil
+}
+
+// daemon is a process the tests run until TestMain ends.
+type daemon struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed once it has exited
+}
+
+// startDaemon starts /opt/docker/bin/<name> with its output in logPath and
+// waits until ready succeeds: for a minute on an idle guest, stretched by
+// the guest's slowness.
+func startDaemon(name string, args []string, logPath string, ready func(context.Context) error) (*daemon, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, dockerBin+"/dockerd", dockerdArgs...)
-	cmd.Env = append(os.Environ(), "PATH="+dockerBin+":"+os.Getenv("PATH")) // containerd, runc
+	cmd := exec.CommandContext(ctx, dockerBin+"/"+name, args...)
+	cmd.Env = append(os.Environ(), "PATH="+dockerBin+":"+os.Getenv("PATH")) // the shim, runc
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // a clean shutdown stops containerd too
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) } // a clean shutdown
 	cmd.WaitDelay = 20 * time.Second
 	if err := cmd.Start(); err != nil {
 		cancel()
 		logf.Close()
-		return err
+		return nil, err
 	}
-	docker.cancel, docker.done = cancel, make(chan struct{})
+	d := &daemon{cancel: cancel, done: make(chan struct{})}
 	exited := make(chan error, 1)
 	go func() {
 		exited <- cmd.Wait()
 		logf.Close()
-		close(docker.done)
+		close(d.done)
 	}()
-	t0 := time.Now()
+	deadline := nomadtest.NewDeadline(time.Minute, pace.Slowness)
 	for {
-		if _, err := dockerAPI(ctx, http.MethodGet, "/_ping", nil); err == nil {
-			fmt.Printf("e2e: dockerd ready in %s\n", time.Since(t0).Round(100*time.Millisecond))
-			return nil
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := ready(rctx)
+		rcancel()
+		if err == nil {
+			return d, nil
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("dockerd exited: %v", err)
+		case werr := <-exited:
+			return nil, fmt.Errorf("%s exited: %v", name, werr)
 		case <-time.After(pollInterval):
 		}
-		if time.Since(t0) > time.Duration(float64(time.Minute)*pace.Slowness()) {
-			return fmt.Errorf("dockerd did not answer on %s within %s", dockerSock, time.Since(t0).Round(time.Second))
+		if deadline.Passed() {
+			d.stop()
+			return nil, fmt.Errorf("%s not ready after %s: %v", name, deadline, err)
 		}
 	}
 }
 
-// stopDocker stops the engine if a test started it.
+func (d *daemon) stop() {
+	d.cancel()
+	<-d.done
+}
+
+// stopDocker stops the engine, if a test started it: dockerd first.
 func stopDocker() {
-	if docker.cancel == nil {
-		return
+	for i := len(docker.daemons) - 1; i >= 0; i-- {
+		docker.daemons[i].stop()
 	}
-	docker.cancel()
-	<-docker.done
 }
 
 // importImage imports the busybox root filesystem as image ("name:tag"),

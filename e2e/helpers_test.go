@@ -167,8 +167,12 @@ func startAgentWith(t *testing.T, p *testPool, scan time.Duration, classes, extr
 		PluginDir:  pluginDir,
 		PluginName: pluginName,
 		// The allocation watcher talks to this agent's API.
-		PluginConfig: fmt.Sprintf("parent = %q\nscan_interval = %q\nnomad {\n  address = %q\n}\n%s",
-			p.Parent, scan.String(), nomadtest.HTTPAddrPlaceholder, classes),
+		// reserve_timeout: Reserve's own wait (for a release, a stopping
+		// holder, the API; default 1m) must not be what fails on a slow
+		// guest: the test's waits, which stretch with the guest's
+		// slowness, decide. No test here waits for Reserve to give up.
+		PluginConfig: fmt.Sprintf("parent = %q\nscan_interval = %q\nreserve_timeout = %q\nnomad {\n  address = %q\n}\n%s",
+			p.Parent, scan.String(), (maxSlowness * time.Minute).String(), nomadtest.HTTPAddrPlaceholder, classes),
 		// The guest has only lo and no default route: without this the
 		// client's network fingerprint stops the agent ("No default
 		// interface found"). The client collects host and allocation

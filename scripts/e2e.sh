@@ -11,8 +11,9 @@
 # binary's (125: the VM failed, see e2e/vm/README.md).
 #
 # Env: NOMAD_VERSION     the Nomad to test against (default v1.11.3; tools/nomad-bin.sh)
-#      NDZ_VM_DOCKER=1   boot the docker variant of the guest image: the TestDocker*
-#                        tests then run (and must pass) instead of being skipped
+#      NDZ_VM_DOCKER     1 (default): boot the docker variant of the guest image
+#                        (e2e/vm/build-docker.sh), where the TestDocker* tests run and
+#                        must pass; 0: the base image, where they are skipped
 #      NDZ_VM_*           the VM's settings (e2e/vm/README.md)
 #      NDZ_E2E_LOG_DIR   if set, each test's Nomad agent log is copied there
 #      NDZ_E2E_PARALLEL  how many tests run at once (default 8; more runs the 2 GiB guest out of memory)
@@ -52,7 +53,7 @@ for a in "$@"; do args="$args $(q "$a")"; done
 # here as it comes (run-in-vm.sh would only replay it once the VM stopped).
 : >"$work/e2e.log"
 export NDZ_E2E_NOMAD=$work/nomad NDZ_E2E_PLUGIN_DIR=$work/plugins
-export NDZ_E2E_DOCKER=${NDZ_VM_DOCKER:-0}
+export NDZ_VM_DOCKER=${NDZ_VM_DOCKER:-1} && export NDZ_E2E_DOCKER=$NDZ_VM_DOCKER
 logs=${NDZ_E2E_LOG_DIR:-}
 if [ -n "$logs" ]; then
 	mkdir -p "$logs" "$work/logs"
