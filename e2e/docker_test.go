@@ -46,14 +46,20 @@ const dockerPluginHCL = `plugin "docker" {
   }
 }`
 
-// exampleDockerJob parses the example job with the agent.
-func exampleDockerJob(t *testing.T, a *nomadtest.Agent) *api.Job {
+// mustExample returns the text of an example file.
+func mustExample(t *testing.T, name string) string {
 	t.Helper()
-	src, err := examples.Files.ReadFile("job-docker.nomad.hcl")
+	b, err := examples.Files.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := a.Client().Jobs().ParseHCL(string(src), true)
+	return string(b)
+}
+
+// exampleDockerJob parses the example job with the agent.
+func exampleDockerJob(t *testing.T, a *nomadtest.Agent) *api.Job {
+	t.Helper()
+	job, err := a.Client().Jobs().ParseHCL(mustExample(t, "job-docker.nomad.hcl"), true)
 	if err != nil {
 		t.Fatalf("parsing examples/job-docker.nomad.hcl: %v", err)
 	}
@@ -64,11 +70,7 @@ func exampleDockerJob(t *testing.T, a *nomadtest.Agent) *api.Job {
 // the guest's busybox under that name.
 func exampleImage(t *testing.T) string {
 	t.Helper()
-	src, err := examples.Files.ReadFile("job-docker.nomad.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(src), "\n") {
+	for _, l := range strings.Split(mustExample(t, "job-docker.nomad.hcl"), "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok && strings.TrimSpace(k) == "image" {
 			return strings.Trim(strings.TrimSpace(v), `"`)
 		}
@@ -131,21 +133,12 @@ func TestDockerExampleJob(t *testing.T) {
 	p := newPool(t, "e2edockex", false)
 	a := startDockerAgent(t, p, 1)
 	job := a.RunJob(t, mustExample(t, "job-docker.nomad.hcl"))
-	stubs := a.WaitAllocs(t, *job.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusComplete), jobTimeout)
-	out := a.AllocLogs(t, stubs[0].ID, "write", "stdout")
+	alloc := waitComplete(t, a, *job.ID) // fails at once, with the task's events, if it does not complete
+	out := a.AllocLogs(t, alloc.ID, "write", "stdout")
 	t.Logf("example job's stdout:\n%s", out)
 	if ds := p.Parent + "/scratch/scratch-1"; !strings.Contains(out, ds) || !strings.Contains(out, "16.0M") {
 		t.Errorf("df -h /data in the container shows no %s of 16.0M:\n%s", ds, out)
 	}
-}
-
-func mustExample(t *testing.T, name string) string {
-	t.Helper()
-	b, err := examples.Files.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestDockerSlotQuotaNextHolder: a docker task gets its slot at the
