@@ -2,10 +2,17 @@
 SHELL       := bash
 GO          ?= go
 BIN         := bin/nomad-device-zfs
-VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -X github.com/nomad-device-zfs/nomad-device-zfs/plugin.Version=v0.1.0
+# The version stamped into the binary; tools/version.sh says why it is semver.
+VERSION     ?= $(shell tools/version.sh)
+LDFLAGS     := -X github.com/nomad-device-zfs/nomad-device-zfs/plugin.Version=$(VERSION)
+DIST        := dist
+PLATFORMS   := linux/amd64 linux/arm64
 NDZ_CACHE   ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nomad-device-zfs
-export NDZ_CACHE
+# The Nomad the tests run against (tools/nomad-bin.sh builds and caches it):
+# `make e2e NOMAD_VERSION=v1.10.5`. NOMAD_VERSIONS are the supported ones.
+NOMAD_VERSION  ?= v1.11.3
+NOMAD_VERSIONS := v1.10.5 v1.11.3
+export NDZ_CACHE NOMAD_VERSION
 
 .DEFAULT_GOAL := help
 
@@ -14,6 +21,17 @@ help: ## List the targets.
 
 build: ## Build the plugin binary into bin/.
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nomad-device-zfs
+
+dist: ## Release binaries (static, linux/amd64 and linux/arm64) and SHA256SUMS into dist/.
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; for p in $(PLATFORMS); do os=$${p%/*} arch=$${p#*/}; \
+	  out=$(DIST)/nomad-device-zfs_$(VERSION)_$${os}_$${arch}; echo "  $$out"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$out ./cmd/nomad-device-zfs; \
+	done
+	cd $(DIST) && sha256sum nomad-device-zfs_* >SHA256SUMS && sha256sum --quiet -c SHA256SUMS
+	@host=$(DIST)/nomad-device-zfs_$(VERSION)_$$($(GO) env GOOS)_$$($(GO) env GOARCH); \
+	  if [ -x $$host ]; then got=$$($$host version); test "$$got" = "nomad-device-zfs $(VERSION)" || \
+	    { echo "$$host version: '$$got', want 'nomad-device-zfs $(VERSION)'"; exit 1; }; echo "  $$got"; fi
 
 nomad: ## Build (once, cached) the Nomad binary the tests use.
 	@tools/nomad-bin.sh
@@ -24,8 +42,17 @@ test: nomad ## Unit tests and the integration tests against a real Nomad agent.
 unit: ## Unit tests only (no Nomad agent).
 	$(GO) test -race -short -count=1 ./...
 
-e2e: nomad ## End-to-end tests: real Nomad and real OpenZFS in a QEMU VM.
-	scripts/e2e.sh
+e2e: nomad ## End-to-end tests: real Nomad (NOMAD_VERSION) and real OpenZFS in a QEMU VM; E2E_RUN=regexp for some.
+	scripts/e2e.sh $(if $(E2E_RUN),-test.run '$(E2E_RUN)')
+
+# The tests every older supported Nomad runs: placement, release, plugin
+# restart, the docker example. The newest runs the whole suite.
+E2E_OLDER := ^(TestFingerprintPlaceAndWrite|TestReleaseDestroyNextHolderClean|TestPluginKilledIsRelaunched|TestDockerExampleJob)$$
+
+e2e-versions: ## The whole e2e suite on the newest supported Nomad, placement/release/restart/docker on the others.
+	@set -e; newest=$(lastword $(NOMAD_VERSIONS)); for v in $(NOMAD_VERSIONS); do \
+	  if [ "$$v" = "$$newest" ]; then echo "=== e2e on Nomad $$v (whole suite)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v; \
+	  else echo "=== e2e on Nomad $$v (placement, release, restart, docker)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v E2E_RUN='$(E2E_OLDER)'; fi; done
 
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
 	scripts/demo.sh
@@ -65,6 +92,6 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 	@scripts/check-imports.sh
 
 clean: ## Remove build output (caches are kept).
-	rm -rf bin
+	rm -rf bin $(DIST)
 
-.PHONY: help build nomad test unit e2e demo bench fuzz sim check clean
+.PHONY: help build dist nomad test unit e2e e2e-versions demo bench fuzz sim check clean

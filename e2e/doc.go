@@ -19,7 +19,9 @@
 //	NDZ_E2E_NOMAD       the nomad binary (else $NOMAD_BINARY)
 //	NDZ_E2E_PLUGIN_DIR  a directory holding the nomad-device-zfs binary
 //	NDZ_E2E_LOG_DIR     if set, each test's agent log is written there
-//	                    instead of skipping (they fail until the bugs are fixed)
+//	NDZ_E2E_DOCKER      1: the TestDocker* tests must find the Docker engine
+//	                    of the docker variant of the image (NDZ_VM_DOCKER=1,
+//	                    scripts/e2e.sh's default) and fail without it
 //
 // Each test makes its own pool on file vdevs under the guest's /tmp, starts
 // its own agent (internal/nomadtest) with a data dir there, and checks the
@@ -28,6 +30,16 @@
 // scripts/e2e.sh). A task that must hold its slot while the test looks at
 // the data waits for the test's go-ahead (see held): when an allocation
 // ends, the plugin releases its slot, by default destroying the data.
+//
+// No wait has a fixed deadline: every timeout is what the wait takes on an
+// idle guest, stretched by the guest's measured slowness (pace_test.go,
+// nomadtest.Deadline), so the suite holds beside a second VM or a compile
+// on the same cores. The agents' heartbeat grace and the plugin's
+// reserve_timeout are raised for the same reason (see startAgentWith).
+//
+// The TestDocker* tests start containerd and dockerd in the guest
+// (docker_engine_test.go), import a busybox root filesystem under the
+// image name the example job uses, and run examples/job-docker.nomad.hcl.
 //
 // The guest's two emulated vCPUs are the suite's budget: an idle agent
 // with its plugin takes about a sixth of one, a zfs command 0.1-0.2 s of

@@ -30,10 +30,11 @@ const (
 	propHolder = "nomad-device-zfs:holder"
 )
 
-// Timeouts. The VM emulates its CPUs (TCG), so everything is slower than on
-// a host: an agent starts in 4-13 s (about 30 s when its client's first
-// registration hits the keyring race, see nomadtest), an exec job runs in
-// about 7 s, a zfs command takes 80-180 ms.
+// Timeouts on an idle guest; every wait stretches them by the guest's
+// measured slowness (pace_test.go). The VM emulates its CPUs (TCG), so
+// everything is slower than on a host: an agent starts in 4-13 s (about
+// 30 s when its client's first registration hits the keyring race, see
+// nomadtest), an exec job runs in about 7 s, a zfs command takes 80-180 ms.
 const (
 	deviceTimeout = 90 * time.Second  // a device change to reach the node record (5-10 s) after a scan
 	jobTimeout    = 120 * time.Second // a job from registration to its allocation's terminal state
@@ -153,19 +154,31 @@ func startAgent(t *testing.T, p *testPool, classes string) *nomadtest.Agent {
 // the allocation watcher, not by a scan) use a longer interval.
 func startAgentScan(t *testing.T, p *testPool, scan time.Duration, classes string) *nomadtest.Agent {
 	t.Helper()
+	return startAgentWith(t, p, scan, classes, "")
+}
+
+// startAgentWith is startAgentScan with more agent configuration (a
+// plugin "docker" block...).
+func startAgentWith(t *testing.T, p *testPool, scan time.Duration, classes, extraHCL string) *nomadtest.Agent {
+	t.Helper()
 	a := nomadtest.Start(t, nomadtest.Config{
+		Slowness:   pace.Slowness,
 		Binary:     nomadBin,
 		PluginDir:  pluginDir,
 		PluginName: pluginName,
 		// The allocation watcher talks to this agent's API.
-		PluginConfig: fmt.Sprintf("parent = %q\nscan_interval = %q\nnomad {\n  address = %q\n}\n%s",
-			p.Parent, scan.String(), nomadtest.HTTPAddrPlaceholder, classes),
+		// reserve_timeout: Reserve's own wait (for a release, a stopping
+		// holder, the API; default 1m) must not be what fails on a slow
+		// guest: the test's waits, which stretch with the guest's
+		// slowness, decide. No test here waits for Reserve to give up.
+		PluginConfig: fmt.Sprintf("parent = %q\nscan_interval = %q\nreserve_timeout = %q\nnomad {\n  address = %q\n}\n%s",
+			p.Parent, scan.String(), (maxSlowness * time.Minute).String(), nomadtest.HTTPAddrPlaceholder, classes),
 		// The guest has only lo and no default route: without this the
 		// client's network fingerprint stops the agent ("No default
 		// interface found"). The client collects host and allocation
 		// stats every second by default, a quarter of an idle agent's CPU
 		// here; no test reads them.
-		ExtraHCL: "client {\n  network_interface = \"lo\"\n}\ntelemetry {\n  collection_interval = \"10s\"\n}",
+		ExtraHCL: "client {\n  network_interface = \"lo\"\n}\ntelemetry {\n  collection_interval = \"10s\"\n}\n" + extraHCL,
 	})
 	// Registered after Start's cleanup, so it runs first, while the agent
 	// still runs: the guest's two emulated vCPUs are the suite's budget.
@@ -514,18 +527,19 @@ func zombie(pid int) bool {
 	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
-// waitFor polls cond every pollInterval until it holds or timeout passes;
-// on timeout it fails the test with what cond last said.
+// waitFor polls cond every pollInterval until it holds or timeout, as on
+// an idle guest, passes (stretched by the guest's slowness); on timeout it
+// fails the test with what cond last said.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := nomadtest.NewDeadline(timeout, pace.Slowness)
 	for {
 		ok, state := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, state)
+		if deadline.Passed() {
+			t.Fatalf("timed out after %s waiting for %s: %s", deadline, what, state)
 		}
 		time.Sleep(pollInterval)
 	}

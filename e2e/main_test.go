@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,7 +40,15 @@ func TestMain(m *testing.M) {
 	}
 	busy0, total0 := guestCPU()
 	minAvail := watchMemory()
+	ctx, cancel := context.WithCancel(context.Background())
+	fmt.Println("e2e: guest speed: " + pace.start(ctx))
+	paced := make(chan struct{})
+	go func() { defer close(paced); pace.Run(ctx) }()
 	code := m.Run()
+	stopDocker()
+	cancel()
+	<-paced
+	fmt.Println("e2e: guest speed: " + pace.summary())
 	busy1, total1 := guestCPU()
 	self, children := cpuTimes(os.Getpid())
 	fmt.Printf("e2e: guest CPU busy %.0f s of %.0f s (all vCPUs); the test binary %.1f s, "+

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	gozfs "github.com/mistifyio/go-zfs/v3"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 )
 
 // TestPoolDegradedAndExported: the slots' instances turn unhealthy, with
@@ -68,10 +70,10 @@ func TestPoolDegradedAndExported(t *testing.T) {
 // exportPool exports pool, retrying while it is busy. A zfs or zpool
 // command of the plugin's scan holds a reference on the pool while it runs
 // (an export then fails with "pool is busy"), and in the loaded guest a
-// scan's commands can take seconds: retry often, and for up to a minute.
+// scan's commands can take seconds: retry often, and for up to a minute (stretched on a slow guest).
 func exportPool(t testing.TB, pool string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := nomadtest.NewDeadline(time.Minute, pace.Slowness)
 	for n := 1; ; n++ {
 		_, err := runErr("zpool", "export", pool)
 		if err == nil {
@@ -80,8 +82,8 @@ func exportPool(t testing.TB, pool string) {
 			}
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("zpool export %s: still failing after %d attempts: %v", pool, n, err)
+		if deadline.Passed() {
+			t.Fatalf("zpool export %s: still failing after %d attempts (%s): %v", pool, n, deadline, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

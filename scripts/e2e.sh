@@ -10,7 +10,11 @@
 # -test.v.  Its output streams as it runs; the exit status is the test
 # binary's (125: the VM failed, see e2e/vm/README.md).
 #
-# Env: NDZ_VM_*           the VM's settings (e2e/vm/README.md)
+# Env: NOMAD_VERSION     the Nomad to test against (default v1.11.3; tools/nomad-bin.sh)
+#      NDZ_VM_DOCKER     1 (default): boot the docker variant of the guest image
+#                        (e2e/vm/build-docker.sh), where the TestDocker* tests run and
+#                        must pass; 0: the base image, where they are skipped
+#      NDZ_VM_*           the VM's settings (e2e/vm/README.md)
 #      NDZ_E2E_LOG_DIR   if set, each test's Nomad agent log is copied there
 #      NDZ_E2E_PARALLEL  how many tests run at once (default 8; more runs the 2 GiB guest out of memory)
 #      NDZ_E2E_*         passed into the guest
@@ -33,7 +37,8 @@ export CGO_ENABLED=0
 go test -c -tags e2e -o "$work/e2e.test" ./e2e
 mkdir "$work/plugins"
 go build -trimpath -o "$work/plugins/nomad-device-zfs" ./cmd/nomad-device-zfs
-cp "$(tools/nomad-bin.sh)" "$work/nomad"
+cp "$(tools/nomad-bin.sh)" "$work/nomad" # NOMAD_VERSION picks the version
+log "$("$work/nomad" version | head -n1)"
 
 # Quote each argument for the guest's sh (run-in-vm.sh joins them with spaces).
 # The tests run in parallel: most of their time is spent waiting on Nomad
@@ -48,15 +53,19 @@ for a in "$@"; do args="$args $(q "$a")"; done
 # here as it comes (run-in-vm.sh would only replay it once the VM stopped).
 : >"$work/e2e.log"
 export NDZ_E2E_NOMAD=$work/nomad NDZ_E2E_PLUGIN_DIR=$work/plugins
+export NDZ_VM_DOCKER=${NDZ_VM_DOCKER:-1} && export NDZ_E2E_DOCKER=$NDZ_VM_DOCKER
 logs=${NDZ_E2E_LOG_DIR:-}
 if [ -n "$logs" ]; then
 	mkdir -p "$logs" "$work/logs"
 	export NDZ_E2E_LOG_DIR=$work/logs # the guest writes into the share
 fi
-export NDZ_VM_TIMEOUT=${NDZ_VM_TIMEOUT:-1800}
+# Backstops against a hang, not expectations: about 4 minutes idle, but
+# beside a second run on the same cores each test's waits stretch (see
+# e2e/pace_test.go) and the suite took over 20 minutes.
+export NDZ_VM_TIMEOUT=${NDZ_VM_TIMEOUT:-3600}
 log "booting the VM and running the tests"
 t1=$SECONDS
-e2e/vm/run-in-vm.sh "$work" "./e2e.test -test.v -test.timeout 25m$args >>e2e.log 2>&1" &
+e2e/vm/run-in-vm.sh "$work" "./e2e.test -test.v -test.timeout 55m$args >>e2e.log 2>&1" &
 vm=$!
 tail -n +1 -f --pid="$vm" "$work/e2e.log"
 rc=0

@@ -17,6 +17,8 @@
 #                        the guest, or the first virtio disk if NDZ_VM_DISKS > 0
 #      NDZ_VM_DISKS      number of blank virtio disks /dev/vda.. (default 0)
 #      NDZ_VM_DISK_SIZE  their size (default NDZ_VM_POOL_SIZE)
+#      NDZ_VM_DOCKER=1   boot the docker variant of the image (build-docker.sh):
+#                        dockerd, containerd, runc in /opt/docker/bin; RAM default 3072
 #      NDZ_VM_MEM        guest RAM in MiB (default 2048)   NDZ_VM_CPUS (default 2)
 #      NDZ_VM_TIMEOUT    seconds before the VM is killed (default 1800)
 #      NDZ_VM_KVM=1      use KVM if /dev/kvm can be opened (default: TCG)
@@ -30,6 +32,11 @@ dir=$(cd "$1" && pwd -P); shift
 [ "$dir" != / ] || { echo "run-in-vm: DIR must not be /" >&2; exit 2; }
 img=${NDZ_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nomad-device-zfs}/vm/img
 "$here/build-image.sh" # a no-op while the image is up to date
+initrd=$img/initrd.img mem=${NDZ_VM_MEM:-2048}
+if [ "${NDZ_VM_DOCKER:-}" = 1 ]; then
+	"$here/build-docker.sh" # the same with a Docker engine (about 140 MB more)
+	initrd=${img%/img}/docker/initrd.img mem=${NDZ_VM_MEM:-3072}
+fi
 if ! command -v qemu-system-x86_64 >/dev/null; then # e.g. CI with a restored cache
 	echo "run-in-vm: installing qemu-system-x86" >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 \
@@ -69,14 +76,14 @@ accel=tcg
 if [ "${NDZ_VM_KVM:-}" = 1 ]; then
 	if { : <>/dev/kvm; } 2>/dev/null; then accel=kvm; else echo "run-in-vm: /dev/kvm unusable, using TCG" >&2; fi
 fi
-[ "${NDZ_VM_VERBOSE:-}" != 1 ] || echo "run-in-vm: booting ($accel, ${NDZ_VM_CPUS:-2} vCPU, ${NDZ_VM_MEM:-2048} MiB, $(grep ^kver= "$img/info"))" >&2
+[ "${NDZ_VM_VERBOSE:-}" != 1 ] || echo "run-in-vm: booting ($accel, ${NDZ_VM_CPUS:-2} vCPU, $mem MiB, $(grep ^kver= "$img/info"))" >&2
 
 rc=0
 timeout -k 10 "${NDZ_VM_TIMEOUT:-1800}" qemu-system-x86_64 \
-	-M q35 -accel "$accel" -cpu max -smp "${NDZ_VM_CPUS:-2}" -m "${NDZ_VM_MEM:-2048}" \
+	-M q35 -accel "$accel" -cpu max -smp "${NDZ_VM_CPUS:-2}" -m "$mem" \
 	-nodefaults -no-user-config -display none -no-reboot \
 	-serial "file:$tmp/console.log" \
-	-kernel "$img/kernel" -initrd "$img/initrd.img" \
+	-kernel "$img/kernel" -initrd "$initrd" \
 	-append "console=ttyS0 quiet panic=-1" \
 	-virtfs "local,path=$ctl,mount_tag=ndzctl,security_model=none" \
 	-virtfs "local,path=$dir,mount_tag=work,security_model=none" \

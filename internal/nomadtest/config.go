@@ -49,6 +49,11 @@ type Config struct {
 	// StartTimeout bounds each start: API up, leader, node ready. Default 2m,
 	// since a client waits up to 50s for device plugins' first fingerprint.
 	StartTimeout time.Duration
+	// Slowness, when set, reports how many times slower than an idle
+	// machine this one runs now; every wait of this package (StartTimeout,
+	// WaitAllocs, WaitForNodeDevice...) stretches its timeout by the
+	// largest value seen during the wait (see Deadline).
+	Slowness func() float64
 }
 
 // TLS is an agent's tls block. The certificate serves HTTP and RPC and must
@@ -135,9 +140,16 @@ func renderConfig(c Config, p ports) string {
 	fmt.Fprintf(&b, "ports {\n  http = %d\n  rpc  = %d\n  serf = %d\n}\n\n", p.HTTP, p.RPC, p.Serf)
 	// Nomad refuses to default its advertise addresses to loopback.
 	b.WriteString("advertise {\n  http = \"127.0.0.1\"\n  rpc  = \"127.0.0.1\"\n  serf = \"127.0.0.1\"\n}\n\n")
+	// heartbeat_grace: the client heartbeats its own server in the same
+	// process, but on a busy machine a heartbeat can still come late (22 s
+	// against a 12 s TTL, seen beside a second test VM): the server then
+	// marks the node down and its allocations lost, and the test fails for
+	// a reason of its machine. No test here lets a node miss heartbeats on
+	// purpose; a stopped agent's node is covered by Nomad's failover TTL.
 	b.WriteString(`server {
   enabled          = true
   bootstrap_expect = 1
+  heartbeat_grace  = "5m"
 }
 
 client {

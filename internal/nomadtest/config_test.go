@@ -22,6 +22,7 @@ func TestRenderConfig(t *testing.T) {
 				"http = 4001", "rpc  = 4002", "serf = 4003",
 				`"fingerprint.denylist"  = "env_aws,env_gce,env_azure,env_digitalocean"`,
 				"bootstrap_expect = 1",
+				`heartbeat_grace  = "5m"`,
 			},
 			notWant: []string{"plugin_dir", "acl {", `plugin "nomad`},
 		},

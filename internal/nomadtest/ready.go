@@ -3,16 +3,14 @@ package nomadtest
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
 
 // waitReady polls until readyStep reports done, the agent exits, or
-// StartTimeout passes.
+// StartTimeout (stretched by Config.Slowness) passes.
 func (a *Agent) waitReady(minIndex uint64) error {
-	timeout := a.cfg.StartTimeout
-	deadline := time.Now().Add(timeout)
+	deadline := NewDeadline(a.cfg.StartTimeout, a.cfg.Slowness)
 	status := "waiting for the HTTP API"
 	relaunched := false
 	for {
@@ -43,8 +41,8 @@ func (a *Agent) waitReady(minIndex uint64) error {
 			}
 			continue
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("agent not ready after %s: still %s", timeout, status)
+		if deadline.Passed() {
+			return fmt.Errorf("agent not ready after %s: still %s", deadline, status)
 		}
 		a.sleep(pollInterval)
 	}
