@@ -24,7 +24,7 @@ set key top left
 set grid
 plot "$data" using 1:2 with linespoints lw 2 pt 7 title "p50", \
      "$data" using 1:3 with linespoints lw 2 pt 5 title "p99", \
-     1000 with lines dt 2 lc rgb "gray" title "target p50 (1 s)", \
-     2000 with lines dt 3 lc rgb "gray" title "target p99 (2 s)"
+     1000 with lines dt 2 lw 1.5 lc rgb "#7f3fbf" title "target p50 (1 s)", \
+     2000 with lines dt 2 lw 1.5 lc rgb "#1f9f6f" title "target p99 (2 s)"
 GP
 echo "docs/performance-release.png"
