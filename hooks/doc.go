@@ -4,7 +4,10 @@
 // (package model) what the scan and the watcher's latest snapshot call for,
 // and carries that out under each slot's lock.
 //
-//   - manager.go: the Manager, its reconcile pass, the published View.
+//   - manager.go: the Manager, its Run loop, the reconcile and Settle passes.
+//   - create.go: creating and mounting slots, four at a time, offered as they
+//     come.
+//   - publish.go: the published View, and the slots re-read since its scan.
 //   - steps.go: one lifecycle step on one slot: re-read, re-decide, act.
 //   - release.go: the release policies as zfs commands, and slot creation.
 //   - reserve.go: the Reserve fence (model.DecideReserve) and its waits.
