@@ -43,11 +43,11 @@ const exitNotPlaceable = 2
 
 func runPlan(ctx context.Context, e *env, args []string) int {
 	fs := newFlags(e, "plan", "<job file>", planHelp)
-	var configs, vars, varFiles stringsFlag
-	fs.Var(&configs, "config", "Agent configuration file or directory; repeatable (default "+defaultConfigPath+").")
+	var cf commonFlags
+	cf.register(fs)
+	var vars, varFiles stringsFlag
 	fs.Var(&vars, "var", "A job variable, key=value, as for 'nomad job plan'; repeatable.")
 	fs.Var(&varFiles, "var-file", "A job variables file, as for 'nomad job plan'; repeatable.")
-	jsonOut := fs.Bool("json", false, "Print JSON.")
 	var af apiFlags
 	af.register(fs)
 	if code, done := parse(fs, args); done {
@@ -62,7 +62,7 @@ func runPlan(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "✗ %v\n", err)
 		return 1
 	}
-	_, st, err := loadSettings(configs)
+	_, st, err := loadSettings(cf.configs)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "✗ %v\n", err)
 		return 1
@@ -88,7 +88,7 @@ func runPlan(ctx context.Context, e *env, args []string) int {
 	}
 	rep := buildPlan(job, live, result)
 	rep.NomadAPI, rep.Notes = t.addr, notes
-	if *jsonOut {
+	if cf.json {
 		if err := printJSON(e.stdout, rep); err != nil {
 			return 1
 		}
