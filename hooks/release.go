@@ -65,17 +65,26 @@ func (m *Manager) destroyAndRecreate(ctx context.Context, s model.Slot, c model.
 	return m.createSlot(ctx, c, s.Dataset, model.NewSlotProps(c, s.Dataset, s.Generation+1, holderIndex, m.now()))
 }
 
-// rollback returns the slot to its pristine snapshot. It never destroys a
-// newer snapshot: ZFS refuses the rollback if someone took one since the
-// slot was read.
+// rollback returns the slot to its pristine snapshot. The plugin's own
+// newer snapshots (the held @retained of a retain that was interrupted, its
+// class's policy changed since) go first; it never destroys anyone else's:
+// ZFS refuses the rollback if someone took one since the slot was read.
 func (m *Manager) rollback(ctx context.Context, s model.Slot, holderIndex uint64) error {
+	for _, snap := range s.OwnSnapshots {
+		if snap == s.Dataset+"@"+model.PristineSnapshot {
+			continue
+		}
+		if err := destroySnapshot(ctx, m.zfs, snap); err != nil {
+			return err
+		}
+	}
 	if err := m.zfs.Rollback(ctx, s.Dataset+"@"+model.PristineSnapshot, false); err != nil {
 		return foreignBelow(err, s.Dataset)
 	}
 	if err := m.zfs.Set(ctx, s.Dataset, model.RolledBackProps(s.Generation+1, holderIndex, m.now())); err != nil {
 		return err
 	}
-	for _, p := range model.ClearedOnReady {
+	for _, p := range model.ClearedOnReady(s) {
 		if err := m.zfs.Inherit(ctx, s.Dataset, p); err != nil {
 			return err
 		}

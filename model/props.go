@@ -93,8 +93,18 @@ func RolledBackProps(generation int, holderIndex uint64, now time.Time) map[stri
 	}
 }
 
-// ClearedOnReady are the properties a ready slot no longer carries.
-var ClearedOnReady = []string{PropHolder, PropOutcome}
+// ClearedOnReady are the properties slot s no longer carries once it is
+// ready again: its holder and outcome, and what an interrupted retain left
+// (the name it was to be renamed to, and that data's expiry).
+func ClearedOnReady(s Slot) []string {
+	props := []string{PropHolder, PropOutcome}
+	for _, p := range []string{PropRetainAs, PropExpires} {
+		if s.Info.User[p] != "" {
+			props = append(props, p)
+		}
+	}
+	return props
+}
 
 // RetainAsProps mark a releasing slot with the name it is about to be
 // renamed to and when that data expires, before the rename: a crash between
