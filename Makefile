@@ -78,7 +78,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s) on top of its seed corp
 	done
 
 SCHEDULES ?= 2000
-sim: ## Seeded simulation of the slot lifecycle: make sim SCHEDULES=N [SEED=first] [SIMFLAGS=-sim.known].
+sim: ## Seeded simulation of the slot lifecycle: make sim SCHEDULES=N [SEED=first] [SIMFLAGS=...].
 	@out=$$(mktemp); SIM_SCHEDULES=$(SCHEDULES) $(GO) test -v -count=1 -timeout 0 ./sim -run 'TestSimulation$$' \
 	  -sim.first=$(or $(SEED),1) $(SIMFLAGS) >$$out 2>&1; rc=$$?; \
 	  grep -v -e '^ok ' -e '^PASS$$' -e '^=== RUN' -e '^--- PASS' -e ' schedules, .* events, ' $$out; \

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
@@ -70,8 +71,10 @@ func gc(ctx context.Context, e *env, configs []string, rep *gcReport) int {
 	}
 	now := e.clock()
 	code := 0
-	for ci := range v.Classes {
-		cv := &v.Classes[ci]
+	// A removed class's retained data (View.Removed) expires as recorded.
+	classes := append(slices.Clip(v.Classes), v.Removed...)
+	for ci := range classes {
+		cv := &classes[ci]
 		for _, p := range model.RetainedDue(cv.Class.Release, cv.Retained, now) {
 			r := p.Retained
 			ent := gcEntry{retainedJSON: newRetainedJSON(&st.Slots, cv.Class.Name, r), Why: "expired"}

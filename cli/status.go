@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,14 +45,17 @@ type slotJSON struct {
 	Dataset string `json:"dataset"`
 	// State is ready, held, releasing, or missing (not created) or foreign
 	// (a dataset the plugin does not own).
-	State      string     `json:"state"`
-	Generation int        `json:"generation"`
-	Healthy    bool       `json:"healthy"`
-	Reason     string     `json:"reason,omitempty"`
-	Since      *time.Time `json:"since,omitempty"`
-	Used       uint64     `json:"used"`
-	Quota      uint64     `json:"quota"`
-	Holder     *holder    `json:"holder,omitempty"`
+	State      string `json:"state"`
+	Generation int    `json:"generation"`
+	Healthy    bool   `json:"healthy"`
+	// Orphan: the configuration no longer has the slot; it goes once its
+	// holder has ended.
+	Orphan bool       `json:"orphan,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+	Since  *time.Time `json:"since,omitempty"`
+	Used   uint64     `json:"used"`
+	Quota  uint64     `json:"quota"`
+	Holder *holder    `json:"holder,omitempty"`
 }
 
 type retainedJSON struct {
@@ -112,11 +116,12 @@ func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch
 	if err != nil {
 		rep.NomadAPIError = err.Error()
 	}
-	for ci := range v.Classes {
-		cv := &v.Classes[ci]
-		for _, s := range cv.Slots {
+	classes := append(slices.Clip(v.Classes), v.Removed...)
+	for ci := range classes {
+		cv := &classes[ci]
+		for _, s := range append(slices.Clip(cv.Slots), cv.Orphans...) {
 			sj := slotJSON{Class: cv.Class.Name, ID: s.ID, Dataset: s.Dataset, State: string(s.State),
-				Generation: s.Generation, Healthy: s.Healthy, Reason: s.Reason,
+				Generation: s.Generation, Healthy: s.Healthy, Reason: s.Reason, Orphan: s.Orphan,
 				Used: s.Info.Used, Quota: s.Info.Quota, Since: timePtr(s.Since)}
 			switch {
 			case s.Foreign:
@@ -167,6 +172,9 @@ func (r *statusReport) print(w io.Writer, now time.Time) {
 	var unhealthy [][]string
 	for _, s := range r.Slots {
 		row := []string{s.ID, s.Class, s.State, "", "", "", "", "", "", "", "", s.Dataset}
+		if s.Orphan {
+			row[2] += " (orphan)"
+		}
 		if s.State != "missing" && s.State != "foreign" {
 			row[3] = strconv.Itoa(s.Generation)
 			row[9], row[10] = size(s.Used), quota(s.Quota)

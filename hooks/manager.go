@@ -282,13 +282,18 @@ func (m *Manager) Reconcile(ctx context.Context) {
 		changed = changed || stepped
 		m.countFailures(stepFailed)
 	}
-	for ci := range v.Classes {
-		if m.finishRenamed(ctx, &v.Classes[ci]) {
-			changed = true
+	for _, cvs := range [][]model.ClassView{v.Classes, v.Removed} {
+		for ci := range cvs {
+			if m.finishRenamed(ctx, &cvs[ci]) {
+				changed = true
+			}
+			if len(cvs[ci].Retained) > 0 && m.pruneRetained(ctx, &cvs[ci]) {
+				changed = true
+			}
 		}
-		if len(v.Classes[ci].Retained) > 0 && m.pruneRetained(ctx, &v.Classes[ci]) {
-			changed = true
-		}
+	}
+	if m.retireClasses(ctx, v) {
+		changed = true
 	}
 	if changed {
 		s = m.scan(ctx, failed)

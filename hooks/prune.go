@@ -24,6 +24,26 @@ func (m *Manager) pruneRetained(ctx context.Context, cv *model.ClassView) bool {
 	return pruned
 }
 
+// retireClasses destroys the class datasets of removed classes that have
+// nothing left below them (their orphans released, their retained data
+// expired), without -r: ZFS itself refuses if anything appeared since the
+// scan. It reports whether it destroyed anything.
+func (m *Manager) retireClasses(ctx context.Context, v *model.View) bool {
+	retired := false
+	for _, cv := range v.Removed {
+		if !cv.Empty || v.Problem != "" {
+			continue
+		}
+		if err := m.zfs.Destroy(ctx, cv.Dataset, zfs.DestroyOptions{}); err != nil {
+			m.logger.Error("cannot destroy the dataset of a removed class", "dataset", cv.Dataset, "error", foreignBelow(err, cv.Dataset))
+			continue
+		}
+		m.logger.Info("destroyed the dataset of a class the configuration no longer has", "dataset", cv.Dataset)
+		retired = true
+	}
+	return retired
+}
+
 // finishRenamed completes retained data a crash left between the rename
 // and the rewrite of its owner mark (still in the slot's state, recognised
 // by PropRetainAs). It reports whether it changed anything.

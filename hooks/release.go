@@ -12,7 +12,7 @@ import (
 )
 
 // release gives a slot's data back by its class's policy and leaves a ready
-// slot in its place. Every step tolerates having been done already, so a
+// slot in its place (none for an orphan: model.Slot.Orphan). Every step tolerates having been done already, so a
 // crash between any two resumes here from the recorded state (releasing,
 // with holder and outcome). The caller holds the slot's lock.
 func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder allocwatch.Alloc, outcome string) error {
@@ -27,10 +27,10 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 		s.State, s.Holder, s.Outcome = model.StateReleasing, holder.ID, outcome
 	}
 	policy := c.PolicyFor(s, outcome)
-	if policy != c.Release.PolicyFor(outcome) {
+	if policy != c.Release.PolicyFor(outcome) && !s.Orphan {
 		m.logger.Warn("no pristine snapshot to roll back to; destroying instead", "dataset", s.Dataset)
 	}
-	m.logger.Info("releasing slot", "slot", s.ID, "alloc_id", holder.ID, "outcome", outcome, "policy", policy)
+	m.logger.Info("releasing slot", "slot", s.ID, "alloc_id", holder.ID, "outcome", outcome, "policy", policy, "orphan", s.Orphan)
 
 	var err error
 	switch policy {
@@ -43,6 +43,10 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 	}
 	if err != nil {
 		return fmt.Errorf("releasing %s (%s): %w", s.Dataset, policy, err)
+	}
+	if s.Orphan {
+		m.logger.Info("slot retired: the configuration no longer has it", "slot", s.ID, "dataset", s.Dataset)
+		return nil
 	}
 	m.logger.Info("slot ready", "slot", s.ID, "generation", s.Generation+1)
 	return nil
@@ -59,8 +63,17 @@ func (m *Manager) destroyAndRecreate(ctx context.Context, s model.Slot, c model.
 			return err
 		}
 	}
-	if err := m.zfs.Destroy(ctx, s.Dataset, zfs.DestroyOptions{}); err != nil {
+	if err := m.zfs.Destroy(ctx, s.Dataset, zfs.DestroyOptions{}); err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return foreignBelow(err, s.Dataset)
+	}
+	return m.replace(ctx, s, c, holderIndex)
+}
+
+// replace creates the fresh slot that takes a released one's place, unless
+// the configuration no longer has it (an orphan): then nothing does.
+func (m *Manager) replace(ctx context.Context, s model.Slot, c model.Class, holderIndex uint64) error {
+	if s.Orphan {
+		return nil
 	}
 	return m.createSlot(ctx, c, s.Dataset, model.NewSlotProps(c, s.Dataset, s.Generation+1, holderIndex, m.now()))
 }
@@ -125,7 +138,7 @@ func (m *Manager) retain(ctx context.Context, s model.Slot, c model.Class, holde
 	if err := m.zfs.Set(ctx, aside, model.RetainedProps(aside, m.now())); err != nil {
 		return err
 	}
-	return m.createSlot(ctx, c, s.Dataset, model.NewSlotProps(c, s.Dataset, s.Generation+1, holderIndex, m.now()))
+	return m.replace(ctx, s, c, holderIndex)
 }
 
 // createSlot makes a ready slot: created with props (the class's properties

@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -53,16 +55,48 @@ func (c *Config) Class(name string) Class {
 	return Class{Name: name}
 }
 
+// HasClass reports whether the configuration has a class of that name.
+func (c *Config) HasClass(name string) bool {
+	for _, cl := range c.Classes {
+		if cl.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // ClassOf finds the class a configured slot ID belongs to.
 func (c *Config) ClassOf(id string) (string, bool) {
 	for _, cl := range c.Classes {
-		for n := 1; n <= cl.Slots; n++ {
-			if SlotID(cl.Name, n) == id {
-				return cl.Name, true
-			}
+		if n, ok := SlotNumber(cl.Name, id); ok && n <= cl.Slots {
+			return cl.Name, true
 		}
 	}
 	return "", false
+}
+
+// Configured reports whether slot id of class is one the configuration
+// has. One that is not (the class's slots were lowered, or the class
+// removed) is an orphan: never offered, released when its holder ends, and
+// then destroyed rather than made ready again.
+func (c *Config) Configured(class, id string) bool {
+	for _, cl := range c.Classes {
+		if cl.Name == class {
+			n, ok := SlotNumber(class, id)
+			return ok && n <= cl.Slots
+		}
+	}
+	return false
+}
+
+// SlotNumber reads n from a slot ID "<class>-<n>" (SlotID's inverse).
+func SlotNumber(class, id string) (int, bool) {
+	rest, ok := strings.CutPrefix(id, class+"-")
+	if !ok || rest == "" || rest[0] == '0' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n > 0 && SlotID(class, n) == id
 }
 
 // SlotID names the n-th slot (1-based) of a class: "scratch-2". It is the

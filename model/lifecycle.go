@@ -10,6 +10,11 @@ import (
 //	ready ──holder seen──▶ held ──holder ended──▶ releasing ──policy──▶ ready
 //	                                                        └─snapshot─▶ retained (aside)
 //
+// An orphan (a slot the configuration no longer has) follows the same
+// edges, except that its release ends in no slot: destroyed, or retained
+// aside by the snapshot policy, and not created again. An idle orphan goes
+// at once.
+//
 // Invariants (docs/lifecycle.md): no slot's data is ever visible to two
 // allocations that may both run; nothing is wiped while an allocation that
 // may still run holds it; a crash anywhere resumes from the state in ZFS
@@ -54,9 +59,8 @@ func PlanLifecycle(v *View, snap *allocwatch.Snapshot) []Step {
 		return nil
 	}
 	var steps []Step
-	for ci := range v.Classes {
-		cv := &v.Classes[ci]
-		for _, s := range cv.Slots {
+	plan := func(slots []Slot) {
+		for _, s := range slots {
 			if !s.Exists {
 				continue
 			}
@@ -64,6 +68,13 @@ func PlanLifecycle(v *View, snap *allocwatch.Snapshot) []Step {
 				steps = append(steps, st)
 			}
 		}
+	}
+	for ci := range v.Classes {
+		plan(v.Classes[ci].Slots)
+		plan(v.Classes[ci].Orphans)
+	}
+	for ci := range v.Removed {
+		plan(v.Removed[ci].Orphans)
 	}
 	return steps
 }
@@ -112,6 +123,12 @@ func PlanSlot(s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 		}
 		if len(live) > 0 {
 			return Step{Kind: StepRecord, Slot: s, Alloc: live[0]}, true
+		}
+		if s.Orphan && len(r.live) == 0 {
+			// Idle and no longer configured: nobody may be given it again,
+			// so it goes (Class.PolicyFor destroys it, without re-creating).
+			// Any allocation that names it and may run keeps it.
+			return Step{Kind: StepRelease, Slot: s, Outcome: OutcomeRetired}, true
 		}
 	}
 	return Step{}, false

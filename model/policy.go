@@ -39,6 +39,9 @@ const (
 	// OutcomeOperator: an operator asked for the release (nomad-device-zfs
 	// release). The class's Policy applies, not OnFailure.
 	OutcomeOperator = "operator"
+	// OutcomeRetired: an idle orphan (Slot.Orphan) with no holder's data in
+	// it, destroyed because the configuration no longer has it.
+	OutcomeRetired = "retired"
 )
 
 // Release is a class's release configuration.
@@ -69,9 +72,16 @@ func (r Release) PolicyFor(outcome string) Policy {
 // PolicyFor is the policy a release of slot s with this outcome carries
 // out: the class's choice, except that a slot without its @pristine
 // snapshot cannot roll back and is destroyed instead.
+//
+// An orphan is never made ready again: an idle one, and one whose policy
+// rolls back, is destroyed; the snapshot policy still keeps its holder's
+// data aside. A removed class has no policy left (Config.Class): destroy.
 func (c Class) PolicyFor(s Slot, outcome string) Policy {
 	p := c.Release.PolicyFor(outcome)
-	if p == PolicyRollback && !s.HasPristine {
+	switch {
+	case s.Orphan && (outcome == OutcomeRetired || p == PolicyRollback):
+		return PolicyDestroy
+	case p == PolicyRollback && !s.HasPristine:
 		return PolicyDestroy
 	}
 	return p

@@ -75,6 +75,11 @@ type Slot struct {
 	Exists bool
 	// Foreign reports a dataset at Dataset that the plugin does not own.
 	Foreign bool
+	// Orphan: the configuration no longer has this slot (its class's slots
+	// were lowered, or the class removed). It is never offered; once its
+	// holder has ended it is released by policy and not made ready again
+	// (Config.Configured).
+	Orphan bool
 	State   State
 	Holder  string
 	// HolderIndex is the CreateIndex of the last holder (PropHolderIndex).
@@ -145,7 +150,8 @@ func SlotFromRows(cfg *Config, class, id string, rows []zfs.Dataset, parentMount
 // slotFrom builds one slot from scanned rows: its dataset (byName) and
 // what lies below it (below: its snapshots, and any child datasets).
 func slotFrom(cfg *Config, c Class, id string, byName map[string]*zfs.Dataset, below []*zfs.Dataset, parentMountpoint string) Slot {
-	s := Slot{ID: id, Class: c.Name, Dataset: cfg.SlotDataset(c.Name, id), WantOrigin: c.FromSnapshot}
+	s := Slot{ID: id, Class: c.Name, Dataset: cfg.SlotDataset(c.Name, id), WantOrigin: c.FromSnapshot,
+		Orphan: !cfg.Configured(c.Name, id)}
 	if Mountable(parentMountpoint) {
 		s.WantMountpoint = parentMountpoint + "/" + c.Name + "/" + id
 	}

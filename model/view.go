@@ -3,6 +3,8 @@ package model
 import (
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +27,11 @@ type View struct {
 	// every slot's path follows from it (Slot.WantMountpoint).
 	ParentMountpoint string
 	Classes          []ClassView
+	// Removed are the plugin's class datasets that the configuration no
+	// longer has: their slots are orphans (ClassView.Orphans), their
+	// retained data expires as recorded, and the class dataset itself is
+	// destroyed once nothing is left below it (ClassView.Empty).
+	Removed []ClassView
 	// index finds a slot by ID: class and slot position. BuildView fills
 	// it; a View built by hand is searched instead.
 	index map[string]slotPos
@@ -46,6 +53,14 @@ type ClassView struct {
 	Slots []Slot
 	// Retained are former slots kept aside by PolicySnapshot, newest first.
 	Retained []Retained
+	// Orphans are the plugin's slot datasets of this class that the
+	// configuration no longer has (Slot.Orphan), in slot order.
+	Orphans []Slot
+	// Removed: the class is no longer configured (View.Removed).
+	Removed bool
+	// Empty: nothing at all lies below the class dataset, not even a
+	// snapshot. Set for removed classes only.
+	Empty bool
 }
 
 // Retained is a former slot's data kept aside until it expires.
@@ -165,6 +180,7 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 	}
 
 	below := belowIndex(cfg, byName)
+	kids := childIndex(cfg, byName)
 	total := 0
 	for _, c := range cfg.Classes {
 		total += c.Slots
@@ -172,12 +188,91 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 	v.index = make(map[string]slotPos, total)
 	v.Classes = make([]ClassView, 0, len(cfg.Classes))
 	for ci, c := range cfg.Classes {
-		v.Classes = append(v.Classes, buildClass(cfg, c, byName, below, v.ParentMountpoint, s.CreateErrs, v.Problem))
+		v.Classes = append(v.Classes, buildClass(cfg, c, byName, kids[cfg.ClassDataset(c.Name)], below, v.ParentMountpoint, s.CreateErrs, v.Problem))
 		for si := range v.Classes[ci].Slots {
 			v.index[v.Classes[ci].Slots[si].ID] = slotPos{ci, si}
 		}
 	}
+	v.Removed = removedClasses(cfg, byName, kids, below, v.ParentMountpoint, v.Problem)
 	return v
+}
+
+// childIndex groups the datasets directly below the class datasets
+// (<parent>/<class>/<name>: slots, retained data, anyone's) by class
+// dataset. One pass over the scan.
+func childIndex(cfg *Config, byName map[string]*zfs.Dataset) map[string][]*zfs.Dataset {
+	kids := map[string][]*zfs.Dataset{}
+	prefix := cfg.Parent + "/"
+	for name, d := range byName {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok || d.IsSnapshot() {
+			continue
+		}
+		class, child, ok := strings.Cut(rest, "/")
+		if !ok || child == "" || strings.Contains(child, "/") {
+			continue
+		}
+		kids[prefix+class] = append(kids[prefix+class], d)
+	}
+	return kids
+}
+
+// removedClasses lists the plugin's class datasets below the parent that
+// the configuration no longer has, by name, with their orphaned slots and
+// retained data.
+func removedClasses(cfg *Config, byName map[string]*zfs.Dataset, kids map[string][]*zfs.Dataset,
+	below map[string][]*zfs.Dataset, parentMountpoint, problem string) []ClassView {
+	var out []ClassView
+	prefix := cfg.Parent + "/"
+	for name, d := range byName {
+		class, ok := strings.CutPrefix(name, prefix)
+		if !ok || strings.ContainsAny(class, "/@") || !Owned(d) || cfg.HasClass(class) {
+			continue
+		}
+		cv := ClassView{Class: cfg.Class(class), Dataset: name, Exists: true, Info: *d, Problem: problem, Removed: true}
+		cv.Orphans = orphans(cfg, class, byName, kids[name], below, parentMountpoint, problem)
+		cv.Retained = retained(kids[name], below)
+		cv.Empty = len(kids[name]) == 0 && !hasBelow(byName, name)
+		out = append(out, cv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Dataset < out[j].Dataset })
+	return out
+}
+
+// hasBelow reports whether anything, a snapshot included, lies below
+// dataset. It walks the whole scan: it runs only for removed classes.
+func hasBelow(byName map[string]*zfs.Dataset, dataset string) bool {
+	for name := range byName {
+		if strings.HasPrefix(name, dataset+"/") || strings.HasPrefix(name, dataset+"@") {
+			return true
+		}
+	}
+	return false
+}
+
+// orphans lists the plugin's slot datasets of class among its class
+// dataset's children (kids) that the configuration no longer has, in slot
+// order. Each is unhealthy: it is never offered again.
+func orphans(cfg *Config, class string, byName map[string]*zfs.Dataset, kids []*zfs.Dataset,
+	below map[string][]*zfs.Dataset, parentMountpoint, problem string) []Slot {
+	var out []Slot
+	c := cfg.Class(class)
+	for _, d := range kids {
+		id := path.Base(d.Name)
+		if _, ok := SlotNumber(class, id); !ok || !Owned(d) || cfg.Configured(class, id) ||
+			State(d.User[PropState]) == StateRetained || d.User[PropRetainAs] == d.Name {
+			continue
+		}
+		s := slotFrom(cfg, c, id, byName, below[d.Name], parentMountpoint)
+		s.Healthy, s.Reason = Health(&s, problem, "")
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ni, _ := SlotNumber(class, out[i].ID)
+		nj, _ := SlotNumber(class, out[j].ID)
+		return ni < nj
+	})
+	return out
 }
 
 // belowIndex groups the rows below the plugin's per-slot datasets
@@ -205,7 +300,7 @@ func belowIndex(cfg *Config, byName map[string]*zfs.Dataset) map[string][]*zfs.D
 	return below
 }
 
-func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, below map[string][]*zfs.Dataset,
+func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, kids []*zfs.Dataset, below map[string][]*zfs.Dataset,
 	parentMountpoint string, createErrs map[string]string, problem string) ClassView {
 	cv := ClassView{Class: c, Dataset: cfg.ClassDataset(c.Name), Problem: problem, Slots: make([]Slot, 0, c.Slots)}
 	if d, ok := byName[cv.Dataset]; ok {
@@ -233,17 +328,19 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, below map[
 		s := &cv.Slots[i]
 		s.Healthy, s.Reason = Health(s, cv.Problem, createErrs[s.Dataset])
 	}
-	cv.Retained = retained(cv.Dataset, byName, below)
+	cv.Retained = retained(kids, below)
+	cv.Orphans = orphans(cfg, c.Name, byName, kids, below, parentMountpoint, cv.Problem)
 	return cv
 }
 
-// retained lists the owned retained datasets directly below a class
-// dataset, newest first. A dataset renamed aside whose owner mark was not
-// yet rewritten (a crash) counts too: its PropRetainAs names it.
-func retained(classDataset string, byName map[string]*zfs.Dataset, below map[string][]*zfs.Dataset) []Retained {
+// retained lists the owned retained datasets among a class dataset's
+// children (kids), newest first. A dataset renamed aside whose owner mark
+// was not yet rewritten (a crash) counts too: its PropRetainAs names it.
+func retained(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) []Retained {
 	var out []Retained
-	for name, d := range byName {
-		if d.IsSnapshot() || zfs.Parent(name) != classDataset || !Owned(d) {
+	for _, d := range kids {
+		name := d.Name
+		if !Owned(d) {
 			continue
 		}
 		if State(d.User[PropState]) != StateRetained && d.User[PropRetainAs] != name {
@@ -282,6 +379,9 @@ func Health(s *Slot, problem, createErr string) (bool, string) {
 		return false, problem
 	case s.Foreign:
 		return false, fmt.Sprintf("dataset %q exists but is not owned by nomad-device-zfs; not touching it", s.Dataset)
+	case s.Orphan:
+		return false, "no longer configured (its class's slots were lowered, or the class removed): " +
+			"released by policy once its holder has ended, then destroyed"
 	case !s.Exists && createErr != "":
 		return false, "cannot create " + s.Dataset + ": " + createErr
 	case !s.Exists:
@@ -333,8 +433,9 @@ func unmounted(d *zfs.Dataset) bool {
 // prevDatasets rebuilds the dataset index from a previous view.
 func prevDatasets(prev *View) map[string]*zfs.Dataset {
 	m := make(map[string]*zfs.Dataset)
-	for ci := range prev.Classes {
-		cv := &prev.Classes[ci]
+	classes := append(slices.Clip(prev.Classes), prev.Removed...)
+	for ci := range classes {
+		cv := &classes[ci]
 		if cv.Exists {
 			m[cv.Dataset] = &cv.Info
 		}
@@ -345,6 +446,9 @@ func prevDatasets(prev *View) map[string]*zfs.Dataset {
 		}
 		for ri := range cv.Retained {
 			m[cv.Retained[ri].Dataset] = &cv.Retained[ri].Info
+		}
+		for oi := range cv.Orphans {
+			m[cv.Orphans[oi].Dataset] = &cv.Orphans[oi].Info
 		}
 	}
 	return m

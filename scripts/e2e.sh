@@ -72,6 +72,6 @@ rc=0
 wait "$vm" || rc=$?
 vm=
 if [ -n "$logs" ]; then cp "$work"/logs/* "$logs"/ 2>/dev/null || true; log "agent logs in $logs"; fi
-if [ "$rc" = 0 ]; then result=PASS; else result="FAIL (exit status $rc)"; fi
+if [ "$rc" = 0 ]; then result=PASS; else result="FAIL (exit status $rc)"; awk -f scripts/fail-summary.awk "$work/e2e.log" || true; fi
 log "$result: VM run $((SECONDS - t1)) s, total $((SECONDS - t0)) s"
 exit "$rc"

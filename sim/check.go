@@ -158,11 +158,9 @@ func (w *World) checkQuiescent() {
 		isClass, isSlot := configured[d.Name]
 		switch {
 		case isSlot && isClass:
-		case state == model.StateReady && !isSlot && strings.Count(strings.TrimPrefix(d.Name, parent+"/"), "/") == 1:
-			// A slot the configuration no longer has (slots lowered, class
-			// removed): idle and empty, so not a leak of anyone's data.
-			w.checkEmpty(d.Name)
 		case !isSlot && state == model.StateHeld && w.holderLive(d.User[model.PropHolder]):
+			// A slot the configuration no longer has (slots lowered, class
+			// removed) stays while its holder runs; it goes after.
 		case isSlot && state == model.StateReady:
 			if !d.Mounted {
 				w.violate("I3", "ready slot %s is not mounted", d.Name)
@@ -177,7 +175,12 @@ func (w *World) checkQuiescent() {
 				w.violate("I3", "retained %s has no expiry", d.Name)
 			}
 		case strings.Count(strings.TrimPrefix(d.Name, parent+"/"), "/") == 0:
-			// A class dataset no longer configured: the operator's to remove.
+			// A class dataset no longer configured goes once nothing is
+			// below it (its orphans released, its retained data expired).
+			if hasBelow(sets, d.Name) {
+				break
+			}
+			w.violate("I3", "class dataset %s is no longer configured and nothing is below it, yet it is still there", d.Name)
 		default:
 			w.violate("I3", "owned dataset %s is %q after quiescence (configured slot: %v)", d.Name, state, isSlot)
 		}
@@ -199,6 +202,17 @@ func (w *World) checkQuiescent() {
 		}
 	}
 	w.checkLiveness()
+}
+
+// hasBelow reports whether anything in sets (a snapshot included) lies
+// below dataset.
+func hasBelow(sets []zfs.Dataset, dataset string) bool {
+	for _, d := range sets {
+		if strings.HasPrefix(d.Name, dataset+"/") || strings.HasPrefix(d.Name, dataset+"@") {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *World) outside() []zfs.Dataset {

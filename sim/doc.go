@@ -21,5 +21,5 @@
 // ZFS. Shrink delta-debugs a failing schedule to a short one.
 //
 // Run it with `go test ./sim` (flags -sim.seed, -sim.keep, -sim.schedules,
-// -sim.known, -sim.log) or `make sim SCHEDULES=N`.
+// -sim.log) or `make sim SCHEDULES=N`.
 package sim

@@ -23,11 +23,6 @@ func (w *World) editConfig() {
 	c := &cfg.Classes[i]
 	var what string
 	choice := w.rng.IntN(4)
-	if !w.known && (choice == 1 || choice == 3 && len(cfg.Classes) > 2) {
-		// Known violation: a slot the configuration drops while it is
-		// held is never released (docs/lifecycle.md). Raise instead.
-		choice = 0
-	}
 	switch choice {
 	case 0:
 		if c.Slots < 4 {

@@ -21,10 +21,6 @@ type Options struct {
 	Dir string
 	// Logger receives the plugin's logs; nil discards them.
 	Logger hclog.Logger
-	// Known enables the events that break an invariant for a known,
-	// unfixed reason (docs/lifecycle.md, "Known violations"): lowering a
-	// class's slots or removing a class while a slot is held.
-	Known bool
 }
 
 // Play runs one schedule in a fresh world.
@@ -34,7 +30,6 @@ func Play(seed uint64, events []Event, o Options) Result {
 		return Result{Seed: seed, Events: events, Violations: []Violation{{Invariant: "harness", Detail: err.Error()}}}
 	}
 	defer w.Close()
-	w.known = o.Known
 	v := w.Run(events)
 	return Result{Seed: seed, Events: events, Violations: v, Timeline: w.Timeline()}
 }

@@ -21,7 +21,6 @@ var (
 	flagFirst     = flag.Uint64("sim.first", 1, "seed of the first schedule")
 	flagShrink    = flag.Int("sim.shrink", 300, "replays spent shrinking a failing schedule")
 	flagVerbose   = flag.Bool("sim.log", false, "with -sim.seed: print the plugin's logs too")
-	flagKnown     = flag.Bool("sim.known", false, "also run the events of known, unfixed violations (docs/lifecycle.md)")
 	flagKeep      = flag.String("sim.keep", "", "with -sim.seed: replay only these events (a shrunk schedule), e.g. 3,7,12")
 )
 
@@ -66,9 +65,9 @@ func TestSimulation(t *testing.T) {
 		if *flagKeep != "" {
 			events = Keep(events, keepList())
 		}
-		r := Play(*flagSeed, events, Options{Dir: dir, Logger: logger, Known: *flagKnown})
+		r := Play(*flagSeed, events, Options{Dir: dir, Logger: logger})
 		t.Logf("timeline of seed %d:\n%s", r.Seed, strings.Join(r.Timeline, "\n"))
-		report(t, r, Options{Dir: dir, Known: *flagKnown})
+		report(t, r, Options{Dir: dir})
 		return
 	}
 	n := schedules(t)
@@ -89,7 +88,7 @@ func TestSimulation(t *testing.T) {
 					return
 				}
 				seed := *flagFirst + uint64(i)
-				r := Play(seed, Generate(seed, *flagEvents, nil), Options{Dir: dir, Known: *flagKnown})
+				r := Play(seed, Generate(seed, *flagEvents, nil), Options{Dir: dir})
 				r.Timeline = nil // kept only for failures, replayed below
 				results[i] = &r
 				if r.Failed() {
@@ -115,7 +114,7 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	if first != nil {
-		report(t, *first, Options{Dir: dir, Known: *flagKnown})
+		report(t, *first, Options{Dir: dir})
 	}
 	// The summary line `make sim` ends with.
 	summary := fmt.Sprintf("%d schedules, %d events, %d violations (%s)", ran, events, violations, time.Since(start).Round(time.Second))
@@ -135,17 +134,10 @@ func report(t *testing.T, r Result, o Options) {
 		keep = append(keep, fmt.Sprint(e.Index))
 	}
 	t.Errorf("seed %d: %s\nshrunk from %d to %d events: %s\n"+
-		"replay: go test ./sim -run TestSimulation -sim.seed=%d -sim.events=%d -sim.keep=%s%s\n"+
+		"replay: go test ./sim -run TestSimulation -sim.seed=%d -sim.events=%d -sim.keep=%s\n"+
 		"timeline of the shrunk schedule (%s):\n%s",
 		r.Seed, r.Violations[0], len(r.Events), len(s.Events), strings.Join(evs, ", "),
-		r.Seed, len(r.Events), strings.Join(keep, ","), knownFlag(o), s.Violations[0], strings.Join(s.Timeline, "\n"))
-}
-
-func knownFlag(o Options) string {
-	if o.Known {
-		return " -sim.known"
-	}
-	return ""
+		r.Seed, len(r.Events), strings.Join(keep, ","), s.Violations[0], strings.Join(s.Timeline, "\n"))
 }
 
 // workDir is where the worlds keep their files: a RAM file system when

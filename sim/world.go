@@ -66,8 +66,6 @@ type World struct {
 	// cmds counts the zfs commands of the current event.
 	cmds int
 
-	// known enables the events of known, unfixed violations.
-	known bool
 
 	// timeline is what happened, for a failure report.
 	timeline   []string
