@@ -81,22 +81,32 @@ func AllocsWithStatus(n int, status string) func([]*api.AllocationListStub) bool
 // alloc/logs/<task>.<stream>.0 (the first log file; enough for test output).
 func (a *Agent) AllocLogs(t testing.TB, allocID, task, stream string) string {
 	t.Helper()
+	out, err := a.ReadAllocLogs(allocID, task, stream)
+	if err != nil {
+		a.fatalf(t, "%v", err)
+	}
+	return out
+}
+
+// ReadAllocLogs is AllocLogs for a caller that can do without the logs:
+// it returns the error instead of failing the test.
+func (a *Agent) ReadAllocLogs(allocID, task, stream string) (string, error) {
 	c := a.Client()
 	alloc, _, err := c.Allocations().Info(allocID, nil)
 	if err != nil {
-		a.fatalf(t, "reading allocation %s: %v", allocID, err)
+		return "", fmt.Errorf("reading allocation %s: %w", allocID, err)
 	}
 	path := fmt.Sprintf("alloc/logs/%s.%s.0", task, stream)
 	r, err := c.AllocFS().Cat(alloc, path, nil)
 	if err != nil {
-		a.fatalf(t, "reading %s of allocation %s: %v", path, allocID, err)
+		return "", fmt.Errorf("reading %s of allocation %s: %w", path, allocID, err)
 	}
 	defer r.Close()
 	b, err := io.ReadAll(r)
 	if err != nil {
-		a.fatalf(t, "reading %s of allocation %s: %v", path, allocID, err)
+		return "", fmt.Errorf("reading %s of allocation %s: %w", path, allocID, err)
 	}
-	return string(b)
+	return string(b), nil
 }
 
 // describeAllocs renders allocations for failure messages: status,
