@@ -250,3 +250,32 @@ func TestStickyClaimInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestStickyPairsByTask: each task of the replacement gets the data of the
+// same task of its predecessor, even when Nomad swapped their slots.
+func TestStickyPairsByTask(t *testing.T) {
+	r := stickyRig(t, model.Release{})
+	twoTasks := func(id string, idx uint64, client, desired, mainSlot, sideSlot string) allocwatch.Alloc {
+		a := alloc(id, idx, client, desired, mainSlot)
+		a.Devices = []allocwatch.Device{
+			{Task: "main", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{mainSlot}},
+			{Task: "side", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{sideSlot}},
+		}
+		return a
+	}
+	r.sync(twoTasks("A", 10, "running", "run", "scratch-1", "scratch-2"))
+	for slot, who := range map[string]string{"scratch-1": "main", "scratch-2": "side"} {
+		must(t, os.WriteFile(filepath.Join(r.f.Mountpoint("tank/nomad/scratch/"+slot), "task"), []byte(who), 0o644))
+	}
+	b := twoTasks("B", 20, "pending", "run", "scratch-2", "scratch-1")
+	b.PreviousAllocation = "A"
+	r.sync(replacing(twoTasks("A", 10, "complete", "stop", "scratch-1", "scratch-2"), "B"), b)
+	for _, slot := range []string{"scratch-2", "scratch-1"} { // main's, then side's
+		if _, err := r.m.Reserve(t.Context(), []string{slot}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.readIn("scratch-2", "task") + "," + r.readIn("scratch-1", "task"); got != "main,side" {
+		t.Fatalf("B's main task (scratch-2) and side task (scratch-1) read %q, want main,side", got)
+	}
+}

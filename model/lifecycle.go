@@ -141,14 +141,22 @@ func PlanSlot(c Class, s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 }
 
 // successorOn finds, for a sticky class, the allocation that replaces
-// holder (ended) and was placed on the same slot: it may run, and its
-// PreviousAllocation is holder.
+// holder (ended) and was placed on the same slot for the same task and
+// position (Predecessor): it may run, and inherits the slot as it is. One
+// placed on it for another task inherits another slot's data instead, so
+// this one is parked for whoever pairs with it.
 func successorOn(c Class, s Slot, holder allocwatch.Alloc, snap *allocwatch.Snapshot) (allocwatch.Alloc, bool) {
 	if !c.Sticky || s.Orphan {
 		return allocwatch.Alloc{}, false
 	}
+	origin := s.ID
+	if s.State == StateParked {
+		// A claim a crash interrupted: the data came from the slot its
+		// parked name records.
+		origin = parkedFrom(s.Info.User[PropOwner], holder.ID)
+	}
 	for _, a := range refsFor(snap, s.Class, s.ID).live {
-		if a.PreviousAllocation == holder.ID {
+		if prev, from, ok := Predecessor(c, a, s.ID, snap); ok && prev.ID == holder.ID && from == origin {
 			return a, true
 		}
 	}

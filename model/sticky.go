@@ -261,6 +261,16 @@ func ClaimedProps(dataset string, caller allocwatch.Alloc, generation int, now t
 // is a held slot again.
 var ClearedOnClaim = []string{PropRetainAs, PropExpires, PropOutcome}
 
+// parkedFrom is the slot ID a parked dataset's name (ParkedName) records
+// for holder, "" when name is not holder's parked data.
+func parkedFrom(name, holder string) string {
+	id, ok := strings.CutPrefix(name[strings.LastIndexByte(name, '/')+1:], parkedPrefix+holder+"-")
+	if !ok {
+		return ""
+	}
+	return id
+}
+
 // isParkedName reports whether name, a child of a class dataset, is parked
 // data by its name.
 func isParkedName(name string) bool {
