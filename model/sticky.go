@@ -108,7 +108,9 @@ type InheritDecision struct {
 // be parked (parked, read just now; nil when there is none).
 func DecideInherit(s Slot, caller, prev allocwatch.Alloc, prevSlot *Slot, parked *Retained) InheritDecision {
 	switch {
-	case parked != nil && parked.Holder == prev.ID && parked.State == StateParked:
+	case parked != nil && parked.Holder == prev.ID:
+		// Parked, or renamed aside by a park a crash interrupted (its
+		// state not yet rewritten): the claim finishes either.
 		if len(parked.Strangers) > 0 {
 			return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf("parked data %s is not handed over: %s",
 				parked.Dataset, strangersAdvice(zfsParent2(parked.Dataset), parked.Dataset, parked.Strangers))}
