@@ -40,16 +40,27 @@ func (r *lifecycleRig) readIn(slot, name string) string {
 	return string(b)
 }
 
+// datasetNames lists the filesystems below the class dataset, by name
+// relative to it.
 func (r *lifecycleRig) datasetNames() []string {
+	var names []string
+	for _, n := range r.filesystems("tank/nomad/scratch") {
+		names = append(names, strings.TrimPrefix(n, "tank/nomad/scratch/"))
+	}
+	return names
+}
+
+// filesystems lists root and every filesystem below it.
+func (r *lifecycleRig) filesystems(root string) []string {
 	r.t.Helper()
-	sets, err := r.c.List(r.t.Context(), "tank/nomad/scratch", nil)
+	sets, err := r.c.List(r.t.Context(), root, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	var names []string
 	for _, d := range sets {
 		if !d.IsSnapshot() {
-			names = append(names, strings.TrimPrefix(d.Name, "tank/nomad/scratch/"))
+			names = append(names, d.Name)
 		}
 	}
 	return names
