@@ -79,7 +79,15 @@ type testPool struct {
 // cleanups run last-in first-out).
 func newPool(t *testing.T, name string, mirror bool) *testPool {
 	t.Helper()
-	p := &testPool{Name: name, Dir: t.TempDir(), Parent: name + "/nomad"}
+	return newPoolIn(t, name, t.TempDir(), 512<<20, mirror)
+}
+
+// newPoolIn is newPool with vdevs of size bytes (sparse) in dir, which
+// must be empty or hold no vdev*.img: the guest's /tmp is its memory, too
+// small for a pool that must hold a gigabyte (see sticky_handover_test.go).
+func newPoolIn(t *testing.T, name, dir string, size int64, mirror bool) *testPool {
+	t.Helper()
+	p := &testPool{Name: name, Dir: dir, Parent: name + "/nomad"}
 	n := 1
 	if mirror {
 		n = 2
@@ -88,7 +96,7 @@ func newPool(t *testing.T, name string, mirror bool) *testPool {
 		path := filepath.Join(p.Dir, fmt.Sprintf("vdev%d.img", i))
 		f, err := os.Create(path)
 		if err == nil {
-			err = f.Truncate(512 << 20) // sparse
+			err = f.Truncate(size) // sparse
 			f.Close()
 		}
 		if err != nil {
@@ -161,7 +169,12 @@ func startAgentScan(t *testing.T, p *testPool, scan time.Duration, classes strin
 // plugin "docker" block...).
 func startAgentWith(t *testing.T, p *testPool, scan time.Duration, classes, extraHCL string) *nomadtest.Agent {
 	t.Helper()
-	a := nomadtest.Start(t, nomadtest.Config{
+	return startAgentConfig(t, agentConfig(p, scan, classes, extraHCL))
+}
+
+// agentConfig is the configuration of startAgentWith's agent.
+func agentConfig(p *testPool, scan time.Duration, classes, extraHCL string) nomadtest.Config {
+	return nomadtest.Config{
 		Slowness:   pace.Slowness,
 		Binary:     nomadBin,
 		PluginDir:  pluginDir,
@@ -179,13 +192,23 @@ func startAgentWith(t *testing.T, p *testPool, scan time.Duration, classes, extr
 		// stats every second by default, a quarter of an idle agent's CPU
 		// here; no test reads them.
 		ExtraHCL: "client {\n  network_interface = \"lo\"\n}\ntelemetry {\n  collection_interval = \"10s\"\n}\n" + extraHCL,
-	})
+	}
+}
+
+// startAgentConfig starts an agent of agentConfig and logs its CPU time at
+// cleanup (and keeps its log with NDZ_E2E_LOG_DIR).
+func startAgentConfig(t *testing.T, cfg nomadtest.Config) *nomadtest.Agent {
+	t.Helper()
+	a := nomadtest.Start(t, cfg)
 	// Registered after Start's cleanup, so it runs first, while the agent
 	// still runs: the guest's two emulated vCPUs are the suite's budget.
 	t.Cleanup(func() { t.Logf("agent CPU: %s", agentCPU(t, a)) })
 	if dir := os.Getenv("NDZ_E2E_LOG_DIR"); dir != "" {
 		t.Cleanup(func() {
 			name := strings.ReplaceAll(t.Name(), "/", "_") + ".agent.log"
+			if len(cfg.Servers) > 0 {
+				name = strings.ReplaceAll(t.Name(), "/", "_") + ".client.agent.log"
+			}
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(a.Logs()), 0o644); err != nil {
 				t.Logf("keeping the agent log: %v", err)
 			}
