@@ -43,6 +43,7 @@ func TestStickyHandoverTimeIndependentOfSize(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) }) // after the pool's destroy: cleanups run last-in first-out
 	p := newPoolIn(t, "e2ehandover", dir, 1536<<20, false)
 	a := startAgentScan(t, p, releaseScan, stickyClass(1, "  properties {\n    compression = \"off\"\n  }"))
+	stopAtCleanup(t, a, "h-10mib", "h-1024mib")
 	a.WaitForNodeDevice(t, "zfs", "dataset", "state", 1, deviceTimeout)
 
 	var results []handoverResult

@@ -255,3 +255,40 @@ func afterLine(s, heading string) string {
 	section, _, _ := strings.Cut(rest, "\n\n")
 	return section
 }
+
+// stopAtCleanup stops jobs when the test ends and waits, bounded, until
+// none of their allocations runs. Register it after the agents start, so
+// that it runs before they stop: a service left running outlives its
+// agent (the executor is killed at cleanup, the task is not), and its
+// mount of a slot keeps the pool from being destroyed.
+func stopAtCleanup(t *testing.T, a *nomadtest.Agent, jobs ...string) {
+	t.Cleanup(func() {
+		c := a.Client()
+		for _, j := range jobs {
+			_, _, _ = c.Jobs().Deregister(j, false, nil) // a job never registered is no error here
+		}
+		deadline := nomadtest.NewDeadline(jobTimeout, pace.Slowness)
+		for {
+			var live []string
+			for _, j := range jobs {
+				allocs, _, err := c.Jobs().Allocations(j, true, nil)
+				if err != nil {
+					continue
+				}
+				for _, al := range allocs {
+					if al.ClientStatus == api.AllocClientStatusRunning || al.ClientStatus == api.AllocClientStatusPending {
+						live = append(live, al.ID)
+					}
+				}
+			}
+			if len(live) == 0 {
+				return
+			}
+			if deadline.Passed() {
+				t.Logf("cleanup: allocations %v still run %s after their jobs were stopped", live, deadline)
+				return
+			}
+			time.Sleep(pollInterval)
+		}
+	})
+}

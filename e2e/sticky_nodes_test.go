@@ -33,6 +33,7 @@ func TestStickyEphemeralDiskKeepsReplacementOnNode(t *testing.T) {
 	cfg := agentConfig(p2, releaseScan, class, "")
 	cfg.Servers = []string{a1.RPCAddr()}
 	a2 := startAgentConfig(t, cfg)
+	stopAtCleanup(t, a1, "drift", "stay")
 	n1, n2 := a1.NodeID(), a2.NodeID()
 	if n1 == n2 {
 		t.Fatalf("both agents are node %s", n1)

@@ -29,6 +29,7 @@ func TestStickyDataFollowsReplacements(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "e2esticky", false)
 	a := startAgentScan(t, p, releaseScan, stickyClass(2, ""))
+	stopAtCleanup(t, a, "svc", "other")
 	a.WaitForNodeDevice(t, "zfs", "dataset", "state", 2, deviceTimeout)
 	classDS := p.Parent + "/state"
 
@@ -129,6 +130,7 @@ func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 	const wait = time.Minute
 	p := newPool(t, "e2estickyfail", false)
 	a := startAgentScan(t, p, releaseScan, stickyClass(1, `  sticky_wait = "1m"`))
+	stopAtCleanup(t, a, "fails")
 	a.WaitForNodeDevice(t, "zfs", "dataset", "state", 1, deviceTimeout)
 	classDS := p.Parent + "/state"
 	ds := classDS + "/state-1"
