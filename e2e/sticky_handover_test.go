@@ -183,21 +183,24 @@ func zfsEvents(t testing.TB, pool string) []zfsEvent {
 	return evs
 }
 
-// parkAndClaimEvents describes the park (slot -> parked) and the claim
-// (the fresh slot destroyed, parked -> slot) from the zfs events, with the
-// claim's span from the destroy to the rename.
-func parkAndClaimEvents(t testing.TB, pool, slot, parked string) string {
+// parkAndClaimEvents describes the park (slot -> a name starting with
+// parkedPrefix) and the claim (the fresh slot destroyed, parked -> slot)
+// from the zfs events, with the claim's span from the destroy to the
+// rename.
+func parkAndClaimEvents(t testing.TB, pool, slot, parkedPrefix string) string {
 	t.Helper()
 	var park, destroy, claim *zfsEvent
+	var parked string
 	evs := zfsEvents(t, pool)
 	for i := range evs {
 		ev := &evs[i]
 		switch {
-		case ev.name == "rename" && ev.ds == slot && ev.detail == "-> "+parked:
+		case ev.name == "rename" && ev.ds == slot && strings.HasPrefix(ev.detail, "-> "+parkedPrefix):
 			park, destroy, claim = ev, nil, nil
+			parked = strings.TrimPrefix(ev.detail, "-> ")
 		case ev.name == "destroy" && ev.ds == slot && park != nil:
 			destroy = ev
-		case ev.name == "rename" && ev.ds == parked && ev.detail == "-> "+slot:
+		case ev.name == "rename" && park != nil && ev.ds == parked && ev.detail == "-> "+slot:
 			claim = ev
 		}
 	}

@@ -181,6 +181,20 @@ func parkedBelow(t testing.TB, classDS string) []string {
 	return out
 }
 
+// parkedFor returns the parked datasets below classDS that hold holder's
+// data: parked-<holder ID>, with a suffix when the name carries one (an
+// allocation holding two slots of a class parks two datasets).
+func parkedFor(t testing.TB, classDS, holder string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range parkedBelow(t, classDS) {
+		if strings.HasPrefix(name, classDS+"/parked-"+holder) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // claimTook is the took= of the plugin's "claimed parked data" line for
 // allocation id: how long the claim's zfs work took, as the plugin
 // measured it. ok is false when there is no such line (the replacement

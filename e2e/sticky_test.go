@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -56,8 +57,8 @@ func TestStickyDataFollowsReplacements(t *testing.T) {
 	ds = classDS + "/" + deviceID(t, v2)
 	waitHolder(t, ds, v2.ID)
 	checkDataOnlyIn(t, p, ds, historyLine("1", v1), historyLine("2", v2))
-	if exists(t, classDS+"/parked-"+v1.ID) {
-		t.Errorf("%s/parked-%s still exists", classDS, v1.ID)
+	if pk := parkedFor(t, classDS, v1.ID); len(pk) != 0 {
+		t.Errorf("v1's data is still parked as %v", pk)
 	}
 	t.Logf("update %s (%s) -> %s (%s): %s", v1.ID[:8], deviceID(t, v1), v2.ID[:8], deviceID(t, v2), handover(a, v1, v2))
 
@@ -142,11 +143,16 @@ func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 	failed := allocInfo(t, a, stubs[0].ID)
 	ended := taskFinished(failed)
 
-	parked := classDS + "/parked-" + failed.ID
-	waitFor(t, releaseTimeout, parked+" parked", func() (bool, string) {
+	var parked string
+	waitFor(t, releaseTimeout, "the failed allocation's data parked", func() (bool, string) {
+		pk := parkedFor(t, classDS, failed.ID)
+		if len(pk) != 1 {
+			return false, fmt.Sprintf("parked for it: %v", pk)
+		}
+		parked = pk[0]
 		d, ok, err := lookup(parked)
 		if err != nil || !ok {
-			return false, "not there yet"
+			return false, fmt.Sprintf("%s: exists %v: %v", parked, ok, err)
 		}
 		return d.User[propState] == "parked" && d.User[propHolder] == failed.ID, describeSlot(d)
 	})
