@@ -79,15 +79,7 @@ type testPool struct {
 // cleanups run last-in first-out).
 func newPool(t *testing.T, name string, mirror bool) *testPool {
 	t.Helper()
-	return newPoolIn(t, name, t.TempDir(), 512<<20, mirror)
-}
-
-// newPoolIn is newPool with vdevs of size bytes (sparse) in dir, which
-// must be empty or hold no vdev*.img: the guest's /tmp is its memory, too
-// small for a pool that must hold a gigabyte (see sticky_handover_test.go).
-func newPoolIn(t *testing.T, name, dir string, size int64, mirror bool) *testPool {
-	t.Helper()
-	p := &testPool{Name: name, Dir: dir, Parent: name + "/nomad"}
+	p := &testPool{Name: name, Dir: t.TempDir()}
 	n := 1
 	if mirror {
 		n = 2
@@ -96,7 +88,7 @@ func newPoolIn(t *testing.T, name, dir string, size int64, mirror bool) *testPoo
 		path := filepath.Join(p.Dir, fmt.Sprintf("vdev%d.img", i))
 		f, err := os.Create(path)
 		if err == nil {
-			err = f.Truncate(size) // sparse
+			err = f.Truncate(512 << 20) // sparse
 			f.Close()
 		}
 		if err != nil {
@@ -104,6 +96,16 @@ func newPoolIn(t *testing.T, name, dir string, size int64, mirror bool) *testPoo
 		}
 		p.Vdevs = append(p.Vdevs, path)
 	}
+	createPool(t, p, mirror)
+	return p
+}
+
+// createPool creates pool p.Name on p.Vdevs (a mirror of them, or one
+// vdev each) and its parent dataset, and destroys the pool at cleanup.
+func createPool(t *testing.T, p *testPool, mirror bool) {
+	t.Helper()
+	name := p.Name
+	p.Parent = name + "/nomad"
 	args := []string{"create", "-f", "-o", "cachefile=none", "-m", "/" + name, name}
 	if mirror {
 		args = append(args, "mirror")
@@ -145,7 +147,6 @@ func newPoolIn(t *testing.T, name, dir string, size int64, mirror bool) *testPoo
 		}
 	})
 	run(t, "zfs", "create", p.Parent)
-	return p
 }
 
 // startAgent starts a Nomad agent whose client loads the plugin with the
