@@ -40,7 +40,7 @@ func stickyClass(slots int, more string) string {
 // until stopped. VERSION comes from the job's env: changing it is a
 // destructive update.
 const historyScript = `f=/data/history.txt; ` +
-	`if [ -e "$f" ]; then echo "found: $(tr '\\n' ' ' < "$f")"; else echo "found nothing"; fi; ` +
+	`if [ -e "$f" ]; then echo "found: $(tr '\n' ' ' < "$f")"; else echo "found nothing"; fi; ` +
 	`echo "v$VERSION $NOMAD_ALLOC_ID" >> "$f" && echo "appended v$VERSION" && exec sleep 86400`
 
 // stickyService is a one-allocation service job whose task "t" (exec)
