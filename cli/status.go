@@ -30,6 +30,8 @@ type statusReport struct {
 	ScannedAt     time.Time      `json:"scanned_at"`
 	Slots         []slotJSON     `json:"slots"`
 	Retained      []retainedJSON `json:"retained"`
+	// Parked is sticky data waiting for its allocation's replacement.
+	Parked []retainedJSON `json:"parked"`
 }
 
 type poolJSON struct {
@@ -108,7 +110,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 // buildStatus turns a view into the report, asking Nomad about holders.
 func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch.Config) *statusReport {
 	rep := &statusReport{Parent: st.Slots.Parent, Problem: v.Problem, ScannedAt: v.ScannedAt,
-		NomadAPI: address(nc), Slots: []slotJSON{}, Retained: []retainedJSON{}}
+		NomadAPI: address(nc), Slots: []slotJSON{}, Retained: []retainedJSON{}, Parked: []retainedJSON{}}
 	if p := v.Pool; p != nil {
 		rep.Pool = &poolJSON{Name: p.Name, Health: p.Health, ReadOnly: p.ReadOnly, Free: p.Free}
 	}
@@ -140,6 +142,9 @@ func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch
 		}
 		for _, r := range cv.Retained {
 			rep.Retained = append(rep.Retained, newRetainedJSON(&st.Slots, cv.Class.Name, r))
+		}
+		for _, r := range cv.Parked {
+			rep.Parked = append(rep.Parked, newRetainedJSON(&st.Slots, cv.Class.Name, r))
 		}
 	}
 	if n != nil && n.down != nil {
@@ -203,6 +208,22 @@ func (r *statusReport) print(w io.Writer, now time.Time) {
 	if len(unhealthy) > 0 {
 		fmt.Fprintln(w, "\nNot offered to the scheduler")
 		table(w, []string{"ID", "Reason"}, unhealthy)
+	}
+
+	if len(r.Parked) > 0 {
+		fmt.Fprintln(w, "\nParked for a replacement (sticky): its allocation's replacement on this node gets it")
+		rows = rows[:0]
+		for _, p := range r.Parked {
+			row := []string{p.Dataset, p.Class, short(p.Holder), "", "never", size(p.Used)}
+			if p.Since != nil {
+				row[3] = ago(*p.Since, now)
+			}
+			if p.Expires != nil {
+				row[4] = until(*p.Expires, now)
+			}
+			rows = append(rows, row)
+		}
+		table(w, []string{"Dataset", "Class", "Allocation", "Since", "Waits until", "Used"}, rows)
 	}
 
 	fmt.Fprintln(w, "\nRetained")

@@ -20,14 +20,16 @@ import (
 
 // fakeAllocs is the allocation source below the lifecycle's Allocs seam.
 type fakeAllocs struct {
-	mu       sync.Mutex
-	allocs   []allocwatch.Alloc
-	gone     map[string]bool // Lookup says not found
-	forbid   map[string]bool // Lookup says 403
-	running  map[string]bool // RunningLocally
-	failNext int             // Refresh fails this many times
-	refresh  int
-	lookups  int
+	mu      sync.Mutex
+	allocs  []allocwatch.Alloc
+	gone    map[string]bool // Lookup says not found
+	forbid  map[string]bool // Lookup says 403
+	running map[string]bool // RunningLocally
+	// elsewhere: Lookup finds these pending on another node.
+	elsewhere map[string]bool
+	failNext  int // Refresh fails this many times
+	refresh   int
+	lookups   int
 }
 
 func (f *fakeAllocs) set(as ...allocwatch.Alloc) {
@@ -70,6 +72,9 @@ func (f *fakeAllocs) Lookup(_ context.Context, id string) (allocwatch.Alloc, boo
 	}
 	if f.gone[id] {
 		return allocwatch.Alloc{}, false, nil
+	}
+	if f.elsewhere[id] {
+		return allocwatch.Alloc{ID: id, NodeID: "other", ClientStatus: "pending", DesiredStatus: "run"}, true, nil
 	}
 	return allocwatch.Alloc{}, false, errors.New("unexpected lookup of " + id)
 }

@@ -290,6 +290,9 @@ func (m *Manager) Reconcile(ctx context.Context) {
 			if len(cvs[ci].Retained) > 0 && m.pruneRetained(ctx, &cvs[ci]) {
 				changed = true
 			}
+			if len(cvs[ci].Parked) > 0 && m.runParked(ctx, &cvs[ci]) {
+				changed = true
+			}
 		}
 	}
 	if m.retireClasses(ctx, v) {

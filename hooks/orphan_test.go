@@ -58,20 +58,7 @@ func holding(id string, createIndex uint64, client, class, slot string) allocwat
 }
 
 // datasets lists every filesystem below the parent.
-func (r *orphanRig) datasets() []string {
-	r.t.Helper()
-	sets, err := r.c.List(r.t.Context(), "tank/nomad", nil)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	var names []string
-	for _, d := range sets {
-		if !d.IsSnapshot() {
-			names = append(names, d.Name)
-		}
-	}
-	return names
-}
+func (r *orphanRig) datasets() []string { return r.filesystems("tank/nomad") }
 
 func TestOrphanedSlots(t *testing.T) {
 	cases := []struct {

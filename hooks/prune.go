@@ -73,8 +73,11 @@ func DestroyRetained(ctx context.Context, cfg *model.Config, z ZFS, r model.Reta
 	if err := model.CheckDestroyRetained(cfg, r); err != nil {
 		return err
 	}
-	if err := destroySnapshot(ctx, z, r.Dataset+"@"+model.RetainedSnapshot); err != nil {
-		return err
+	for _, snap := range r.OwnSnapshots {
+		// @retained, and the @pristine that parked data took along.
+		if err := destroySnapshot(ctx, z, snap); err != nil {
+			return err
+		}
 	}
 	if err := z.Destroy(ctx, r.Dataset, zfs.DestroyOptions{}); err != nil {
 		return fmt.Errorf("destroying %s: %w", r.Dataset, foreignBelow(err, r.Dataset))

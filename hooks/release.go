@@ -26,6 +26,12 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 		}
 		s.State, s.Holder, s.Outcome = model.StateReleasing, holder.ID, outcome
 	}
+	if c.Parks(s, holder, outcome) {
+		if err := m.park(ctx, s, c, holder, holderIndex); err != nil {
+			return fmt.Errorf("parking %s for the replacement of %s: %w", s.Dataset, holder.ID, err)
+		}
+		return nil
+	}
 	policy := c.PolicyFor(s, outcome)
 	if policy != c.Release.PolicyFor(outcome) && !s.Orphan {
 		m.logger.Warn("no pristine snapshot to roll back to; destroying instead", "dataset", s.Dataset)
@@ -164,10 +170,16 @@ func (m *Manager) createSlot(ctx context.Context, c model.Class, dataset string,
 	return nil
 }
 
-// recordHolder marks a ready slot held by a live allocation.
+// recordHolder marks a slot held by a live allocation: a ready one, or in
+// a sticky class one whose ended holder a, its replacement, inherits. A
+// slot that is parked data at the slot's name (a claim a crash
+// interrupted) is finished as the claim would have.
 func (m *Manager) recordHolder(ctx context.Context, s model.Slot, a allocwatch.Alloc) error {
 	m.logger.Info("slot held", "slot", s.ID, "alloc_id", a.ID, "job_id", a.JobID, "namespace", a.Namespace)
-	return m.zfs.Set(ctx, s.Dataset, model.HeldProps(a.ID, a.CreateIndex, m.now()))
+	if s.State != model.StateParked {
+		return m.zfs.Set(ctx, s.Dataset, model.HeldProps(a.ID, a.CreateIndex, m.now()))
+	}
+	return m.setClaimed(ctx, s.Dataset, a, s.Generation+1)
 }
 
 // destroySnapshot destroys one of the plugin's snapshots, first releasing

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -94,25 +95,27 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 		if m.allocs == nil {
 			return Grant{Slot: *s, Class: cv.Class}, nil
 		}
-		d := model.DecideReserve(*s, m.snapshot(), fresh)
+		d := model.DecideReserve(cv.Class, *s, m.snapshot(), fresh)
 		var err error
 		switch d.Kind {
+		case model.ReserveInherit:
+			// The replacement of the ended holder, in a sticky class: the
+			// data is its own now.
+			if err = m.recordHolder(ctx, *s, d.Alloc); err == nil {
+				_, err = m.reread(ctx, cv.Class.Name, id)
+			}
+			if err == nil {
+				continue
+			}
 		case model.ReserveGrant:
 			if s.State != model.StateReady && s.State != model.StateHeld {
 				break // a release just ran: read the slot again
 			}
 			if s.State == model.StateReady && d.Alloc.ID != "" {
-				// Record the holder now, not at the next pass: an
-				// allocation that ends and is garbage-collected before
-				// then would leave its data in a ready slot that no
-				// allocation names, for the next one to read.
-				if err = m.recordHolder(ctx, *s, d.Alloc); err != nil {
-					break
+				if fresh, err = m.takeReady(ctx, *s, cv.Class, d.Alloc, fresh); err == nil {
+					continue
 				}
-				if _, err = m.reread(ctx, cv.Class.Name, id); err != nil {
-					break
-				}
-				continue
+				break
 			}
 			return Grant{Slot: *s, Class: cv.Class}, nil
 		case model.ReserveFail:
@@ -153,6 +156,32 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			}
 		}
 	}
+}
+
+// takeReady makes ready slot s caller's before the grant: in a sticky
+// class its predecessor's parked data is claimed onto it, otherwise caller
+// is recorded as its holder now, not at the next pass (an allocation that
+// ends and is garbage-collected before then would leave its data in a
+// ready slot that no allocation names, for the next one to read). While the
+// predecessor's data is still in its own slot, it waits a step and fetches
+// a fresh answer instead. It returns whether the snapshot is fresh.
+func (m *Manager) takeReady(ctx context.Context, s model.Slot, c model.Class, caller allocwatch.Alloc, fresh bool) (bool, error) {
+	claimed, err := m.inherit(ctx, s, c, caller)
+	switch {
+	case errors.Is(err, errWaitPark):
+		if err := m.sleep(ctx, waitStep); err != nil {
+			return false, err
+		}
+		return m.refresh(ctx)
+	case err != nil:
+		return false, err
+	case !claimed:
+		if err := m.recordHolder(ctx, s, caller); err != nil {
+			return false, err
+		}
+	}
+	_, err = m.reread(ctx, c.Name, s.ID)
+	return fresh, err
 }
 
 // refresh fetches a fresh snapshot from the Nomad API (one non-blocking

@@ -44,11 +44,11 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatc
 		m.logger.Error("cannot read slot", "slot", id, "error", err)
 		return false, true
 	}
-	st, ok := model.PlanSlot(s, snap)
+	c := m.cfg.Class(class)
+	st, ok := model.PlanSlot(c, s, snap)
 	if !ok {
 		return false, false
 	}
-	c := m.cfg.Class(class)
 	switch st.Kind {
 	case model.StepRecord:
 		err = m.recordHolder(ctx, s, st.Alloc)

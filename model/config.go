@@ -36,6 +36,14 @@ type Class struct {
 	// FromSnapshot, if set, is a snapshot every slot is cloned from (a
 	// golden image, e.g. "tank/golden/pg@seed"); a release re-clones it.
 	FromSnapshot string
+	// Sticky: when a holder ends and Nomad replaces it (its
+	// NextAllocation, or a reschedule of a failed one), its data is parked
+	// for the replacement instead of released, and handed to it, by
+	// rename, when it reserves a slot of the class on this node.
+	Sticky bool
+	// StickyWait bounds how long parked data waits for a replacement that
+	// Nomad has not created yet (a failed holder's reschedule).
+	StickyWait time.Duration
 }
 
 // ClassDataset is the dataset of a class, <parent>/<class>.

@@ -59,35 +59,36 @@ func PlanLifecycle(v *View, snap *allocwatch.Snapshot) []Step {
 		return nil
 	}
 	var steps []Step
-	plan := func(slots []Slot) {
+	plan := func(c Class, slots []Slot) {
 		for _, s := range slots {
 			if !s.Exists {
 				continue
 			}
-			if st, ok := PlanSlot(s, snap); ok {
+			if st, ok := PlanSlot(c, s, snap); ok {
 				steps = append(steps, st)
 			}
 		}
 	}
 	for ci := range v.Classes {
-		plan(v.Classes[ci].Slots)
-		plan(v.Classes[ci].Orphans)
+		plan(v.Classes[ci].Class, v.Classes[ci].Slots)
+		plan(v.Classes[ci].Class, v.Classes[ci].Orphans)
 	}
 	for ci := range v.Removed {
-		plan(v.Removed[ci].Orphans)
+		plan(v.Removed[ci].Class, v.Removed[ci].Orphans)
 	}
 	return steps
 }
 
-// PlanSlot decides what snap calls for on one slot, if anything.
-func PlanSlot(s Slot, snap *allocwatch.Snapshot) (Step, bool) {
+// PlanSlot decides what snap calls for on one slot of class c, if
+// anything.
+func PlanSlot(c Class, s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 	switch s.State {
 	case StateReleasing:
 		// A release was under way (a crash, a busy dataset, an operator's
 		// request): finish it.
 		return Step{Kind: StepRelease, Slot: s, Alloc: holderOf(snap, s), Outcome: s.Outcome}, true
 
-	case StateHeld:
+	case StateHeld, StateParked:
 		holder, seen := findAlloc(snap, s.Holder)
 		if !seen {
 			return Step{Kind: StepCheckGone, Slot: s, Alloc: allocwatch.Alloc{ID: s.Holder}}, true
@@ -96,6 +97,11 @@ func PlanSlot(s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 		case AskClient:
 			return Step{Kind: StepCheckLost, Slot: s, Alloc: holder}, true
 		case Ended:
+			if next, ok := successorOn(c, s, holder, snap); ok {
+				// A sticky class's replacement placed on the same slot
+				// inherits it in place: no release, no rename.
+				return Step{Kind: StepRecord, Slot: s, Alloc: next}, true
+			}
 			return Step{Kind: StepRelease, Slot: s, Alloc: holder, Outcome: outcome}, true
 		}
 		return Step{}, false // pending, running, unknown, stopping: keep
@@ -121,7 +127,7 @@ func PlanSlot(s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 			d := dirty[len(dirty)-1]
 			return Step{Kind: StepRelease, Slot: s, Alloc: d, Outcome: OutcomeOf(d)}, true
 		}
-		if len(live) > 0 {
+		if len(live) > 0 && !inheritsAtReserve(c, live[0], s.ID, snap) {
 			return Step{Kind: StepRecord, Slot: s, Alloc: live[0]}, true
 		}
 		if s.Orphan && len(r.live) == 0 {
@@ -132,4 +138,39 @@ func PlanSlot(s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 		}
 	}
 	return Step{}, false
+}
+
+// successorOn finds, for a sticky class, the allocation that replaces
+// holder (ended) and was placed on the same slot for the same task and
+// position (Predecessor): it may run, and inherits the slot as it is. One
+// placed on it for another task inherits another slot's data instead, so
+// this one is parked for whoever pairs with it.
+func successorOn(c Class, s Slot, holder allocwatch.Alloc, snap *allocwatch.Snapshot) (allocwatch.Alloc, bool) {
+	if !c.Sticky || s.Orphan {
+		return allocwatch.Alloc{}, false
+	}
+	origin := s.ID
+	if s.State == StateParked {
+		// A claim a crash interrupted: the data came from the slot its
+		// parked name records.
+		origin = parkedFrom(s.Info.User[PropOwner], holder.ID)
+	}
+	for _, a := range refsFor(snap, s.Class, s.ID).live {
+		if prev, from, ok := Predecessor(c, a, s.ID, snap); ok && prev.ID == holder.ID && from == origin {
+			return a, true
+		}
+	}
+	return allocwatch.Alloc{}, false
+}
+
+// inheritsAtReserve reports whether allocation a, which names ready slot id
+// and has not started, is a sticky class's replacement whose Reserve is to
+// claim its predecessor's data: recording it now would make the slot its
+// own, fresh, before the claim.
+func inheritsAtReserve(c Class, a allocwatch.Alloc, id string, snap *allocwatch.Snapshot) bool {
+	if anyRunning([]allocwatch.Alloc{a}) {
+		return false
+	}
+	_, _, ok := Predecessor(c, a, id, snap)
+	return ok
 }

@@ -29,6 +29,10 @@ const (
 	ReserveWait
 	// ReserveFail: refuse rather than share or wipe.
 	ReserveFail
+	// ReserveInherit: the previous holder ended and the caller, in a
+	// sticky class, replaces it: record the caller as the holder of the
+	// data as it is.
+	ReserveInherit
 )
 
 // ReserveDecision is DecideReserve's answer.
@@ -48,7 +52,12 @@ type ReserveDecision struct {
 // recorded done, so a task restart does not call it again — which is why a
 // stale snapshot is never trusted: in it, a replacement's first start would
 // look like the old holder's.
-func DecideReserve(s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecision {
+//
+// c is the slot's class: in a sticky one, the replacement of an ended
+// holder inherits its data (ReserveInherit) instead of waiting for a
+// release; a ready slot's caller may still inherit parked data
+// (DecideInherit).
+func DecideReserve(c Class, s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecision {
 	if s.State == StateReleasing {
 		return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: holderOf(snap, s), Outcome: s.Outcome}
 	}
@@ -57,7 +66,7 @@ func DecideReserve(s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecisio
 	}
 	r := refsFor(snap, s.Class, s.ID)
 
-	if s.State == StateHeld {
+	if s.State == StateHeld || s.State == StateParked {
 		holder, seen := findAlloc(snap, s.Holder)
 		if !seen {
 			return ReserveDecision{Kind: ReserveCheckGone, Alloc: allocwatch.Alloc{ID: s.Holder}}
@@ -66,6 +75,9 @@ func DecideReserve(s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecisio
 		case AskClient:
 			return ReserveDecision{Kind: ReserveCheckLost, Alloc: holder}
 		case Ended:
+			if next, ok := successorOn(c, s, holder, snap); ok {
+				return ReserveDecision{Kind: ReserveInherit, Alloc: next}
+			}
 			return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: holder, Outcome: outcome}
 		}
 		// The holder may still run. Is someone else asking?

@@ -60,6 +60,11 @@ const (
 	// StateRetained: a former slot renamed aside with its holder's data,
 	// under a held snapshot, until it expires.
 	StateRetained State = "retained"
+	// StateParked: a sticky class's former slot, renamed aside with its
+	// holder's data for the allocation that replaces it (sticky.go). At a
+	// slot's own name it is a claim a crash interrupted, and counts as held
+	// by that holder.
+	StateParked State = "parked"
 )
 
 // Slot is one device instance: a dataset <parent>/<class>/<id>.
@@ -80,8 +85,8 @@ type Slot struct {
 	// holder has ended it is released by policy and not made ready again
 	// (Config.Configured).
 	Orphan bool
-	State   State
-	Holder  string
+	State  State
+	Holder string
 	// HolderIndex is the CreateIndex of the last holder (PropHolderIndex).
 	HolderIndex uint64
 	// Outcome is the ending holder's outcome while releasing.

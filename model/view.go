@@ -53,6 +53,9 @@ type ClassView struct {
 	Slots []Slot
 	// Retained are former slots kept aside by PolicySnapshot, newest first.
 	Retained []Retained
+	// Parked is sticky data waiting for its holder's replacement (State
+	// StateParked), by dataset name.
+	Parked []Retained
 	// Orphans are the plugin's slot datasets of this class that the
 	// configuration no longer has (Slot.Orphan), in slot order.
 	Orphans []Slot
@@ -63,14 +66,21 @@ type ClassView struct {
 	Empty bool
 }
 
-// Retained is a former slot's data kept aside until it expires.
+// Retained is a former slot's data kept aside until it expires: retained
+// by the snapshot policy, or parked for a replacement (sticky.go).
 type Retained struct {
 	Dataset string
+	// State is StateRetained or StateParked; a dataset renamed aside whose
+	// state was not yet rewritten (a crash) is still StateReleasing.
+	State   State
 	Holder  string
 	Outcome string
 	Since   time.Time
 	Expires time.Time
 	Info    zfs.Dataset
+	// OwnSnapshots are the plugin's snapshots of it (@retained, and the
+	// @pristine a parked slot took along).
+	OwnSnapshots []string
 	// Strangers are the datasets and snapshots below it that are not the
 	// plugin's: while there are any, it is not destroyed.
 	Strangers []string
@@ -231,7 +241,7 @@ func removedClasses(cfg *Config, byName map[string]*zfs.Dataset, kids map[string
 		}
 		cv := ClassView{Class: cfg.Class(class), Dataset: name, Exists: true, Info: *d, Problem: problem, Removed: true}
 		cv.Orphans = orphans(cfg, class, byName, kids[name], below, parentMountpoint, problem)
-		cv.Retained = retained(kids[name], below)
+		cv.Retained, cv.Parked = aside(kids[name], below)
 		cv.Empty = len(kids[name]) == 0 && !hasBelow(byName, name)
 		out = append(out, cv)
 	}
@@ -328,46 +338,62 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, kids []*zf
 		s := &cv.Slots[i]
 		s.Healthy, s.Reason = Health(s, cv.Problem, createErrs[s.Dataset])
 	}
-	cv.Retained = retained(kids, below)
+	cv.Retained, cv.Parked = aside(kids, below)
 	cv.Orphans = orphans(cfg, c.Name, byName, kids, below, parentMountpoint, cv.Problem)
 	return cv
 }
 
-// retained lists the owned retained datasets among a class dataset's
-// children (kids), newest first. A dataset renamed aside whose owner mark
-// was not yet rewritten (a crash) counts too: its PropRetainAs names it.
-func retained(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) []Retained {
-	var out []Retained
+// aside lists the owned data kept aside among a class dataset's children
+// (kids): retained data newest first, and parked data by name. A dataset
+// renamed aside whose owner mark was not yet rewritten (a crash) counts
+// too: its PropRetainAs names it, and its name says which it is.
+func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, parked []Retained) {
 	for _, d := range kids {
 		name := d.Name
 		if !Owned(d) {
 			continue
 		}
-		if State(d.User[PropState]) != StateRetained && d.User[PropRetainAs] != name {
+		state := State(d.User[PropState])
+		if state != StateRetained && state != StateParked && d.User[PropRetainAs] != name {
 			continue
 		}
-		r := Retained{Dataset: name, Holder: d.User[PropHolder], Outcome: d.User[PropOutcome], Info: *d}
+		r := Retained{Dataset: name, State: state, Holder: d.User[PropHolder], Outcome: d.User[PropOutcome], Info: *d}
 		if secs, err := strconv.ParseInt(d.User[PropSince], 10, 64); err == nil {
 			r.Since = time.Unix(secs, 0)
 		}
 		if secs, err := strconv.ParseInt(d.User[PropExpires], 10, 64); err == nil {
 			r.Expires = time.Unix(secs, 0)
 		}
-		for _, b := range below[name] {
-			if !ownSnapshot(b) {
-				r.Strangers = append(r.Strangers, b.Name)
-			}
+		r.OwnSnapshots, r.Strangers = splitBelow(below[name])
+		if state == StateParked || (state != StateRetained && isParkedName(name)) {
+			parked = append(parked, r)
+		} else {
+			retained = append(retained, r)
 		}
-		sort.Strings(r.Strangers)
-		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Since.Equal(out[j].Since) {
-			return out[i].Since.After(out[j].Since)
+	sort.Slice(retained, func(i, j int) bool {
+		if !retained[i].Since.Equal(retained[j].Since) {
+			return retained[i].Since.After(retained[j].Since)
 		}
-		return out[i].Dataset > out[j].Dataset
+		return retained[i].Dataset > retained[j].Dataset
 	})
-	return out
+	sort.Slice(parked, func(i, j int) bool { return parked[i].Dataset < parked[j].Dataset })
+	return retained, parked
+}
+
+// splitBelow sorts what lies below a dataset into the plugin's own
+// snapshots and strangers, each by name.
+func splitBelow(rows []*zfs.Dataset) (own, strangers []string) {
+	for _, b := range rows {
+		if ownSnapshot(b) {
+			own = append(own, b.Name)
+		} else {
+			strangers = append(strangers, b.Name)
+		}
+	}
+	sort.Strings(own)
+	sort.Strings(strangers)
+	return own, strangers
 }
 
 // Health decides whether the scheduler may place on a slot, and says why
@@ -402,7 +428,9 @@ func Health(s *Slot, problem, createErr string) (bool, string) {
 		// never unblocks it (seen on a real agent). It also spares the node
 		// a re-registration per release.
 		return true, ""
-	case s.State != StateReady && s.State != StateHeld:
+	case s.State != StateReady && s.State != StateHeld && s.State != StateParked:
+		// Parked data at a slot's name is a claim a crash interrupted:
+		// held by the predecessor, whose replacement inherits it in place.
 		return false, fmt.Sprintf("unknown state %q", s.State)
 	case !s.Mounted && !s.MountpointOK():
 		return false, fmt.Sprintf("not mounted, and its mountpoint is %q, not %q where the plugin's naming puts it (zfs inherit mountpoint %s)",
@@ -450,6 +478,28 @@ func prevDatasets(prev *View) map[string]*zfs.Dataset {
 		for oi := range cv.Orphans {
 			m[cv.Orphans[oi].Dataset] = &cv.Orphans[oi].Info
 		}
+		for pi := range cv.Parked {
+			m[cv.Parked[pi].Dataset] = &cv.Parked[pi].Info
+		}
 	}
 	return m
+}
+
+// ParkedFromRows builds parked data from one `zfs list -r` of its dataset
+// (the dataset, its snapshots, anything below it); nil when the dataset is
+// not among them, or is not the plugin's parked data.
+func ParkedFromRows(name string, rows []zfs.Dataset) *Retained {
+	var kids []*zfs.Dataset
+	below := map[string][]*zfs.Dataset{}
+	for i := range rows {
+		if rows[i].Name == name {
+			kids = append(kids, &rows[i])
+		} else {
+			below[name] = append(below[name], &rows[i])
+		}
+	}
+	if _, parked := aside(kids, below); len(parked) == 1 {
+		return &parked[0]
+	}
+	return nil
 }

@@ -91,6 +91,14 @@ var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewLiteral(`""`),
 	),
 	"from_snapshot": hclspec.NewAttr("from_snapshot", "string", false),
+	"sticky": hclspec.NewDefault(
+		hclspec.NewAttr("sticky", "bool", false),
+		hclspec.NewLiteral(`false`),
+	),
+	"sticky_wait": hclspec.NewDefault(
+		hclspec.NewAttr("sticky_wait", "string", false),
+		hclspec.NewLiteral(`"1h"`),
+	),
 	"release": hclspec.NewDefault(
 		hclspec.NewBlock("release", false, releaseSpec),
 		releaseDefault,
@@ -139,9 +147,13 @@ type ClassConfig struct {
 	Slots      float64           `codec:"slots"`
 	Properties map[string]string `codec:"properties"`
 	// Mount is the path inside the task; "" means /zfs/<class>.
-	Mount        string         `codec:"mount"`
-	FromSnapshot string         `codec:"from_snapshot"`
-	Release      *ReleaseConfig `codec:"release"`
+	Mount        string `codec:"mount"`
+	FromSnapshot string `codec:"from_snapshot"`
+	// Sticky hands an allocation's data to its replacement on this node;
+	// StickyWait bounds how long it waits for one (model.Class).
+	Sticky     bool           `codec:"sticky"`
+	StickyWait string         `codec:"sticky_wait"`
+	Release    *ReleaseConfig `codec:"release"`
 }
 
 // Settings is a validated Config in the types the rest of the product uses;

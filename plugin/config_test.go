@@ -45,6 +45,8 @@ func TestConfigDecodes(t *testing.T) {
     }
     class "pg-seed" {
       from_snapshot = "tank/golden/pg@seed"
+      sticky        = true
+      sticky_wait   = "30m"
       release {
         policy     = "rollback"
         on_failure = "snapshot"
@@ -64,9 +66,9 @@ func TestConfigDecodes(t *testing.T) {
 		Parent:       "tank/nomad",
 		ScanInterval: 5 * time.Second,
 		Classes: []model.Class{
-			{Name: "pg-seed", Slots: 1, MountPath: "/zfs/pg-seed", FromSnapshot: "tank/golden/pg@seed",
+			{Name: "pg-seed", Slots: 1, MountPath: "/zfs/pg-seed", FromSnapshot: "tank/golden/pg@seed", Sticky: true, StickyWait: 30 * time.Minute,
 				Release: model.Release{Policy: model.PolicyRollback, OnFailure: model.PolicySnapshot, Retain: 24 * time.Hour, RetainMax: 10}},
-			{Name: "scratch", Slots: 4, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"},
+			{Name: "scratch", Slots: 4, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"}, StickyWait: time.Hour,
 				Release: model.Release{Policy: model.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}},
 		},
 	}
@@ -166,6 +168,11 @@ func TestConfigRejects(t *testing.T) {
  class "a" { release { retain_max = -1 } } }`, []string{`retain_max = -1`}},
 		{"bad retain", `config { parent = "tank/nomad" 
  class "a" { release { retain = "3 days" } } }`, []string{`retain = "3 days"`}},
+		{"sticky_wait too short", `config { parent = "tank/nomad"
+ class "a" { sticky = true
+ sticky_wait = "10s" } }`, []string{`sticky_wait = "10s"`, "at least 1m"}},
+		{"sticky not a bool", `config { parent = "tank/nomad"
+ class "a" { sticky = "yes please" } }`, []string{`sticky`}},
 		{"from_snapshot not a snapshot", `config { parent = "tank/nomad" 
  class "a" { from_snapshot = "tank/golden" } }`, []string{`from_snapshot = "tank/golden"`, "not a snapshot name"}},
 		{"token and token_file", `config { parent = "tank/nomad" 
@@ -286,7 +293,7 @@ func TestConfigPlaintextTokenFromEnvironment(t *testing.T) {
 	// NOMAD_* are not the agent's: Resolve does not count them.
 	rel := &ReleaseConfig{Policy: "destroy", Retain: "72h", RetainMax: 10}
 	c := Config{Parent: "tank/nomad", ScanInterval: "15s", ZFSTimeout: "2m", ReserveTimeout: "1m",
-		Classes: map[string]*ClassConfig{"a": {Slots: 1, Release: rel}}}
+		Classes: map[string]*ClassConfig{"a": {Slots: 1, StickyWait: "1h", Release: rel}}}
 	if _, err := c.Resolve(); err != nil {
 		t.Errorf("Resolve counted the shell's environment: %v", err)
 	}

@@ -90,7 +90,7 @@ func FuzzClassProperty(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k, v string) {
 		rel := &ReleaseConfig{Policy: "destroy", Retain: "72h", RetainMax: 10}
 		c := Config{Parent: "tank/nomad", ScanInterval: "15s", ZFSTimeout: "2m", ReserveTimeout: "1m",
-			Classes: map[string]*ClassConfig{"a": {Slots: 1, Properties: map[string]string{k: v}, Release: rel}}}
+			Classes: map[string]*ClassConfig{"a": {Slots: 1, Properties: map[string]string{k: v}, StickyWait: "1h", Release: rel}}}
 		s, err := c.validate()
 		if err != nil {
 			if !strings.Contains(err.Error(), k+" = "+strconv.Quote(v)) {
@@ -120,7 +120,7 @@ func FuzzClassName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, parent string) {
 		rel := &ReleaseConfig{Policy: "destroy", Retain: "72h", RetainMax: 10}
 		c := Config{Parent: parent, ScanInterval: "15s", ZFSTimeout: "2m", ReserveTimeout: "1m",
-			Classes: map[string]*ClassConfig{name: {Slots: maxSlots, Release: rel}}}
+			Classes: map[string]*ClassConfig{name: {Slots: maxSlots, StickyWait: "1h", Release: rel}}}
 		if _, err := c.validate(); err != nil {
 			if !strings.Contains(err.Error(), strconv.Quote(name)) && !strings.Contains(err.Error(), strconv.Quote(parent)) {
 				t.Fatalf("error %q names neither %q nor %q", err, name, parent)

@@ -200,8 +200,12 @@ func (cc *ClassConfig) validate(name, parent string) (model.Class, []string) {
 			bad("from_snapshot = %q: %v", cc.FromSnapshot, err)
 		}
 	}
+	wait, err := boundedDuration(cc.StickyWait, minStickyWait)
+	if err != nil {
+		bad("sticky_wait = %q: %v", cc.StickyWait, err)
+	}
 	return model.Class{Name: name, Slots: int(cc.Slots), Properties: cc.Properties, MountPath: mount, NeedBytes: need,
-		Release: release, FromSnapshot: cc.FromSnapshot}, errs
+		Release: release, FromSnapshot: cc.FromSnapshot, Sticky: cc.Sticky, StickyWait: wait}, errs
 }
 
 // validate reads a release block. The spec gives an absent block its
@@ -279,6 +283,7 @@ const (
 	minZFSTimeout     = time.Second
 	minReserveTimeout = time.Second
 	minRetain         = time.Minute
+	minStickyWait     = time.Minute
 )
 
 // boundedDuration reads a Go duration of at least min.

@@ -170,9 +170,11 @@ func (w *World) checkQuiescent() {
 			if !w.holderLive(d.User[model.PropHolder]) {
 				w.violate("I3", "slot %s is held by %s, which no longer runs here", d.Name, d.User[model.PropHolder])
 			}
-		case state == model.StateRetained:
+		case state == model.StateRetained || state == model.StateParked:
+			// Parked data waits, bounded, for a replacement Nomad may
+			// still create (a reschedule): like retained data, it expires.
 			if d.User[model.PropExpires] == "" {
-				w.violate("I3", "retained %s has no expiry", d.Name)
+				w.violate("I3", "%s %s has no expiry", state, d.Name)
 			}
 		case strings.Count(strings.TrimPrefix(d.Name, parent+"/"), "/") == 0:
 			// A class dataset no longer configured goes once nothing is

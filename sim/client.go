@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // phase is where the local client is with one allocation.
@@ -30,11 +32,13 @@ func (p phase) String() string { return [...]string{"pulled", "running", "killin
 // localAlloc is the local client's alloc runner for one allocation.
 type localAlloc struct {
 	id, job, ns string
-	seq         uint64 // CreateIndex
-	phase       phase
-	batch       bool
-	tasks       []localTask
-	killAt      time.Time
+	// prev is the allocation this one replaces (PreviousAllocation).
+	prev   string
+	seq    uint64 // CreateIndex
+	phase  phase
+	batch  bool
+	tasks  []localTask
+	killAt time.Time
 	// status is what the client would report: pending, running,
 	// complete, failed.
 	status   string
@@ -123,8 +127,8 @@ func (w *World) localGet(id string) (*localAlloc, bool) {
 
 // pull makes the client take a new allocation.
 func (w *World) pull(sa *structs.Allocation) {
-	a := &localAlloc{id: sa.ID, job: sa.JobID, ns: sa.Namespace, seq: sa.CreateIndex, status: structs.AllocClientStatusPending,
-		reported: structs.AllocClientStatusPending}
+	a := &localAlloc{id: sa.ID, job: sa.JobID, ns: sa.Namespace, prev: sa.PreviousAllocation, seq: sa.CreateIndex,
+		status: structs.AllocClientStatusPending, reported: structs.AllocClientStatusPending}
 	if sa.Job != nil {
 		a.batch = sa.Job.Type == structs.JobTypeBatch
 	}
@@ -146,6 +150,7 @@ func (w *World) pull(sa *structs.Allocation) {
 	}
 	w.mu.Lock()
 	w.local[a.id] = a
+	w.prevOf[a.id] = a.prev
 	w.mu.Unlock()
 	w.logf("client pulls %s (%s) devices %v", a.id[len(a.id)-4:], a.job, a.deviceIDs())
 }
@@ -178,8 +183,9 @@ func (w *World) start(a *localAlloc) {
 			w.finish(a, structs.AllocClientStatusFailed, "device hook failed")
 			return
 		}
-		for _, g := range grants {
+		for j, g := range grants {
 			t.paths = append(t.paths, g.Slot.Mountpoint)
+			w.checkInherited(a, t, j)
 		}
 	}
 	for _, t := range a.tasks {
@@ -205,10 +211,75 @@ func (w *World) readForeign(a *localAlloc, id, dir string) {
 		return
 	}
 	for _, e := range ents {
-		if n := e.Name(); strings.HasPrefix(n, "token-") && n != tokenName(a.id) {
-			w.violate("I1", "%s reads %s's token in slot %s (%s)", a.short(), strings.TrimPrefix(n, "token-"), id, dir)
+		n := e.Name()
+		if !strings.HasPrefix(n, "token-") || n == tokenName(a.id) {
+			continue
+		}
+		other := strings.TrimPrefix(n, "token-")
+		if w.inherits(a, other, id) {
+			continue
+		}
+		w.violate("I1", "%s reads %s's token in slot %s (%s)", a.short(), other, id, dir)
+	}
+}
+
+// inherits reports whether a may see other's data in slot id: a sticky
+// class's replacement sees its predecessors' (other is a, or an
+// allocation a replaces, directly or through others), once they no longer
+// run.
+func (w *World) inherits(a *localAlloc, other, id string) bool {
+	class, _, _ := strings.Cut(id, "-")
+	if !w.everSticky[class] {
+		return false
+	}
+	for p, hops := a.prev, 0; p != "" && hops < 64; hops++ {
+		// An allocation the client dropped (collected) no longer runs.
+		pa, ok := w.localGet(p)
+		if p == other {
+			return !ok || !pa.live()
+		}
+		p = w.prevOf[p]
+	}
+	return false
+}
+
+// checkInherited is I6: when a replacement in a sticky class gets a slot,
+// the data its predecessor had in the matching slot (the same task's, at
+// the same position) is not left parked, where it would never reach it.
+func (w *World) checkInherited(a *localAlloc, t *localTask, i int) {
+	pa, ok := w.localGet(a.prev)
+	if !ok || a.prev == "" {
+		return
+	}
+	var from string
+	for _, pt := range pa.tasks {
+		if pt.name == t.name && i < len(pt.ids) {
+			from = pt.ids[i]
 		}
 	}
+	class, _, _ := strings.Cut(t.ids[i], "-")
+	fromClass, _, _ := strings.Cut(from, "-")
+	if from == "" || fromClass != class {
+		return
+	}
+	name := w.cfg.ParkedName(class, a.prev, from)
+	sets, err := w.cliZFS().List(context.Background(), name, []string{model.PropState})
+	if err != nil || len(sets) == 0 || model.State(sets[0].User[model.PropState]) != model.StateParked || w.strangersBelow(sets, name) {
+		return
+	}
+	w.violate("I6", "%s got %s while its predecessor's data from %s is still parked as %s", a.short(), t.ids[i], from, name)
+}
+
+// strangersBelow reports whether anything below dataset is not the
+// plugin's: such parked data is never handed over.
+func (w *World) strangersBelow(sets []zfs.Dataset, dataset string) bool {
+	for _, d := range sets {
+		if strings.HasPrefix(d.Name, dataset+"/") || (strings.HasPrefix(d.Name, dataset+"@") &&
+			!strings.HasSuffix(d.Name, "@"+model.PristineSnapshot) && !strings.HasSuffix(d.Name, "@"+model.RetainedSnapshot)) {
+			return true
+		}
+	}
+	return false
 }
 
 // beginKill starts stopping an allocation's tasks; they exit after the

@@ -22,7 +22,7 @@ func (w *World) editConfig() {
 	i := w.rng.IntN(len(cfg.Classes))
 	c := &cfg.Classes[i]
 	var what string
-	choice := w.rng.IntN(4)
+	choice := w.rng.IntN(5)
 	switch choice {
 	case 0:
 		if c.Slots < 4 {
@@ -39,6 +39,9 @@ func (w *World) editConfig() {
 		c.Release.Policy = policies[w.rng.IntN(3)]
 		c.Release.Retain = 10 * time.Minute
 		what = fmt.Sprintf("%s policy = %s", c.Name, c.Release.Policy)
+	case 4:
+		c.Sticky, c.StickyWait = !c.Sticky, 10*time.Minute
+		what = fmt.Sprintf("%s sticky = %v", c.Name, c.Sticky)
 	case 3:
 		if len(cfg.Classes) > 2 {
 			cfg.Classes = cfg.Classes[:2]
@@ -50,6 +53,7 @@ func (w *World) editConfig() {
 		}
 	}
 	w.cfg = cfg
+	w.noteSticky()
 	w.logf("operator: %s; agent restarts", what)
 	w.kill("agent restart for a configuration change")
 	w.launch("new configuration")

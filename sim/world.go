@@ -36,10 +36,16 @@ const (
 // own scheduler placing allocations. Everything runs on the caller's
 // goroutine (the API's handler only reads), in simulated time.
 type World struct {
-	seed   uint64
-	dir    string
-	now    time.Time
-	rng    *rand.Rand // reseeded from each event's Arg
+	seed uint64
+	dir  string
+	now  time.Time
+	rng  *rand.Rand // reseeded from each event's Arg
+	// everSticky: the classes that have been sticky; their replacements
+	// may see their predecessors' data (I1).
+	everSticky map[string]bool
+	// prevOf is every pulled allocation's PreviousAllocation, kept after
+	// the client drops it.
+	prevOf map[string]string
 	logger hclog.Logger
 
 	fake    *zfstest.Fake
@@ -65,7 +71,6 @@ type World struct {
 
 	// cmds counts the zfs commands of the current event.
 	cmds int
-
 
 	// timeline is what happened, for a failure report.
 	timeline   []string
@@ -102,7 +107,7 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	}
 	w := &World{seed: seed, dir: d, now: time.Unix(1_800_000_000, 0).UTC(), logger: logger,
 		jobs: map[string]*jobSpec{}, local: map[string]*localAlloc{}, connected: true,
-		busyTill: map[string]time.Time{}, rng: rand.New(rand.NewPCG(seed, 1))}
+		busyTill: map[string]time.Time{}, prevOf: map[string]string{}, rng: rand.New(rand.NewPCG(seed, 1))}
 	w.apiF = apiFaults{now: w.now, connected: true}
 	w.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(d, "mnt"), Now: func() time.Time { return w.now }})
 	if err := w.fake.AddPool(pool, 64<<30); err != nil {
@@ -115,10 +120,14 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	if w.api, err = newAPI(w); err != nil {
 		return nil, err
 	}
+	// pg is sticky in half the worlds: its replacements inherit its data.
+	sticky := w.rng.IntN(2) == 0
 	w.cfg = model.Config{Parent: parent, ScanInterval: 15 * time.Second, Classes: []model.Class{
-		{Name: "pg", Slots: 2, MountPath: "/data", Release: model.Release{Policy: model.PolicyDestroy}},
+		{Name: "pg", Slots: 2, MountPath: "/data", Release: model.Release{Policy: model.PolicyDestroy},
+			Sticky: sticky, StickyWait: 10 * time.Minute},
 		{Name: "scratch", Slots: 2, MountPath: "/scratch", Release: model.Release{Policy: model.PolicyRollback, OnFailure: model.PolicySnapshot, Retain: 10 * time.Minute, RetainMax: 2}},
 	}}
+	w.noteSticky()
 	if err := w.setupZFS(); err != nil {
 		return nil, err
 	}
@@ -319,4 +328,16 @@ func (w *World) sortedLocal() []*localAlloc {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out
+}
+
+// noteSticky records the classes the configuration makes sticky.
+func (w *World) noteSticky() {
+	if w.everSticky == nil {
+		w.everSticky = map[string]bool{}
+	}
+	for _, c := range w.cfg.Classes {
+		if c.Sticky {
+			w.everSticky[c.Name] = true
+		}
+	}
 }

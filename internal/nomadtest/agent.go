@@ -122,6 +122,17 @@ func (a *Agent) Restart(t testing.TB) {
 	t.Logf("nomadtest: agent %s restarted in %s", a.Address(), time.Since(began).Round(100*time.Millisecond))
 }
 
+// PluginConfig is the plugin's config block the agent runs with.
+func (a *Agent) PluginConfig() string { return a.cfg.PluginConfig }
+
+// RestartWithPluginConfig is Restart with the plugin's config block
+// replaced, as an operator's edit and agent restart applies it.
+func (a *Agent) RestartWithPluginConfig(t testing.TB, pluginConfig string) {
+	t.Helper()
+	a.cfg.PluginConfig = pluginConfig
+	a.Restart(t)
+}
+
 // Stop interrupts the agent and waits for it to exit, killing it after 30s.
 // Allocations keep running (a non-dev agent leaves them for restore), as do
 // their mounts, until Restart or the test's cleanup. Stopping a stopped agent

@@ -1,0 +1,281 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+)
+
+// Sticky data: a class with Sticky set hands an allocation's data to the
+// allocation Nomad replaces it with, on this node, without a copy.
+//
+//	held by A ──A ended, replaced──▶ parked (<class>/parked-<A>-<slot>), fresh slot in its place
+//	parked ──B (B.PreviousAllocation = A) reserves slot Y──▶ renamed onto Y, held by B
+//	parked ──no replacement can come, or past StickyWait──▶ the class's release policy
+//
+// A replacement placed on A's own slot inherits it in place (StepRecord,
+// ReserveInherit): no rename at all. Nomad links the two allocations both
+// ways (B.PreviousAllocation, and A.NextAllocation once B exists), for a
+// destructive update, `nomad alloc stop`, a reschedule and a drain alike.
+
+// ParkedName is where slot id's data goes when holder parks it: one
+// dataset per holder and slot, beside the slots.
+func (c *Config) ParkedName(class, holder, id string) string {
+	return c.ClassDataset(class) + "/parked-" + holder + "-" + id
+}
+
+// parkedPrefix starts the name of every parked dataset below its class.
+const parkedPrefix = "parked-"
+
+// Parks reports whether releasing slot s of class c for holder, which
+// ended with outcome, parks the data for a replacement instead: the class
+// is sticky, the slot still configured, and Nomad has replaced the holder
+// or may still reschedule it (it failed or was lost, and is not stopped).
+// An operator's release, a holder gone from Nomad (no record of a
+// replacement) and a completed one that nothing replaces get the policy.
+func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string) bool {
+	if !c.Sticky || s.Orphan {
+		return false
+	}
+	switch outcome {
+	case OutcomeOperator, OutcomeRetired, OutcomeGone:
+		return false
+	}
+	if holder.NextAllocation != "" {
+		return true
+	}
+	return (outcome == OutcomeFailed || outcome == OutcomeLost) && !holder.ServerTerminal()
+}
+
+// Predecessor finds whose data a Reserve of slot id by caller inherits:
+// the allocation caller replaces (its PreviousAllocation), as snap shows
+// it, and the slot of that allocation that corresponds to id (the same
+// task's device of the class, at the same position). ok is false when the
+// class is not sticky, caller replaces nothing, or snap does not show the
+// predecessor holding a slot of the class on this node.
+func Predecessor(c Class, caller allocwatch.Alloc, id string, snap *allocwatch.Snapshot) (prev allocwatch.Alloc, prevSlot string, ok bool) {
+	if !c.Sticky || caller.PreviousAllocation == "" {
+		return prev, "", false
+	}
+	prev, seen := findAlloc(snap, caller.PreviousAllocation)
+	if !seen {
+		return prev, "", false
+	}
+	for _, d := range caller.Devices {
+		if d.Vendor != Vendor || d.Type != DeviceType || d.Name != c.Name {
+			continue
+		}
+		i := slices.Index(d.IDs, id)
+		if i < 0 {
+			continue
+		}
+		for _, pd := range prev.Devices {
+			if pd.Vendor == Vendor && pd.Type == DeviceType && pd.Name == c.Name && pd.Task == d.Task && i < len(pd.IDs) {
+				return prev, pd.IDs[i], true
+			}
+		}
+	}
+	return prev, "", false
+}
+
+// InheritKind is what a Reserve does about its predecessor's data.
+type InheritKind int
+
+const (
+	// InheritNone: nothing to inherit; the slot is handed out as it is.
+	InheritNone InheritKind = iota
+	// InheritClaim: the predecessor's data is parked; rename it onto the
+	// slot before the grant.
+	InheritClaim
+	// InheritWait: the predecessor's data is still in its slot (the
+	// predecessor stops, or has ended and is not parked yet): wait, bounded
+	// by reserve_timeout, and decide again.
+	InheritWait
+)
+
+// InheritDecision is DecideInherit's answer.
+type InheritDecision struct {
+	Kind   InheritKind
+	Reason string
+}
+
+// DecideInherit decides a Reserve of ready slot s by caller, the
+// replacement of prev, whose data was in prevSlot (as last read) and may
+// be parked (parked, read just now; nil when there is none).
+func DecideInherit(s Slot, caller, prev allocwatch.Alloc, prevSlot *Slot, parked *Retained) InheritDecision {
+	switch {
+	case parked != nil && parked.Holder == prev.ID:
+		// Parked, or renamed aside by a park a crash interrupted (its
+		// state not yet rewritten): the claim finishes either.
+		if len(parked.Strangers) > 0 {
+			return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf("parked data %s is not handed over: %s",
+				parked.Dataset, strangersAdvice(zfsParent2(parked.Dataset), parked.Dataset, parked.Strangers))}
+		}
+		return InheritDecision{Kind: InheritClaim}
+	case prevSlot != nil && prevSlot.ID != s.ID && prevSlot.Exists && prevSlot.Holder == prev.ID && len(prevSlot.Strangers) > 0:
+		return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf("the data of %s stays in %s: %s",
+			short(prev.ID), prevSlot.ID, prevSlot.Reason)}
+	case prevSlot != nil && prevSlot.ID != s.ID && prevSlot.Exists && prevSlot.Holder == prev.ID &&
+		(prevSlot.State == StateHeld || prevSlot.State == StateReleasing || prevSlot.State == StateParked):
+		return InheritDecision{Kind: InheritWait, Reason: fmt.Sprintf(
+			"the data of %s, which %s replaces, is still in %s; waiting for it to be parked", short(prev.ID), short(caller.ID), prevSlot.ID)}
+	}
+	return InheritDecision{Kind: InheritNone}
+}
+
+// zfsParent2 is the dataset two levels up: a parked dataset's parent
+// dataset of the plugin (<parent>/<class>/parked-...).
+func zfsParent2(name string) string {
+	for range 2 {
+		if i := strings.LastIndexByte(name, '/'); i > 0 {
+			name = name[:i]
+		}
+	}
+	return name
+}
+
+// ParkedStepKind is what becomes of parked data.
+type ParkedStepKind int
+
+const (
+	// ParkedKeep: a replacement may still claim it.
+	ParkedKeep ParkedStepKind = iota
+	// ParkedRelease: none will; the class's release policy applies.
+	ParkedRelease
+	// ParkedLookup: the allocation Lookup names is not in the node's
+	// list; ask Nomad for it and decide again with the answer.
+	ParkedLookup
+)
+
+// ParkedStep is PlanParked's answer.
+type ParkedStep struct {
+	Kind ParkedStepKind
+	// Lookup is the allocation to look up for ParkedLookup.
+	Lookup string
+	Reason string
+}
+
+// PlanParked decides what becomes of parked data p of class c, given this
+// node's allocations (snap), the class's slots as last read, the answers
+// of earlier lookups (looked: ID → the allocation, absent from the map
+// when not looked up, a zero Alloc when Nomad has none), and now.
+func PlanParked(c Class, p Retained, slots []Slot, snap *allocwatch.Snapshot, looked map[string]allocwatch.Alloc, now time.Time) ParkedStep {
+	release := func(why string, args ...any) ParkedStep {
+		return ParkedStep{Kind: ParkedRelease, Reason: fmt.Sprintf(why, args...)}
+	}
+	switch {
+	case !c.Sticky:
+		return release("the class is no longer sticky")
+	case !p.Expires.IsZero() && now.After(p.Expires):
+		return release("no replacement claimed it within sticky_wait (%s)", c.StickyWait)
+	case snap == nil:
+		return ParkedStep{Kind: ParkedKeep}
+	}
+	find := func(id string) (allocwatch.Alloc, bool, bool) {
+		if a, ok := findAlloc(snap, id); ok {
+			return a, true, true
+		}
+		if a, ok := looked[id]; ok {
+			return a, a.ID != "", true
+		}
+		return allocwatch.Alloc{}, false, false
+	}
+	prev, found, known := find(p.Holder)
+	switch {
+	case !known:
+		return ParkedStep{Kind: ParkedLookup, Lookup: p.Holder}
+	case !found:
+		return release("%s is gone from Nomad", short(p.Holder))
+	case prev.NextAllocation == "" && prev.ServerTerminal():
+		return release("%s was stopped and nothing replaces it", short(prev.ID))
+	case prev.NextAllocation == "":
+		return ParkedStep{Kind: ParkedKeep, Reason: "waiting for Nomad to reschedule " + short(prev.ID)}
+	}
+	next, found, known := find(prev.NextAllocation)
+	switch {
+	case !known:
+		return ParkedStep{Kind: ParkedLookup, Lookup: prev.NextAllocation}
+	case !found:
+		return release("its replacement %s is gone from Nomad", short(prev.NextAllocation))
+	case snap.NodeID != "" && next.NodeID != "" && next.NodeID != snap.NodeID:
+		return release("its replacement %s runs on another node", short(next.ID))
+	case next.ClientTerminal():
+		return release("its replacement %s ended without claiming it", short(next.ID))
+	}
+	for _, s := range slots {
+		if s.Exists && s.Holder == next.ID && (s.State == StateHeld || s.State == StateReleasing) {
+			return release("its replacement %s started on %s without it", short(next.ID), s.ID)
+		}
+	}
+	return ParkedStep{Kind: ParkedKeep, Reason: "waiting for " + short(next.ID) + " to start"}
+}
+
+// ParkAsProps mark a releasing slot with the name its data is about to be
+// parked under, before the rename, so that a crash between the two leaves
+// data that is still recognisably the plugin's.
+func ParkAsProps(aside string) map[string]string {
+	return map[string]string{PropRetainAs: aside}
+}
+
+// ParkedProps make a renamed slot parked data of its own, waiting for a
+// replacement until expires.
+func ParkedProps(aside string, now, expires time.Time) map[string]string {
+	return map[string]string{
+		PropOwner:   aside,
+		PropState:   string(StateParked),
+		PropSince:   unix(now),
+		PropExpires: unix(expires),
+	}
+}
+
+// RetainedParkedProps make parked data that no replacement claimed
+// retained data of the snapshot policy, kept until expires.
+func RetainedParkedProps(name string, now, expires time.Time) map[string]string {
+	props := RetainedProps(name, now)
+	props[PropExpires] = unix(expires)
+	return props
+}
+
+// ClaimAsProps mark parked data with the slot it is about to be renamed
+// onto, before the rename.
+func ClaimAsProps(slotDataset string) map[string]string {
+	return map[string]string{PropRetainAs: slotDataset}
+}
+
+// ClaimedProps make claimed data, renamed onto slot dataset, that slot,
+// held by caller; generation follows the slot's it replaced.
+func ClaimedProps(dataset string, caller allocwatch.Alloc, generation int, now time.Time) map[string]string {
+	return map[string]string{
+		PropOwner:       dataset,
+		PropState:       string(StateHeld),
+		PropHolder:      caller.ID,
+		PropHolderIndex: strconv.FormatUint(caller.CreateIndex, 10),
+		PropGeneration:  strconv.Itoa(generation),
+		PropSince:       unix(now),
+	}
+}
+
+// ClearedOnClaim are the properties parked data no longer carries once it
+// is a held slot again.
+var ClearedOnClaim = []string{PropRetainAs, PropExpires, PropOutcome}
+
+// parkedFrom is the slot ID a parked dataset's name (ParkedName) records
+// for holder, "" when name is not holder's parked data.
+func parkedFrom(name, holder string) string {
+	id, ok := strings.CutPrefix(name[strings.LastIndexByte(name, '/')+1:], parkedPrefix+holder+"-")
+	if !ok {
+		return ""
+	}
+	return id
+}
+
+// isParkedName reports whether name, a child of a class dataset, is parked
+// data by its name.
+func isParkedName(name string) bool {
+	i := strings.LastIndexByte(name, '/')
+	return strings.HasPrefix(name[i+1:], parkedPrefix)
+}

@@ -1,0 +1,121 @@
+package model
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+)
+
+func stickyAlloc(id, client, desired, prev, next, slot string) allocwatch.Alloc {
+	return allocwatch.Alloc{ID: id, NodeID: "node", ClientStatus: client, DesiredStatus: desired,
+		PreviousAllocation: prev, NextAllocation: next,
+		Devices: []allocwatch.Device{{Task: "t", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{slot}}}}
+}
+
+func TestParks(t *testing.T) {
+	sticky := Class{Name: "pg", Sticky: true}
+	cases := []struct {
+		name    string
+		class   Class
+		slot    Slot
+		holder  allocwatch.Alloc
+		outcome string
+		want    bool
+	}{
+		{"replaced", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, true},
+		{"job stopped", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "", "pg-1"), OutcomeComplete, false},
+		{"batch done", sticky, Slot{}, stickyAlloc("A", "complete", "run", "", "", "pg-1"), OutcomeComplete, false},
+		{"failed, may be rescheduled", sticky, Slot{}, stickyAlloc("A", "failed", "run", "", "", "pg-1"), OutcomeFailed, true},
+		{"failed and stopped", sticky, Slot{}, stickyAlloc("A", "failed", "stop", "", "", "pg-1"), OutcomeFailed, false},
+		{"lost, replaced", sticky, Slot{}, stickyAlloc("A", "lost", "stop", "", "B", "pg-1"), OutcomeLost, true},
+		{"gone from Nomad", sticky, Slot{}, allocwatch.Alloc{ID: "A"}, OutcomeGone, false},
+		{"operator's release", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeOperator, false},
+		{"orphan", sticky, Slot{Orphan: true}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, false},
+		{"not sticky", Class{Name: "pg"}, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.class.Parks(tc.slot, tc.holder, tc.outcome); got != tc.want {
+				t.Errorf("Parks = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlanParked(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	class := Class{Name: "pg", Sticky: true, StickyWait: time.Hour}
+	p := Retained{Dataset: "tank/nomad/pg/parked-A-pg-1", State: StateParked, Holder: "A", Expires: now.Add(time.Hour)}
+	snapOf := func(as ...allocwatch.Alloc) *allocwatch.Snapshot {
+		return &allocwatch.Snapshot{NodeID: "node", Allocs: as}
+	}
+	heldBy := func(id, holder string) Slot { return Slot{ID: id, Exists: true, State: StateHeld, Holder: holder} }
+	cases := []struct {
+		name   string
+		class  Class
+		p      Retained
+		snap   *allocwatch.Snapshot
+		slots  []Slot
+		looked map[string]allocwatch.Alloc
+		want   ParkedStepKind
+		lookup string
+	}{
+		{name: "replacement pending here: keep", class: class, p: p,
+			snap: snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), stickyAlloc("B", "pending", "run", "A", "", "pg-2")),
+			want: ParkedKeep},
+		{name: "replacement started on a fresh slot: release", class: class, p: p,
+			snap:  snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), stickyAlloc("B", "running", "run", "A", "", "pg-2")),
+			slots: []Slot{heldBy("pg-2", "B")}, want: ParkedRelease},
+		{name: "replacement ended without claiming: release", class: class, p: p,
+			snap: snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), stickyAlloc("B", "failed", "run", "A", "", "pg-2")),
+			want: ParkedRelease},
+		{name: "replacement not listed: look it up", class: class, p: p,
+			snap: snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")), want: ParkedLookup, lookup: "B"},
+		{name: "replacement on another node: release", class: class, p: p,
+			snap:   snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")),
+			looked: map[string]allocwatch.Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "pending"}}, want: ParkedRelease},
+		{name: "replacement gone: release", class: class, p: p,
+			snap:   snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")),
+			looked: map[string]allocwatch.Alloc{"B": {}}, want: ParkedRelease},
+		{name: "failed, no replacement yet: keep", class: class, p: p,
+			snap: snapOf(stickyAlloc("A", "failed", "run", "", "", "pg-1")), want: ParkedKeep},
+		{name: "job stopped since: release", class: class, p: p,
+			snap: snapOf(stickyAlloc("A", "failed", "stop", "", "", "pg-1")), want: ParkedRelease},
+		{name: "holder not listed: look it up", class: class, p: p, snap: snapOf(), want: ParkedLookup, lookup: "A"},
+		{name: "holder gone: release", class: class, p: p, snap: snapOf(), looked: map[string]allocwatch.Alloc{"A": {}}, want: ParkedRelease},
+		{name: "past sticky_wait: release", class: class, p: Retained{Dataset: p.Dataset, State: StateParked, Holder: "A", Expires: now.Add(-time.Second)},
+			snap: snapOf(stickyAlloc("A", "failed", "run", "", "", "pg-1")), want: ParkedRelease},
+		{name: "class no longer sticky: release", class: Class{Name: "pg"}, p: p,
+			snap: snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), stickyAlloc("B", "pending", "run", "A", "", "pg-2")),
+			want: ParkedRelease},
+		{name: "no snapshot yet: keep", class: class, p: p, want: ParkedKeep},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := PlanParked(tc.class, tc.p, tc.slots, tc.snap, tc.looked, now)
+			if got.Kind != tc.want || got.Lookup != tc.lookup {
+				t.Errorf("PlanParked = %+v, want kind %v lookup %q", got, tc.want, tc.lookup)
+			}
+		})
+	}
+}
+
+func TestPredecessorPairsByTaskAndPosition(t *testing.T) {
+	c := Class{Name: "pg", Sticky: true}
+	a := allocwatch.Alloc{ID: "A", Devices: []allocwatch.Device{
+		{Task: "main", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-1", "pg-3"}},
+		{Task: "side", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-2"}}}}
+	b := allocwatch.Alloc{ID: "B", PreviousAllocation: "A", Devices: []allocwatch.Device{
+		{Task: "main", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-2", "pg-4"}},
+		{Task: "side", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
+	snap := &allocwatch.Snapshot{Allocs: []allocwatch.Alloc{a, b}}
+	for slot, want := range map[string]string{"pg-2": "pg-1", "pg-4": "pg-3", "pg-1": "pg-2"} {
+		if prev, from, ok := Predecessor(c, b, slot, snap); !ok || prev.ID != "A" || from != want {
+			t.Errorf("Predecessor(%s) = %s %s %v, want A %s", slot, prev.ID, from, ok, want)
+		}
+	}
+	if _, _, ok := Predecessor(Class{Name: "pg"}, b, "pg-2", snap); ok {
+		t.Error("a class that is not sticky inherits")
+	}
+}
