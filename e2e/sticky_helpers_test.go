@@ -259,13 +259,14 @@ func statusOutput(t testing.TB, a *nomadtest.Agent) string {
 	return string(out)
 }
 
-// afterLine returns what follows the first line of s that is exactly
+// afterLine returns what follows the first line of s that starts with
 // heading (a section of status), up to the next empty line.
 func afterLine(s, heading string) string {
-	_, rest, ok := strings.Cut("\n"+s, "\n"+heading+"\n")
+	_, rest, ok := strings.Cut("\n"+s, "\n"+heading)
 	if !ok {
 		return ""
 	}
+	_, rest, _ = strings.Cut(rest, "\n")
 	section, _, _ := strings.Cut(rest, "\n\n")
 	return section
 }
