@@ -105,7 +105,7 @@ func TestStickyDataFollowsReplacements(t *testing.T) {
       driver = "exec"
       config {
         command = "/bin/sh"
-        args    = ["-c", "for d in /data/state-1 /data/state-2; do got=$(ls -A $d); echo \"$d holds: [$got]\"; [ -z \"$got\" ] || bad=1; done; [ -z \"$bad\" ] && echo all-clean"]
+        args    = ["-c", "for d in /data/state-1 /data/state-2; do grep -q \" $d zfs \" /proc/mounts || { echo \"$d: no slot mounted\"; bad=1; }; got=$(ls -A $d); echo \"$d holds: [$got]\"; [ -z \"$got\" ] || bad=1; done; [ -z \"$bad\" ] && echo all-clean"]
       }
       resources {
         device "zfs/dataset/state" {
