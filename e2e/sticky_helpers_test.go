@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,16 +82,28 @@ func waitRunning(t *testing.T, a *nomadtest.Agent, job, want string, skip ...str
 // job usually does (writing a gigabyte): each of its two waits has timeout.
 func waitRunningWithin(t *testing.T, a *nomadtest.Agent, job, want string, timeout time.Duration, skip ...string) (*api.Allocation, string) {
 	t.Helper()
-	var id string
+	var id, ended string
 	a.WaitAllocs(t, job, func(allocs []*api.AllocationListStub) bool {
 		for _, al := range allocs {
-			if al.ClientStatus == api.AllocClientStatusRunning && !contains(skip, al.ID) {
+			if contains(skip, al.ID) {
+				continue
+			}
+			switch al.ClientStatus {
+			case api.AllocClientStatusRunning:
 				id = al.ID
+				return true
+			case api.AllocClientStatusFailed, api.AllocClientStatusComplete, api.AllocClientStatusLost:
+				ended = al.ID // a replacement that failed to start: no use waiting
 				return true
 			}
 		}
 		return false
 	}, timeout)
+	if id == "" {
+		al := allocInfo(t, a, ended)
+		t.Fatalf("allocation %s of %s ended (%s) before it printed %q\nstdout: %s\n%s",
+			ended, job, al.ClientStatus, want, logOrErr(a, ended, "stdout"), taskEvents(al))
+	}
 	var out string
 	waitFor(t, timeout, fmt.Sprintf("allocation %s of %s to print %q", id, job, want), func() (bool, string) {
 		var err error
@@ -208,11 +221,16 @@ func claimTook(a *nomadtest.Agent, id string) (line string, took time.Duration, 
 	if m == nil {
 		return line, 0, false
 	}
-	d, err := time.ParseDuration(m[1])
-	return line, d, err == nil
+	if d, err := time.ParseDuration(m[1]); err == nil {
+		return line, d, true
+	}
+	// A time.Duration logged by the plugin reaches the agent's log as
+	// JSON, a number of nanoseconds: took="7.747543529e+10".
+	ns, err := strconv.ParseFloat(m[1], 64)
+	return line, time.Duration(ns), err == nil
 }
 
-var tookRE = regexp.MustCompile(`took=([0-9.]+[a-zµ]+)`)
+var tookRE = regexp.MustCompile(`took="?([0-9.+a-zµ]+)"?`)
 
 // handover describes how the data got from prev to next, for the test log:
 // the plugin's claim (or that it inherited in place) and, from Nomad's
