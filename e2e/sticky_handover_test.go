@@ -87,7 +87,8 @@ func measureHandover(t *testing.T, a *nomadtest.Agent, p *testPool, mib int) han
 	t.Helper()
 	job := fmt.Sprintf("h-%dmib", mib)
 	ds := p.Parent + "/state/state-1"
-	script := fmt.Sprintf(`if [ -e /data/blob ]; then echo "found $(wc -c < /data/blob) bytes"; exec sleep 86400; fi; `+
+	script := fmt.Sprintf(`trap 'exit 0' INT TERM; `+
+		`if [ -e /data/blob ]; then echo "found $(wc -c < /data/blob) bytes"; while :; do sleep 1; done; fi; `+
 		`s=$(date +%%s); dd if=/dev/zero of=/data/blob bs=1M count=%d 2>/dev/null && sync && `+
 		`echo "wrote %d MiB in $(( $(date +%%s) - s )) s"; exit 1`, mib, mib)
 	a.RunJob(t, stickyService(job, "1", script, handoverGroup))

@@ -39,10 +39,12 @@ func stickyClass(slots int, more string) string {
 // historyScript prints what the slot's history holds ("found: <lines>" or
 // "found nothing"), appends "v<VERSION> <alloc ID>" to it and then runs
 // until stopped. VERSION comes from the job's env: changing it is a
-// destructive update.
-const historyScript = `f=/data/history.txt; ` +
+// destructive update. The shell is PID 1 of the exec task, which ignores
+// a signal it has no handler for: the trap lets it exit at once when
+// Nomad stops it, rather than after kill_timeout.
+const historyScript = `trap 'exit 0' INT TERM; f=/data/history.txt; ` +
 	`if [ -e "$f" ]; then echo "found: $(tr '\n' ' ' < "$f")"; else echo "found nothing"; fi; ` +
-	`echo "v$VERSION $NOMAD_ALLOC_ID" >> "$f" && echo "appended v$VERSION" && exec sleep 86400`
+	`echo "v$VERSION $NOMAD_ALLOC_ID" >> "$f" && echo "appended v$VERSION" && while :; do sleep 1; done`
 
 // stickyService is a one-allocation service job whose task "t" (exec)
 // runs script with VERSION=version and one device of class "state"; group

@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +133,7 @@ func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 	const wait = time.Minute
 	p := newPool(t, "e2estickyfail", false)
 	a := startAgentScan(t, p, releaseScan, stickyClass(1, `  sticky_wait = "1m"`))
-	stopAtCleanup(t, a, "fails")
+	stopAtCleanup(t, a, "fails", "counter")
 	a.WaitForNodeDevice(t, "zfs", "dataset", "state", 1, deviceTimeout)
 	classDS := p.Parent + "/state"
 	ds := classDS + "/state-1"
@@ -187,4 +189,61 @@ func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 	if r := retainedBelow(t, classDS); len(r) != 0 {
 		t.Errorf("policy destroy retained %v", r)
 	}
+
+	runExampleCounter(t, a)
+}
+
+// runExampleCounter runs the README's example, examples/job-sticky.nomad.hcl,
+// on class "state", and updates it (VERSION=2, a destructive update): the
+// new allocation goes on counting from where the old one stopped.
+func runExampleCounter(t *testing.T, a *nomadtest.Agent) {
+	t.Helper()
+	job, err := a.Client().Jobs().ParseHCL(mustExample(t, "job-sticky.nomad.hcl"), true)
+	if err != nil {
+		t.Fatalf("parsing examples/job-sticky.nomad.hcl: %v", err)
+	}
+	task := job.TaskGroups[0].Tasks[0]
+	starts := regexp.MustCompile(`version (\d) starts at (\d+)`)
+	waitStart := func(version string, skip ...string) (string, int) {
+		var id string
+		a.WaitAllocs(t, *job.ID, func(allocs []*api.AllocationListStub) bool {
+			for _, al := range allocs {
+				if al.ClientStatus == api.AllocClientStatusRunning && !contains(skip, al.ID) {
+					id = al.ID
+					return true
+				}
+			}
+			return false
+		}, jobTimeout)
+		var n int
+		waitFor(t, jobTimeout, "the example's version "+version+" to start counting", func() (bool, string) {
+			out, err := a.ReadAllocLogs(id, task.Name, "stdout")
+			if err != nil {
+				return false, err.Error()
+			}
+			m := starts.FindStringSubmatch(out)
+			if m == nil || m[1] != version {
+				return false, "stdout: " + out
+			}
+			n, _ = strconv.Atoi(m[2])
+			return true, ""
+		})
+		return id, n
+	}
+	if _, _, err := a.Client().Jobs().Register(job, nil); err != nil {
+		t.Fatalf("registering the example: %v", err)
+	}
+	first, n := waitStart("1")
+	if n != 0 {
+		t.Errorf("the example's first allocation starts at %d, want 0 on a fresh slot", n)
+	}
+	task.Env["VERSION"] = "2"
+	if _, _, err := a.Client().Jobs().Register(job, nil); err != nil {
+		t.Fatalf("updating the example: %v", err)
+	}
+	_, n = waitStart("2", first)
+	if n < 1 {
+		t.Errorf("the example's updated allocation starts at %d: it did not get the count of %s", n, first)
+	}
+	t.Logf("examples/job-sticky.nomad.hcl: version 2 goes on from %d", n)
 }
