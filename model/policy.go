@@ -100,8 +100,11 @@ func (c *Config) RetainedName(s Slot) string {
 	if tag == "" {
 		tag = fmt.Sprintf("%s-gen%d", s.ID, s.Generation)
 	}
-	return c.ClassDataset(s.Class) + "/retained-" + tag
+	return c.ClassDataset(s.Class) + "/" + retainedPrefix + tag
 }
+
+// retainedPrefix starts the name of every retained dataset below its class.
+const retainedPrefix = "retained-"
 
 // Prune is one retained dataset that is due for destruction.
 type Prune struct {

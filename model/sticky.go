@@ -272,10 +272,3 @@ func parkedFrom(name, holder string) string {
 	}
 	return id
 }
-
-// isParkedName reports whether name, a child of a class dataset, is parked
-// data by its name.
-func isParkedName(name string) bool {
-	i := strings.LastIndexByte(name, '/')
-	return strings.HasPrefix(name[i+1:], parkedPrefix)
-}

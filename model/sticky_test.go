@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 func stickyAlloc(id, client, desired, prev, next, slot string) allocwatch.Alloc {
@@ -117,5 +118,28 @@ func TestPredecessorPairsByTaskAndPosition(t *testing.T) {
 	}
 	if _, _, ok := Predecessor(Class{Name: "pg"}, b, "pg-2", snap); ok {
 		t.Error("a class that is not sticky inherits")
+	}
+}
+
+// TestClaimedSlotIsNotRetained: a claim marks parked data with the slot's
+// name before renaming it there; a slot still carrying that mark (a failed
+// last write) is a slot, not retained data (found by the simulation, seed
+// 7073: it was made "retained" in place and never offered again).
+func TestClaimedSlotIsNotRetained(t *testing.T) {
+	slot := ownedRow("tank/nomad/scratch/scratch-1", StateHeld)
+	slot.User[PropRetainAs] = slot.Name
+	slot.User[PropHolder] = "B"
+	aside := ownedRow("tank/nomad/scratch/retained-A", StateReleasing)
+	aside.User[PropOwner] = "tank/nomad/scratch/scratch-2"
+	aside.User[PropRetainAs] = aside.Name
+	v := BuildView(testCfg, Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
+		fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), slot, aside,
+		ownedRow("tank/nomad/scratch/scratch-2", StateReady)}}, nil)
+	cv := v.Classes[0]
+	if len(cv.Retained) != 1 || cv.Retained[0].Dataset != aside.Name {
+		t.Fatalf("retained: %+v", cv.Retained)
+	}
+	if s := cv.Slots[0]; s.State != StateHeld || s.Holder != "B" || !s.Healthy {
+		t.Fatalf("scratch-1: %s by %s healthy %v (%s)", s.State, s.Holder, s.Healthy, s.Reason)
 	}
 }

@@ -354,7 +354,7 @@ func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, park
 			continue
 		}
 		state := State(d.User[PropState])
-		if state != StateRetained && state != StateParked && d.User[PropRetainAs] != name {
+		if state != StateRetained && state != StateParked && !renamedAside(d) {
 			continue
 		}
 		r := Retained{Dataset: name, State: state, Holder: d.User[PropHolder], Outcome: d.User[PropOutcome], Info: *d}
@@ -365,7 +365,7 @@ func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, park
 			r.Expires = time.Unix(secs, 0)
 		}
 		r.OwnSnapshots, r.Strangers = splitBelow(below[name])
-		if state == StateParked || (state != StateRetained && isParkedName(name)) {
+		if state == StateParked || (state != StateRetained && strings.HasPrefix(path.Base(name), parkedPrefix)) {
 			parked = append(parked, r)
 		} else {
 			retained = append(retained, r)
@@ -379,6 +379,15 @@ func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, park
 	})
 	sort.Slice(parked, func(i, j int) bool { return parked[i].Dataset < parked[j].Dataset })
 	return retained, parked
+}
+
+// renamedAside reports a dataset renamed aside (retained or parked) whose
+// state a crash kept from being rewritten: its PropRetainAs names it, and
+// so does its name. A slot a claim renamed parked data onto also carries
+// its own name in PropRetainAs until the claim clears it; it is a slot.
+func renamedAside(d *zfs.Dataset) bool {
+	base := path.Base(d.Name)
+	return d.User[PropRetainAs] == d.Name && (strings.HasPrefix(base, retainedPrefix) || strings.HasPrefix(base, parkedPrefix))
 }
 
 // splitBelow sorts what lies below a dataset into the plugin's own

@@ -355,6 +355,18 @@ func (w *World) taskExit(arg uint64) {
 		return
 	}
 	a := runningAllocs[arg%uint64(len(runningAllocs))]
+	if !a.batch && arg&(1<<32) != 0 {
+		// The restart policy restarts the task in place: Nomad does not
+		// run its device hook again (no Reserve), and the task finds its
+		// slot as it left it.
+		w.logf("client: %s main task restarts in place", a.short())
+		for _, t := range a.tasks {
+			for j, p := range t.paths {
+				w.readForeign(a, t.ids[j], p)
+			}
+		}
+		return
+	}
 	status := structs.AllocClientStatusFailed
 	if a.batch {
 		status = structs.AllocClientStatusComplete

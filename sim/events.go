@@ -20,7 +20,7 @@ const (
 
 	// The local Nomad client.
 	ClientStep // one allocation makes one step: pulled, started (Reserve), stopping, stopped
-	TaskExit   // a running allocation's main task exits (batch: complete, service: failed)
+	TaskExit   // a running allocation's main task exits (batch: complete; service: failed, or restarted in place)
 	Tick       // time passes; slow kills finish
 
 	// The servers and their users.
