@@ -19,6 +19,8 @@
 //	NDZ_E2E_NOMAD       the nomad binary (else $NOMAD_BINARY)
 //	NDZ_E2E_PLUGIN_DIR  a directory holding the nomad-device-zfs binary
 //	NDZ_E2E_LOG_DIR     if set, each test's agent log is written there
+//	NDZ_E2E_DISK        a blank disk (/dev/vda) for the pool of the test that
+//	                    writes a gigabyte, too much for the guest's memory
 //	NDZ_E2E_DOCKER      1: the TestDocker* tests must find the Docker engine
 //	                    of the docker variant of the image (NDZ_VM_DOCKER=1,
 //	                    scripts/e2e.sh's default) and fail without it

@@ -79,7 +79,7 @@ type testPool struct {
 // cleanups run last-in first-out).
 func newPool(t *testing.T, name string, mirror bool) *testPool {
 	t.Helper()
-	p := &testPool{Name: name, Dir: t.TempDir(), Parent: name + "/nomad"}
+	p := &testPool{Name: name, Dir: t.TempDir()}
 	n := 1
 	if mirror {
 		n = 2
@@ -96,6 +96,16 @@ func newPool(t *testing.T, name string, mirror bool) *testPool {
 		}
 		p.Vdevs = append(p.Vdevs, path)
 	}
+	createPool(t, p, mirror)
+	return p
+}
+
+// createPool creates pool p.Name on p.Vdevs (a mirror of them, or one
+// vdev each) and its parent dataset, and destroys the pool at cleanup.
+func createPool(t *testing.T, p *testPool, mirror bool) {
+	t.Helper()
+	name := p.Name
+	p.Parent = name + "/nomad"
 	args := []string{"create", "-f", "-o", "cachefile=none", "-m", "/" + name, name}
 	if mirror {
 		args = append(args, "mirror")
@@ -137,7 +147,6 @@ func newPool(t *testing.T, name string, mirror bool) *testPool {
 		}
 	})
 	run(t, "zfs", "create", p.Parent)
-	return p
 }
 
 // startAgent starts a Nomad agent whose client loads the plugin with the
@@ -161,7 +170,12 @@ func startAgentScan(t *testing.T, p *testPool, scan time.Duration, classes strin
 // plugin "docker" block...).
 func startAgentWith(t *testing.T, p *testPool, scan time.Duration, classes, extraHCL string) *nomadtest.Agent {
 	t.Helper()
-	a := nomadtest.Start(t, nomadtest.Config{
+	return startAgentConfig(t, agentConfig(p, scan, classes, extraHCL))
+}
+
+// agentConfig is the configuration of startAgentWith's agent.
+func agentConfig(p *testPool, scan time.Duration, classes, extraHCL string) nomadtest.Config {
+	return nomadtest.Config{
 		Slowness:   pace.Slowness,
 		Binary:     nomadBin,
 		PluginDir:  pluginDir,
@@ -179,13 +193,23 @@ func startAgentWith(t *testing.T, p *testPool, scan time.Duration, classes, extr
 		// stats every second by default, a quarter of an idle agent's CPU
 		// here; no test reads them.
 		ExtraHCL: "client {\n  network_interface = \"lo\"\n}\ntelemetry {\n  collection_interval = \"10s\"\n}\n" + extraHCL,
-	})
+	}
+}
+
+// startAgentConfig starts an agent of agentConfig and logs its CPU time at
+// cleanup (and keeps its log with NDZ_E2E_LOG_DIR).
+func startAgentConfig(t *testing.T, cfg nomadtest.Config) *nomadtest.Agent {
+	t.Helper()
+	a := nomadtest.Start(t, cfg)
 	// Registered after Start's cleanup, so it runs first, while the agent
 	// still runs: the guest's two emulated vCPUs are the suite's budget.
 	t.Cleanup(func() { t.Logf("agent CPU: %s", agentCPU(t, a)) })
 	if dir := os.Getenv("NDZ_E2E_LOG_DIR"); dir != "" {
 		t.Cleanup(func() {
 			name := strings.ReplaceAll(t.Name(), "/", "_") + ".agent.log"
+			if len(cfg.Servers) > 0 {
+				name = strings.ReplaceAll(t.Name(), "/", "_") + ".client.agent.log"
+			}
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(a.Logs()), 0o644); err != nil {
 				t.Logf("keeping the agent log: %v", err)
 			}

@@ -16,6 +16,8 @@
 #                        must pass; 0: the base image, where they are skipped
 #      NDZ_VM_*           the VM's settings (e2e/vm/README.md)
 #      NDZ_E2E_LOG_DIR   if set, each test's Nomad agent log is copied there
+#      NDZ_VM_DISKS      blank virtio disks (default 1, 2G: NDZ_VM_DISK_SIZE); the first is
+#                        NDZ_E2E_DISK=/dev/vda, TestStickyHandoverTimeIndependentOfSize's pool
 #      NDZ_E2E_PARALLEL  how many tests run at once (default 8; more runs the 2 GiB guest out of memory)
 #      NDZ_E2E_*         passed into the guest
 set -euo pipefail
@@ -54,6 +56,9 @@ for a in "$@"; do args="$args $(q "$a")"; done
 : >"$work/e2e.log"
 export NDZ_E2E_NOMAD=$work/nomad NDZ_E2E_PLUGIN_DIR=$work/plugins
 export NDZ_VM_DOCKER=${NDZ_VM_DOCKER:-1} && export NDZ_E2E_DOCKER=$NDZ_VM_DOCKER
+# One blank virtio disk (a sparse file on this host's disk) for the test that
+# writes a gigabyte: the guest's /tmp is its memory.
+export NDZ_VM_DISKS=${NDZ_VM_DISKS:-1} NDZ_VM_DISK_SIZE=${NDZ_VM_DISK_SIZE:-2G} NDZ_E2E_DISK=/dev/vda
 logs=${NDZ_E2E_LOG_DIR:-}
 if [ -n "$logs" ]; then
 	mkdir -p "$logs" "$work/logs"

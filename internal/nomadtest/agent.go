@@ -187,6 +187,14 @@ func (a *Agent) addressLocked() string {
 	return fmt.Sprintf("%s://127.0.0.1:%d", a.cfg.scheme(), a.ports.HTTP)
 }
 
+// RPCAddr is the agent's RPC address, e.g. "127.0.0.1:40124": what a
+// client-only agent's Config.Servers names.
+func (a *Agent) RPCAddr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return fmt.Sprintf("127.0.0.1:%d", a.ports.RPC)
+}
+
 // NodeID is the ID of the agent's client node.
 func (a *Agent) NodeID() string {
 	a.mu.Lock()

@@ -37,6 +37,11 @@ type Config struct {
 	// harness's own clients then use https, verify the agent with the CA and
 	// present the certificate (which must also be valid as a client's).
 	TLS *TLS
+	// Servers, when set, makes a client-only agent that registers with
+	// these servers (another agent's RPCAddr) instead of running a server
+	// of its own: a second node of that agent's cluster, for tests of
+	// placement across nodes. The server's heartbeat_grace then applies.
+	Servers []string
 	// ExtraHCL is appended to the generated agent config. Top-level blocks
 	// such as client { } may repeat; Nomad merges them.
 	ExtraHCL string
@@ -146,15 +151,20 @@ func renderConfig(c Config, p ports) string {
 	// marks the node down and its allocations lost, and the test fails for
 	// a reason of its machine. No test here lets a node miss heartbeats on
 	// purpose; a stopped agent's node is covered by Nomad's failover TTL.
-	b.WriteString(`server {
+	if len(c.Servers) == 0 {
+		b.WriteString(`server {
   enabled          = true
   bootstrap_expect = 1
   heartbeat_grace  = "5m"
 }
 
-client {
-  enabled = true
-  options {
+`)
+	}
+	b.WriteString("client {\n  enabled = true\n")
+	if len(c.Servers) > 0 {
+		fmt.Fprintf(&b, "  servers = [%s]\n", quoteList(c.Servers))
+	}
+	b.WriteString(`  options {
     "fingerprint.denylist"  = "env_aws,env_gce,env_azure,env_digitalocean"
     "driver.raw_exec.enable" = "1"
   }
@@ -169,11 +179,7 @@ plugin "raw_exec" {
 	if c.PluginName != "" {
 		fmt.Fprintf(&b, "\nplugin %q {\n", c.PluginName)
 		if len(c.PluginArgs) > 0 {
-			quoted := make([]string, len(c.PluginArgs))
-			for i, a := range c.PluginArgs {
-				quoted[i] = fmt.Sprintf("%q", a)
-			}
-			fmt.Fprintf(&b, "  args = [%s]\n", strings.Join(quoted, ", "))
+			fmt.Fprintf(&b, "  args = [%s]\n", quoteList(c.PluginArgs))
 		}
 		fmt.Fprintf(&b, "  config {\n%s\n  }\n}\n", indent(withAddr(c.PluginConfig, c.scheme(), p), "    "))
 	}
@@ -197,6 +203,15 @@ const HTTPAddrPlaceholder = "@NOMADTEST_HTTP_ADDR@"
 
 func withAddr(s, scheme string, p ports) string {
 	return strings.ReplaceAll(s, HTTPAddrPlaceholder, fmt.Sprintf("%s://127.0.0.1:%d", scheme, p.HTTP))
+}
+
+// quoteList renders strings as the elements of an HCL list.
+func quoteList(ss []string) string {
+	quoted := make([]string, len(ss))
+	for i, s := range ss {
+		quoted[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(quoted, ", ")
 }
 
 func indent(s, prefix string) string {

@@ -44,6 +44,15 @@ func TestRenderConfig(t *testing.T) {
 				`client { meta { x = "y" } }`,
 			},
 		},
+		{
+			name: "client only",
+			cfg:  Config{DataDir: "/tmp/d", Servers: []string{"127.0.0.1:5002"}},
+			want: []string{
+				"client {\n  enabled = true\n  servers = [\"127.0.0.1:5002\"]\n  options {",
+				`"driver.raw_exec.enable" = "1"`,
+			},
+			notWant: []string{"server {", "bootstrap_expect"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,5 +1,6 @@
 // Package nomadtest runs a real Nomad agent (server and client in one
-// process) for integration and end-to-end tests.
+// process) for integration and end-to-end tests; Config.Servers makes a
+// client-only agent that joins another, for tests across two nodes.
 //
 // Each agent gets its own data dir, free loopback ports for http, rpc and
 // serf, and a real config file, so several agents can run in parallel on
