@@ -49,7 +49,7 @@ func (m *Manager) apply(ctx context.Context, v *model.View, acts []model.Action)
 		} else {
 			err = m.zfs.Mount(ctx, a.Dataset)
 		}
-		if reason := m.logAction(a, err); reason != "" {
+		if reason := m.logAction(a, true, err); reason != "" {
 			failed[a.Dataset] = reason
 			badClass[a.Class] = "class dataset " + a.Dataset + ": " + reason
 		}
@@ -69,7 +69,7 @@ func (m *Manager) apply(ctx context.Context, v *model.View, acts []model.Action)
 			ok, err := m.slotAction(ctx, a)
 			mu.Lock()
 			defer mu.Unlock()
-			if reason := m.logAction(a, err); reason != "" {
+			if reason := m.logAction(a, ok, err); reason != "" {
 				failed[a.Dataset] = reason
 				return nil
 			}
@@ -154,9 +154,13 @@ func (m *Manager) slotAction(ctx context.Context, a model.Action) (done bool, er
 
 // logAction logs what an action did and returns why it failed, "" if it
 // did not.
-func (m *Manager) logAction(a model.Action, err error) string {
-	if err == nil {
+func (m *Manager) logAction(a model.Action, done bool, err error) string {
+	switch {
+	case err == nil && done:
 		m.logger.Info(a.Kind.String(), "dataset", a.Dataset)
+		return ""
+	case err == nil:
+		m.logger.Debug(a.Kind.String()+": slot busy in Reserve; next pass", "dataset", a.Dataset)
 		return ""
 	}
 	reason := err.Error()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -133,22 +135,18 @@ func (m *Manager) claim(ctx context.Context, s model.Slot, caller allocwatch.All
 	if err := m.setClaimed(ctx, s.Dataset, caller, s.Generation+1); err != nil {
 		return err
 	}
-	m.logger.Info("claimed parked data", "slot", s.ID, "alloc_id", caller.ID, "from", p.Dataset, "took", time.Since(start))
+	m.logger.Info("claimed parked data", "slot", s.ID, "alloc_id", caller.ID, "from", p.Dataset,
+		"took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 
 // setClaimed records claimed data, renamed onto slot dataset, held by
-// caller.
+// caller: one zfs set. What the parked data still carries (retain_as
+// naming the slot, expires, outcome) is left: the slot's next release
+// rewrites or clears it (model.ClearedOnReady), and nothing reads it on a
+// held slot.
 func (m *Manager) setClaimed(ctx context.Context, dataset string, caller allocwatch.Alloc, generation int) error {
-	if err := m.zfs.Set(ctx, dataset, model.ClaimedProps(dataset, caller, generation, m.now())); err != nil {
-		return err
-	}
-	for _, prop := range model.ClearedOnClaim {
-		if err := m.zfs.Inherit(ctx, dataset, prop); err != nil {
-			return err
-		}
-	}
-	return nil
+	return m.zfs.Set(ctx, dataset, model.ClaimedProps(dataset, caller, generation, m.now()))
 }
 
 // runParked settles every class's parked data: finished after a crash,
@@ -191,7 +189,11 @@ func (m *Manager) runParked(ctx context.Context, cv *model.ClassView) bool {
 			continue
 		}
 		if err := m.releaseParked(ctx, cv.Class, p, step.Reason); err != nil {
-			m.logger.Error("cannot release parked data", "dataset", p.Dataset, "error", err)
+			level := hclog.Error
+			if errors.Is(err, zfs.ErrBusy) {
+				level = hclog.Info // a process still has it open: the next pass retries
+			}
+			m.logger.Log(level, "cannot release parked data; next pass", "dataset", p.Dataset, "error", err)
 			continue
 		}
 		changed = true

@@ -259,10 +259,6 @@ func ClaimedProps(dataset string, caller allocwatch.Alloc, generation int, now t
 	}
 }
 
-// ClearedOnClaim are the properties parked data no longer carries once it
-// is a held slot again.
-var ClearedOnClaim = []string{PropRetainAs, PropExpires, PropOutcome}
-
 // parkedFrom is the slot ID a parked dataset's name (ParkedName) records
 // for holder, "" when name is not holder's parked data.
 func parkedFrom(name, holder string) string {

@@ -103,7 +103,7 @@ func TestNomadAgentFakeZFS(t *testing.T) {
 				continue
 			}
 			dev := job.TaskGroups[0].Tasks[0].Resources.Devices
-			if len(dev) != 1 || dev[0].Name != "zfs/dataset/scratch" {
+			if len(dev) != 1 || !strings.HasPrefix(dev[0].Name, "zfs/dataset/") {
 				t.Errorf("%s: devices %+v", file, dev)
 			}
 		}
