@@ -79,8 +79,9 @@ func TestPluginMemory(t *testing.T) {
 					done = true
 				}
 			}
-			rss, hwm := memory(t, h.Pid())
-			fmt.Printf("rss slots=%d rss_mib=%.1f hwm_mib=%.1f all_healthy_ms=%d\n", n, rss, hwm, first.Milliseconds())
+			m := memory(t, h.Pid())
+			fmt.Printf("rss slots=%d rss_mib=%.1f hwm_mib=%.1f anon_mib=%.1f file_mib=%.1f all_healthy_ms=%d\n",
+				n, m["VmRSS"], m["VmHWM"], m["RssAnon"], m["RssFile"], first.Milliseconds())
 		})
 	}
 }
@@ -147,26 +148,26 @@ func waitAllHealthy(t *testing.T, ctx context.Context, h *devicemanager.Host, n 
 	}
 }
 
-// memory reads VmRSS and VmHWM of pid, in MiB.
-func memory(t *testing.T, pid int) (rss, hwm float64) {
+// memory reads the memory figures of pid's /proc/<pid>/status, in MiB:
+// VmRSS (resident now), VmHWM (peak), and the resident set's anonymous
+// part (RssAnon: heap, stacks) and file-backed part (RssFile: the
+// binary's pages in use).
+func memory(t *testing.T, pid int) map[string]float64 {
 	t.Helper()
 	fh, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fh.Close()
+	m := map[string]float64{}
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
 		k, v, _ := strings.Cut(sc.Text(), ":")
-		kib, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-		switch k {
-		case "VmRSS":
-			rss = kib / 1024
-		case "VmHWM":
-			hwm = kib / 1024
+		if kib, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64); err == nil {
+			m[k] = kib / 1024
 		}
 	}
-	return rss, hwm
+	return m
 }
 
 // slotCounts is NDZ_BENCH_SLOTS (comma-separated) or def.

@@ -30,7 +30,7 @@ func (m *Manager) pruneRetained(ctx context.Context, cv *model.ClassView) bool {
 func (m *Manager) finishRenamed(ctx context.Context, cv *model.ClassView) bool {
 	changed := false
 	for _, r := range cv.Retained {
-		if model.State(r.Info.User[model.PropState]) == model.StateRetained {
+		if model.State(r.Info.User.Get(model.PropState)) == model.StateRetained {
 			continue
 		}
 		if err := m.zfs.Set(ctx, r.Dataset, model.RetainedProps(r.Dataset, m.now())); err != nil {

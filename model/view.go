@@ -246,14 +246,14 @@ func retained(classDataset string, byName map[string]*zfs.Dataset, below map[str
 		if d.IsSnapshot() || zfs.Parent(name) != classDataset || !Owned(d) {
 			continue
 		}
-		if State(d.User[PropState]) != StateRetained && d.User[PropRetainAs] != name {
+		if State(d.User.Get(PropState)) != StateRetained && d.User.Get(PropRetainAs) != name {
 			continue
 		}
-		r := Retained{Dataset: name, Holder: d.User[PropHolder], Outcome: d.User[PropOutcome], Info: *d}
-		if secs, err := strconv.ParseInt(d.User[PropSince], 10, 64); err == nil {
+		r := Retained{Dataset: name, Holder: d.User.Get(PropHolder), Outcome: d.User.Get(PropOutcome), Info: *d}
+		if secs, err := strconv.ParseInt(d.User.Get(PropSince), 10, 64); err == nil {
 			r.Since = time.Unix(secs, 0)
 		}
-		if secs, err := strconv.ParseInt(d.User[PropExpires], 10, 64); err == nil {
+		if secs, err := strconv.ParseInt(d.User.Get(PropExpires), 10, 64); err == nil {
 			r.Expires = time.Unix(secs, 0)
 		}
 		for _, b := range below[name] {

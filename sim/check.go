@@ -150,8 +150,8 @@ func (w *World) checkQuiescent() {
 		if d.IsSnapshot() {
 			continue
 		}
-		owner, state := d.User[model.PropOwner], model.State(d.User[model.PropState])
-		if owner != d.Name && d.User[model.PropRetainAs] != d.Name {
+		owner, state := d.User.Get(model.PropOwner), model.State(d.User.Get(model.PropState))
+		if owner != d.Name && d.User.Get(model.PropRetainAs) != d.Name {
 			continue
 		}
 		seen[d.Name] = true
@@ -162,18 +162,18 @@ func (w *World) checkQuiescent() {
 			// A slot the configuration no longer has (slots lowered, class
 			// removed): idle and empty, so not a leak of anyone's data.
 			w.checkEmpty(d.Name)
-		case !isSlot && state == model.StateHeld && w.holderLive(d.User[model.PropHolder]):
+		case !isSlot && state == model.StateHeld && w.holderLive(d.User.Get(model.PropHolder)):
 		case isSlot && state == model.StateReady:
 			if !d.Mounted {
 				w.violate("I3", "ready slot %s is not mounted", d.Name)
 			}
 			w.checkEmpty(d.Name)
 		case isSlot && state == model.StateHeld:
-			if !w.holderLive(d.User[model.PropHolder]) {
-				w.violate("I3", "slot %s is held by %s, which no longer runs here", d.Name, d.User[model.PropHolder])
+			if !w.holderLive(d.User.Get(model.PropHolder)) {
+				w.violate("I3", "slot %s is held by %s, which no longer runs here", d.Name, d.User.Get(model.PropHolder))
 			}
 		case state == model.StateRetained:
-			if d.User[model.PropExpires] == "" {
+			if d.User.Get(model.PropExpires) == "" {
 				w.violate("I3", "retained %s has no expiry", d.Name)
 			}
 		case strings.Count(strings.TrimPrefix(d.Name, parent+"/"), "/") == 0:
