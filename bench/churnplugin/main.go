@@ -1,0 +1,52 @@
+//go:build bench
+
+// Command churnplugin is the plugin for the churn benchmark
+// (bench/churn_test.go): the real plugin, served to Nomad as the shipped
+// binary serves it, with ZFS below the Runner seam faked in process
+// (zfs/zfstest, bound to the state file named by $ZFSTEST_STATE, which the
+// benchmark reads at the end). At hundreds of allocations a minute a zfs
+// executable per command would cost more CPU than everything measured.
+// Built only with the bench tag.
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+func main() {
+	f, err := zfstest.Load(os.Getenv(zfstest.StateEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "churnplugin: the fake ZFS state ($%s): %v\n", zfstest.StateEnv, err)
+		os.Exit(1)
+	}
+	if path := os.Getenv("NDZ_BENCH_CPUPROFILE"); path != "" {
+		profile(path, time.Minute)
+	}
+	plugins.Serve(func(logger hclog.Logger) any { return plugin.NewWithRunner(logger, f) })
+}
+
+// profile writes a CPU profile of the process's first d to path, for
+// finding where the plugin's share of the churn goes.
+func profile(path string, d time.Duration) {
+	fh, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(fh)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "churnplugin: CPU profile: %v\n", err)
+		return
+	}
+	time.AfterFunc(d, func() {
+		pprof.StopCPUProfile()
+		fh.Close()
+	})
+}
