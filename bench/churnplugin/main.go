@@ -7,13 +7,21 @@
 // and written back to it every second, for the benchmark's check at the
 // end). At hundreds of allocations a minute, a zfs executable per command,
 // or the state file read and written per command, would cost more CPU than
-// everything measured. Built only with the bench tag.
+// everything measured. The fake's own CPU time (it walks the slots' files
+// to account for space, as ZFS does in the kernel) is counted apart and
+// written to $ZFSTEST_STATE.cpu, so the benchmark can tell the plugin's
+// share without it. Built only with the bench tag.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -31,20 +39,52 @@ func main() {
 		os.Exit(1)
 	}
 	f.Detach()
-	go save(f, path)
+	r := &timedRunner{f: f}
+	go save(f, r, path)
 	if path := os.Getenv("NDZ_BENCH_CPUPROFILE"); path != "" {
 		profile(path, time.Minute)
 	}
-	plugins.Serve(func(logger hclog.Logger) any { return plugin.NewWithRunner(logger, f) })
+	plugins.Serve(func(logger hclog.Logger) any { return plugin.NewWithRunner(logger, r) })
 }
 
-// save writes the fake's state to path every second, forgetting the
-// commands it recorded (nothing reads them here, and they would grow
-// without bound), until the process ends.
-func save(f *zfstest.Fake, path string) {
+// timedRunner runs f and adds up the CPU time its commands take, read
+// from the calling thread's usage (the fake runs on the caller's
+// goroutine, which stays on its thread meanwhile).
+type timedRunner struct {
+	f  *zfstest.Fake
+	ns atomic.Int64
+}
+
+func (r *timedRunner) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	out, err := r.f.Run(ctx, cmd, args...)
+	r.ns.Add(int64(threadCPU() - start))
+	return out, err
+}
+
+// threadCPU is the calling thread's user and system time.
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// save writes the fake's state to path, and the CPU seconds its commands
+// took to path.cpu, every second, forgetting the commands it recorded
+// (nothing reads them here, and they would grow without bound), until the
+// process ends.
+func save(f *zfstest.Fake, r *timedRunner, path string) {
 	for range time.Tick(time.Second) {
 		f.ResetCalls()
-		if err := f.SaveTo(path); err != nil {
+		err := f.SaveTo(path)
+		if err == nil {
+			err = os.WriteFile(path+".cpu", []byte(strconv.FormatFloat(time.Duration(r.ns.Load()).Seconds(), 'f', 3, 64)), 0o644)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "churnplugin: saving the fake ZFS state: %v\n", err)
 		}
 	}
