@@ -4,12 +4,12 @@
 // (bench/churn_test.go): the real plugin, served to Nomad as the shipped
 // binary serves it, with ZFS below the Runner seam faked in process and in
 // memory (zfs/zfstest, loaded from the state file named by $ZFSTEST_STATE
-// and written back to it every second, for the benchmark's check at the
-// end). At hundreds of allocations a minute, a zfs executable per command,
+// and written back to it after every change, for the benchmark's check at
+// the end and for a plugin the agent starts again). At hundreds of allocations a minute, a zfs executable per command,
 // or the state file read and written per command, would cost more CPU than
 // everything measured. The fake's own CPU time (it walks the slots' files
 // to account for space, as ZFS does in the kernel) is counted apart and
-// written to $ZFSTEST_STATE.cpu, so the benchmark can tell the plugin's
+// written to $ZFSTEST_STATE.cpu every second, so the benchmark can tell the plugin's
 // share without it. Built only with the bench tag.
 package main
 
@@ -39,8 +39,8 @@ func main() {
 		os.Exit(1)
 	}
 	f.Detach()
-	r := &timedRunner{f: f}
-	go save(f, r, path)
+	r := &timedRunner{f: f, path: path}
+	go save(r, path)
 	if path := os.Getenv("NDZ_BENCH_CPUPROFILE"); path != "" {
 		profile(path, time.Minute)
 	}
@@ -51,8 +51,9 @@ func main() {
 // from the calling thread's usage (the fake runs on the caller's
 // goroutine, which stays on its thread meanwhile).
 type timedRunner struct {
-	f  *zfstest.Fake
-	ns atomic.Int64
+	f    *zfstest.Fake
+	path string // the state file, saved after every change
+	ns   atomic.Int64
 }
 
 func (r *timedRunner) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
@@ -60,9 +61,21 @@ func (r *timedRunner) Run(ctx context.Context, cmd string, args ...string) ([]by
 	defer runtime.UnlockOSThread()
 	start := threadCPU()
 	out, err := r.f.Run(ctx, cmd, args...)
+	if len(args) > 0 && !readOnly[args[0]] {
+		// A change is saved at once: the fake's mounts are real
+		// directories, and a plugin killed with an older state on file
+		// would leave the next one a state that disagrees with them.
+		r.f.ResetCalls()
+		if serr := r.f.SaveTo(r.path); serr != nil {
+			fmt.Fprintf(os.Stderr, "churnplugin: saving the fake ZFS state: %v\n", serr)
+		}
+	}
 	r.ns.Add(int64(threadCPU() - start))
 	return out, err
 }
+
+// readOnly are the subcommands that change nothing.
+var readOnly = map[string]bool{"list": true, "get": true, "holds": true, "version": true}
 
 // threadCPU is the calling thread's user and system time.
 func threadCPU() time.Duration {
@@ -73,19 +86,13 @@ func threadCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// save writes the fake's state to path, and the CPU seconds its commands
-// took to path.cpu, every second, forgetting the commands it recorded
-// (nothing reads them here, and they would grow without bound), until the
-// process ends.
-func save(f *zfstest.Fake, r *timedRunner, path string) {
+// save writes the CPU seconds the fake's commands took to path.cpu every
+// second, until the process ends.
+func save(r *timedRunner, path string) {
 	for range time.Tick(time.Second) {
-		f.ResetCalls()
-		err := f.SaveTo(path)
-		if err == nil {
-			err = os.WriteFile(path+".cpu", []byte(strconv.FormatFloat(time.Duration(r.ns.Load()).Seconds(), 'f', 3, 64)), 0o644)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "churnplugin: saving the fake ZFS state: %v\n", err)
+		secs := strconv.FormatFloat(time.Duration(r.ns.Load()).Seconds(), 'f', 3, 64)
+		if err := os.WriteFile(path+".cpu", []byte(secs), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "churnplugin: %v\n", err)
 		}
 	}
 }
