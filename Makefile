@@ -57,10 +57,14 @@ e2e-versions: ## The whole e2e suite on the newest supported Nomad, placement/re
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
 	scripts/demo.sh
 
-bench: nomad ## Benchmarks (long): Go benchmarks, the plugin's memory, real OpenZFS in the VM. docs/performance.md.
+bench: nomad ## Benchmarks (long): Go benchmarks, the plugin's memory, the churn run, real OpenZFS in the VM. docs/performance.md.
 	$(GO) test -run '^$$' -bench . -benchmem ./model ./hooks ./allocwatch
-	$(GO) test -tags bench -count=1 -timeout 60m -run . -v ./bench | grep '^rss'
+	set -o pipefail; $(GO) test -tags bench -count=1 -timeout 60m -run TestPluginMemory -v ./bench | grep '^rss '
+	$(MAKE) --no-print-directory bench-churn
 	bench/vm.sh
+
+bench-churn: nomad ## The churn run of make bench alone (10 min; NDZ_BENCH_CHURN=2m for less): allocations a minute, the plugin's CPU.
+	set -o pipefail; NOMAD_BINARY=$$(tools/nomad-bin.sh) $(GO) test -tags bench -count=1 -timeout 30m -run TestChurn -v ./bench | grep '^churn '
 
 FUZZTIME    ?= 10s
 # Every fuzz target, as package:Target; `make fuzz` runs each for FUZZTIME.
@@ -94,4 +98,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist nomad test unit e2e e2e-versions demo bench fuzz sim check clean
+.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn fuzz sim check clean

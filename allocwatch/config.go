@@ -15,8 +15,15 @@ import (
 )
 
 const (
-	// DefaultMinInterval is the least time between two queries of Run.
-	DefaultMinInterval = time.Second
+	// DefaultMinInterval is the least time between two queries of Run. It
+	// only merges bursts: a change that lands within it waits for the rest
+	// of it. 200 ms is the Nomad client's own batching of allocation
+	// updates to the servers (client.allocSyncIntv), so a node's answer
+	// cannot usefully change faster, and it still bounds Run to five
+	// queries a second under any churn. It was 1 s, most of the latency
+	// between a batch task's end and its release: such a task's updates
+	// (running, then complete) come within a second of each other.
+	DefaultMinInterval = 200 * time.Millisecond
 	// DefaultWaitTime bounds one blocking query. Nomad caps it at 5m too
 	// (MaxBlockingRPCQueryTime) and adds up to 1/16 of jitter.
 	DefaultWaitTime = 5 * time.Minute
@@ -55,7 +62,7 @@ type Config struct {
 	NodeID       string
 	ClientIDFile string
 	// MinInterval is the least time between two queries of Run (default
-	// 1s). WaitTime bounds each blocking query (default 5m).
+	// 200ms). WaitTime bounds each blocking query (default 5m).
 	MinInterval, WaitTime time.Duration
 }
 

@@ -114,13 +114,13 @@ func TestConfigEnvironment(t *testing.T) {
 	}{
 		{name: "all from the environment", cfg: Config{},
 			addr: "http://10.0.0.1:4646", region: "eu", token: "env-token", ca: "/env/ca.pem",
-			minInterval: time.Second, waitTime: 5 * time.Minute},
+			minInterval: DefaultMinInterval, waitTime: 5 * time.Minute},
 		{name: "config wins", cfg: Config{Address: "http://127.0.0.1:4646", Region: "us", Token: "cfg-token", CAFile: "/cfg/ca.pem", MinInterval: 2 * time.Second, WaitTime: time.Minute},
 			addr: "http://127.0.0.1:4646", region: "us", token: "cfg-token", ca: "/cfg/ca.pem",
 			minInterval: 2 * time.Second, waitTime: time.Minute},
 		{name: "token file wins over NOMAD_TOKEN", cfg: Config{TokenFile: tokenFile},
 			addr: "http://10.0.0.1:4646", region: "eu", token: "file-token", ca: "/env/ca.pem",
-			minInterval: time.Second, waitTime: 5 * time.Minute},
+			minInterval: DefaultMinInterval, waitTime: 5 * time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -70,6 +70,21 @@ func FuzzDecodeAllocs(f *testing.F) {
 		if c := s.clone(); !s.sameContent(c) {
 			t.Fatal("a clone differs from its snapshot")
 		}
+		// What the watcher decodes (nodeAlloc, the job skipped) converts to
+		// what the whole allocation does.
+		var partial []*nodeAlloc
+		if err := json.Unmarshal(body, &partial); err != nil {
+			t.Fatalf("decodes as []*api.Allocation but not as []*nodeAlloc: %v", err)
+		}
+		var converted []*api.Allocation
+		for _, n := range partial {
+			if n != nil {
+				converted = append(converted, n.allocation())
+			}
+		}
+		if p := newSnapshot("node", 7, converted, time.Unix(0, 0)); !p.sameContent(s) {
+			t.Fatalf("decoding only what the watcher reads gives %+v, the whole allocation %+v", p.Allocs, s.Allocs)
+		}
 	})
 }
 

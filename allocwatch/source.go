@@ -90,7 +90,9 @@ func (s *nomadSource) NodeAllocs(ctx context.Context, nodeID string, waitIndex u
 	var index uint64
 	err := s.do(ctx, kindNodeAllocs, timeout, func(q *api.QueryOptions) error {
 		q.WaitIndex, q.WaitTime = waitIndex, wait
-		out, meta, err := s.client.Nodes().Allocations(nodeID, q)
+		// Nodes().Allocations, decoding only what the watcher reads.
+		var out []*nodeAlloc
+		meta, err := s.client.Raw().Query("/v1/node/"+nodeID+"/allocations", &out, q)
 		if err != nil {
 			return err
 		}
@@ -99,7 +101,13 @@ func (s *nomadSource) NodeAllocs(ctx context.Context, nodeID string, waitIndex u
 			// one (at least 1), so this is not a Nomad answer to trust.
 			return errNoIndex
 		}
-		allocs, index = out, meta.LastIndex
+		allocs = make([]*api.Allocation, 0, len(out))
+		for _, n := range out {
+			if n != nil {
+				allocs = append(allocs, n.allocation())
+			}
+		}
+		index = meta.LastIndex
 		return nil
 	})
 	if err != nil {

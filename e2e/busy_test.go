@@ -53,8 +53,8 @@ func TestBusyDatasetReleasedWhenFree(t *testing.T) {
 	finish(t, a, alloc.ID)
 	waitComplete(t, a, "busy")
 	d := waitState(t, ds, "releasing")
-	if d.User[propHolder] != alloc.ID || d.User[propOutcome] != "complete" {
-		t.Errorf("%s releasing: holder %q outcome %q, want %s complete", ds, d.User[propHolder], d.User[propOutcome], alloc.ID)
+	if d.User.Get(propHolder) != alloc.ID || d.User.Get(propOutcome) != "complete" {
+		t.Errorf("%s releasing: holder %q outcome %q, want %s complete", ds, d.User.Get(propHolder), d.User.Get(propOutcome), alloc.ID)
 	}
 	// Still offered meanwhile: Reserve would finish the release first.
 	a.WaitForNodeDevice(t, "zfs", "dataset", "busy", 1, deviceTimeout)
@@ -66,7 +66,7 @@ func TestBusyDatasetReleasedWhenFree(t *testing.T) {
 		return n >= 2, fmt.Sprintf("%d so far", n)
 	})
 	d = mustLookup(t, ds)
-	if d.User[propState] != "releasing" || d.GUID != before.GUID || generation(d) != gen {
+	if d.User.Get(propState) != "releasing" || d.GUID != before.GUID || generation(d) != gen {
 		t.Errorf("%s while busy: %s, want releasing, guid %s, generation %d", ds, describeSlot(d), before.GUID, gen)
 	}
 	if got, err := readFileErr(filepath.Join(dir, "data.txt")); got != "busy-holder\n" {

@@ -65,7 +65,7 @@ class "kept" {
 		waitComplete(t, a, h.alloc.JobID)
 		a.WaitForUnhealthy(t, "zfs", "dataset", h.class, "is not nomad-device-zfs's", deviceTimeout)
 		d := mustLookup(t, h.ds)
-		if generation(d) != h.gen || d.User[propHolder] != h.alloc.ID {
+		if generation(d) != h.gen || d.User.Get(propHolder) != h.alloc.ID {
 			t.Errorf("%s: %s; want its holder's slot untouched", h.ds, describeSlot(d))
 		}
 		if got := readFile(t, "/"+h.ds+"/data.txt"); got != "holder-data\n" {

@@ -272,10 +272,10 @@ func checkSlots(t testing.TB, p *testPool, class string, n int) map[string]zfs.D
 		if !ok {
 			t.Fatalf("no slot %s below %s: %v", id, classDS, keys(slots))
 		}
-		if d.User[propOwner] != d.Name {
-			t.Errorf("%s: %s = %q, want its own name", d.Name, propOwner, d.User[propOwner])
+		if d.User.Get(propOwner) != d.Name {
+			t.Errorf("%s: %s = %q, want its own name", d.Name, propOwner, d.User.Get(propOwner))
 		}
-		if s := d.User[propState]; s != "ready" && s != "held" {
+		if s := d.User.Get(propState); s != "ready" && s != "held" {
 			t.Errorf("%s: %s = %q", d.Name, propState, s)
 		}
 		if !d.Mounted || d.Mountpoint != "/"+d.Name {
@@ -384,8 +384,8 @@ func waitHolder(t testing.TB, ds, allocID string) {
 	t.Helper()
 	waitFor(t, 30*time.Second, ds+" held by "+allocID, func() (bool, string) {
 		d := dataset(t, ds)
-		return d.User[propState] == "held" && d.User[propHolder] == allocID,
-			fmt.Sprintf("state %q holder %q", d.User[propState], d.User[propHolder])
+		return d.User.Get(propState) == "held" && d.User.Get(propHolder) == allocID,
+			fmt.Sprintf("state %q holder %q", d.User.Get(propState), d.User.Get(propHolder))
 	})
 }
 

@@ -49,7 +49,7 @@ func TestReleaseOnFailureRetainsFailedData(t *testing.T) {
 	checkEntries(t, "/"+ds)
 	kept := classDS + "/retained-" + failed.ID
 	d := checkRetained(t, kept, before.GUID, failed.ID, "failed", "failed-run\n", retain, ended)
-	expires, _ := strconv.ParseInt(d.User[propExpires], 10, 64)
+	expires, _ := strconv.ParseInt(d.User.Get(propExpires), 10, 64)
 	a.WaitForNodeDevice(t, "zfs", "dataset", "work", 1, deviceTimeout) // see waitSlotFree
 
 	ok, out := startHeld(t, a, batchJob("succeeds", "raw_exec", "work",

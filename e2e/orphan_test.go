@@ -43,8 +43,8 @@ func TestSlotsLoweredWhileHeld(t *testing.T) {
 	if got := readFile(t, "/"+ds2+"/mine"); got != "kept\n" {
 		t.Fatalf("%s lost its running holder's data: mine = %q", ds2, got)
 	}
-	if d := mustLookup(t, ds2); d.User[propState] != "held" || d.User[propHolder] != allocID {
-		t.Fatalf("%s after the restart: state %q holder %q", ds2, d.User[propState], d.User[propHolder])
+	if d := mustLookup(t, ds2); d.User.Get(propState) != "held" || d.User.Get(propHolder) != allocID {
+		t.Fatalf("%s after the restart: state %q holder %q", ds2, d.User.Get(propState), d.User.Get(propHolder))
 	}
 
 	finish(t, a, allocID)
@@ -54,7 +54,7 @@ func TestSlotsLoweredWhileHeld(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return !ok, fmt.Sprintf("still there: state %q", d.User[propState])
+		return !ok, fmt.Sprintf("still there: state %q", d.User.Get(propState))
 	})
 	waitReleased(t, ds1, gen1)
 	checkEntries(t, "/"+ds1)

@@ -90,13 +90,13 @@ func exists(t testing.TB, name string) bool {
 }
 
 func generation(d zfs.Dataset) int {
-	n, _ := strconv.Atoi(d.User[propGeneration])
+	n, _ := strconv.Atoi(d.User.Get(propGeneration))
 	return n
 }
 
 func describeSlot(d zfs.Dataset) string {
 	return fmt.Sprintf("state %q generation %q holder %q outcome %q mounted %v guid %s",
-		d.User[propState], d.User[propGeneration], d.User[propHolder], d.User[propOutcome], d.Mounted, d.GUID)
+		d.User.Get(propState), d.User.Get(propGeneration), d.User.Get(propHolder), d.User.Get(propOutcome), d.Mounted, d.GUID)
 }
 
 // waitState waits until slot ds is in state (a "releasing" slot that
@@ -111,7 +111,7 @@ func waitState(t testing.TB, ds, state string) zfs.Dataset {
 		if err != nil || !ok {
 			return false, fmt.Sprintf("exists %v: %v", ok, err)
 		}
-		return d.User[propState] == state, describeSlot(d)
+		return d.User.Get(propState) == state, describeSlot(d)
 	})
 	return d
 }
@@ -129,11 +129,11 @@ func waitReleased(t testing.TB, ds string, gen int) zfs.Dataset {
 		if err != nil || !ok {
 			return false, fmt.Sprintf("exists %v: %v", ok, err)
 		}
-		return d.User[propState] == "ready" && generation(d) == gen+1 && d.User[propHolder] == "" && d.Mounted,
+		return d.User.Get(propState) == "ready" && generation(d) == gen+1 && d.User.Get(propHolder) == "" && d.Mounted,
 			describeSlot(d)
 	})
-	if d.User[propOwner] != ds {
-		t.Errorf("%s: %s = %q after the release, want its own name", ds, propOwner, d.User[propOwner])
+	if d.User.Get(propOwner) != ds {
+		t.Errorf("%s: %s = %q after the release, want its own name", ds, propOwner, d.User.Get(propOwner))
 	}
 	if d.Mountpoint != "/"+ds {
 		t.Errorf("%s: mountpoint %q after the release", ds, d.Mountpoint)

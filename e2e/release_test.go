@@ -43,7 +43,7 @@ func TestReleaseDestroyNextHolderClean(t *testing.T) {
 	dir := "/" + ds
 	before := mustLookup(t, ds)
 	gen := generation(before)
-	if before.User[propState] != "ready" || gen < 1 {
+	if before.User.Get(propState) != "ready" || gen < 1 {
 		t.Fatalf("%s before the first job: %s", ds, describeSlot(before))
 	}
 
@@ -287,19 +287,19 @@ func checkRetained(t testing.TB, name, guid, holder, outcome, data string, retai
 	if d.GUID != guid {
 		t.Errorf("%s: guid %s, want %s: not the former slot", name, d.GUID, guid)
 	}
-	if d.User[propState] != "retained" || d.User[propOwner] != name || d.User[propHolder] != holder || d.User[propOutcome] != outcome {
+	if d.User.Get(propState) != "retained" || d.User.Get(propOwner) != name || d.User.Get(propHolder) != holder || d.User.Get(propOutcome) != outcome {
 		t.Errorf("%s: state %q owner %q holder %q outcome %q, want retained, its own name, %s, %s",
-			name, d.User[propState], d.User[propOwner], d.User[propHolder], d.User[propOutcome], holder, outcome)
+			name, d.User.Get(propState), d.User.Get(propOwner), d.User.Get(propHolder), d.User.Get(propOutcome), holder, outcome)
 	}
 	// The expiry is set when the release begins: after ended (taken
 	// before the holder was let end), before now.
-	if expires, err := strconv.ParseInt(d.User[propExpires], 10, 64); err != nil {
-		t.Errorf("%s: %s = %q", name, propExpires, d.User[propExpires])
+	if expires, err := strconv.ParseInt(d.User.Get(propExpires), 10, 64); err != nil {
+		t.Errorf("%s: %s = %q", name, propExpires, d.User.Get(propExpires))
 	} else if lo, hi := ended.Add(retain).Unix()-1, time.Now().Add(retain).Unix(); expires < lo || expires > hi {
 		t.Errorf("%s: expires at %d, want %s after the release, between %d and %d", name, expires, retain, lo, hi)
 	}
-	if _, err := strconv.ParseInt(d.User[propSince], 10, 64); err != nil {
-		t.Errorf("%s: %s = %q", name, propSince, d.User[propSince])
+	if _, err := strconv.ParseInt(d.User.Get(propSince), 10, 64); err != nil {
+		t.Errorf("%s: %s = %q", name, propSince, d.User.Get(propSince))
 	}
 	if !d.Mounted || d.Mountpoint != "/"+name {
 		t.Errorf("%s: mounted %v at %q", name, d.Mounted, d.Mountpoint)

@@ -65,8 +65,9 @@ func TestScale(t *testing.T) {
 			all := waitHealthy(t, a, n, started)
 			fmt.Printf("scale slots=%d first_device_s=%.1f all_ready_s=%.1f\n", n, first.Seconds(), all.Seconds())
 
-			plugin, bare := scanTimes(t, p.Parent, 5)
-			fmt.Printf("scale slots=%d scan_ms=%.0f bare_ms=%.0f ratio=%.2f\n", n, ms(plugin), ms(bare), plugin.Seconds()/bare.Seconds())
+			plugin, bare, bareTypes := scanTimes(t, p.Parent, 5)
+			fmt.Printf("scale slots=%d scan_ms=%.0f bare_ms=%.0f ratio=%.2f bare_snapshots_ms=%.0f ratio_same_types=%.2f\n",
+				n, ms(plugin), ms(bare), plugin.Seconds()/bare.Seconds(), ms(bareTypes), plugin.Seconds()/bareTypes.Seconds())
 
 			var lat []time.Duration
 			for i := 0; i < *scaleReleases; i++ {
@@ -105,26 +106,31 @@ func waitHealthy(t *testing.T, a *nomadtest.Agent, n int, since time.Time) time.
 	return 0
 }
 
-// scanTimes runs the plugin's scan of parent (its own argv) and a bare
-// listing of names, rounds times each, alternating, and returns the medians.
-func scanTimes(t *testing.T, parent string, rounds int) (plugin, bare time.Duration) {
+// scanTimes runs the plugin's scan of parent (its own argv), a bare
+// listing of names, and a bare listing of the same types the scan lists
+// (filesystems and snapshots: zfs looks for each filesystem's snapshots),
+// rounds times each, in turn, and returns the medians.
+func scanTimes(t *testing.T, parent string, rounds int) (plugin, bare, bareTypes time.Duration) {
 	t.Helper()
 	args, err := zfs.ListArgs(parent, model.UserProps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ps, bs []time.Duration
+	cmds := [][]string{args,
+		{"list", "-H", "-p", "-r", "-o", "name", parent},
+		{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot", "-o", "name", parent}}
+	times := make([][]time.Duration, len(cmds))
 	for i := 0; i < rounds; i++ {
-		start := time.Now()
-		run(t, "zfs", args...)
-		ps = append(ps, time.Since(start))
-		start = time.Now()
-		run(t, "zfs", "list", "-H", "-p", "-r", "-o", "name", parent)
-		bs = append(bs, time.Since(start))
+		for c, argv := range cmds {
+			start := time.Now()
+			run(t, "zfs", argv...)
+			times[c] = append(times[c], time.Since(start))
+		}
 	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-	sort.Slice(bs, func(i, j int) bool { return bs[i] < bs[j] })
-	return ps[len(ps)/2], bs[len(bs)/2]
+	for _, ts := range times {
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	}
+	return times[0][rounds/2], times[1][rounds/2], times[2][rounds/2]
 }
 
 // timeRelease runs a batch job that exits at once and returns the time from

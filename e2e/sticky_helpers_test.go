@@ -167,7 +167,7 @@ func checkDataOnlyIn(t testing.TB, p *testPool, ds string, lines ...string) {
 		if d.IsSnapshot() {
 			continue
 		}
-		if strings.Contains(name, "/parked-") || d.User[propState] == "parked" {
+		if strings.Contains(name, "/parked-") || d.User.Get(propState) == "parked" {
 			t.Errorf("%s is still there (%s), after its data was claimed", name, describeSlot(d))
 		}
 		if name == ds || !d.Mounted {

@@ -156,7 +156,7 @@ func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 		if err != nil || !ok {
 			return false, fmt.Sprintf("%s: exists %v: %v", parked, ok, err)
 		}
-		return d.User[propState] == "parked" && d.User[propHolder] == failed.ID, describeSlot(d)
+		return d.User.Get(propState) == "parked" && d.User.Get(propHolder) == failed.ID, describeSlot(d)
 	})
 	d := mustLookup(t, parked)
 	if d.GUID != before.GUID {

@@ -38,11 +38,11 @@ func BenchmarkReserve(b *testing.B) {
 				Classes: []model.Class{{Name: "scratch", Slots: n, MountPath: "/data"}}}
 			mount := func(d zfs.Dataset) zfs.Dataset { d.Mountpoint, d.Mounted = "/"+d.Name, true; return d }
 			sets := []zfs.Dataset{mount(zfs.Dataset{Name: "tank/nomad", Type: "filesystem"}),
-				mount(zfs.Dataset{Name: "tank/nomad/scratch", Type: "filesystem", User: model.ClassProps("tank/nomad/scratch")})}
+				mount(zfs.Dataset{Name: "tank/nomad/scratch", Type: "filesystem", User: zfs.UserPropsOf(model.ClassProps("tank/nomad/scratch"))})}
 			rows := map[string][]zfs.Dataset{}
 			for i := 1; i <= n; i++ {
 				ds := cfg.SlotDataset("scratch", model.SlotID("scratch", i))
-				d := mount(zfs.Dataset{Name: ds, Type: "filesystem", User: model.NewSlotProps(cfg.Classes[0], ds, 1, 0, time.Unix(0, 0))})
+				d := mount(zfs.Dataset{Name: ds, Type: "filesystem", User: zfs.UserPropsOf(model.NewSlotProps(cfg.Classes[0], ds, 1, 0, time.Unix(0, 0)))})
 				sets = append(sets, d)
 				rows[ds] = []zfs.Dataset{d}
 			}

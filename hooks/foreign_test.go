@@ -159,7 +159,7 @@ func TestRollbackAfterAnInterruptedRetain(t *testing.T) {
 	if r.exists("data") || r.zfsHas(slot1+"@retained") {
 		t.Fatalf("rolled back slot: data %v, @retained %v", r.exists("data"), r.zfsHas(slot1+"@retained"))
 	}
-	if s := r.slot(); s.Info.User[model.PropRetainAs] != "" {
-		t.Errorf("the interrupted retain's name is still recorded: %q", s.Info.User[model.PropRetainAs])
+	if s := r.slot(); s.Info.User.Get(model.PropRetainAs) != "" {
+		t.Errorf("the interrupted retain's name is still recorded: %q", s.Info.User.Get(model.PropRetainAs))
 	}
 }

@@ -50,7 +50,7 @@ func (m *Manager) retireClasses(ctx context.Context, v *model.View) bool {
 func (m *Manager) finishRenamed(ctx context.Context, cv *model.ClassView) bool {
 	changed := false
 	for _, r := range cv.Retained {
-		if model.State(r.Info.User[model.PropState]) == model.StateRetained {
+		if model.State(r.Info.User.Get(model.PropState)) == model.StateRetained {
 			continue
 		}
 		if err := m.zfs.Set(ctx, r.Dataset, model.RetainedProps(r.Dataset, m.now())); err != nil {

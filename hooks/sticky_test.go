@@ -255,8 +255,8 @@ func TestStickyClaimInterrupted(t *testing.T) {
 			}
 			r.m.Reconcile(ctx)
 			s := r.slotByID("scratch-2")
-			if s.State != model.StateHeld || s.Holder != "B" || s.Info.User[model.PropOwner] != s.Dataset || r.readIn("scratch-2", "state") != "A's data" {
-				t.Fatalf("scratch-2: %s by %s owner %q, %q", s.State, s.Holder, s.Info.User[model.PropOwner], r.readIn("scratch-2", "state"))
+			if s.State != model.StateHeld || s.Holder != "B" || s.Info.User.Get(model.PropOwner) != s.Dataset || r.readIn("scratch-2", "state") != "A's data" {
+				t.Fatalf("scratch-2: %s by %s owner %q, %q", s.State, s.Holder, s.Info.User.Get(model.PropOwner), r.readIn("scratch-2", "state"))
 			}
 		})
 	}

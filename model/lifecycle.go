@@ -153,7 +153,7 @@ func successorOn(c Class, s Slot, holder allocwatch.Alloc, snap *allocwatch.Snap
 	if s.State == StateParked {
 		// A claim a crash interrupted: the data came from the slot its
 		// parked name records.
-		origin = parkedFrom(s.Info.User[PropOwner], holder.ID)
+		origin = parkedFrom(s.Info.User.Get(PropOwner), holder.ID)
 	}
 	for _, a := range refsFor(snap, s.Class, s.ID).live {
 		if prev, from, ok := Predecessor(c, a, s.ID, snap); ok && prev.ID == holder.ID && from == origin {

@@ -24,7 +24,7 @@ func Owned(d *zfs.Dataset) bool {
 	if d.IsSnapshot() {
 		return ownSnapshot(d)
 	}
-	return d.User[PropOwner] == d.Name || d.User[PropRetainAs] == d.Name
+	return d.User.Get(PropOwner) == d.Name || d.User.Get(PropRetainAs) == d.Name
 }
 
 // ownSnapshot reports whether snapshot d is one the plugin takes: @pristine
@@ -37,7 +37,7 @@ func ownSnapshot(d *zfs.Dataset) bool {
 	if snap != PristineSnapshot && snap != RetainedSnapshot {
 		return false
 	}
-	return d.User[PropOwner] == ds || d.User[PropRetainAs] == ds
+	return d.User.Get(PropOwner) == ds || d.User.Get(PropRetainAs) == ds
 }
 
 // CheckRelease says why slot s must not be released now, or nil: anything

@@ -99,7 +99,7 @@ func RolledBackProps(generation int, holderIndex uint64, now time.Time) map[stri
 func ClearedOnReady(s Slot) []string {
 	props := []string{PropHolder, PropOutcome}
 	for _, p := range []string{PropRetainAs, PropExpires} {
-		if s.Info.User[p] != "" {
+		if s.Info.User.Get(p) != "" {
 			props = append(props, p)
 		}
 	}

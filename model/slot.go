@@ -124,12 +124,12 @@ type Slot struct {
 func (s *Slot) fillFromDataset(d *zfs.Dataset) {
 	s.Exists = true
 	s.Info = *d
-	s.State = State(d.User[PropState])
-	s.Holder = d.User[PropHolder]
-	s.Generation, _ = strconv.Atoi(d.User[PropGeneration])
-	s.HolderIndex, _ = strconv.ParseUint(d.User[PropHolderIndex], 10, 64)
-	s.Outcome = d.User[PropOutcome]
-	if secs, err := strconv.ParseInt(d.User[PropSince], 10, 64); err == nil {
+	s.State = State(d.User.Get(PropState))
+	s.Holder = d.User.Get(PropHolder)
+	s.Generation, _ = strconv.Atoi(d.User.Get(PropGeneration))
+	s.HolderIndex, _ = strconv.ParseUint(d.User.Get(PropHolderIndex), 10, 64)
+	s.Outcome = d.User.Get(PropOutcome)
+	if secs, err := strconv.ParseInt(d.User.Get(PropSince), 10, 64); err == nil {
 		s.Since = time.Unix(secs, 0)
 	}
 	s.Mountpoint = d.Mountpoint

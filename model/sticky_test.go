@@ -126,12 +126,10 @@ func TestPredecessorPairsByTaskAndPosition(t *testing.T) {
 // last write) is a slot, not retained data (found by the simulation, seed
 // 7073: it was made "retained" in place and never offered again).
 func TestClaimedSlotIsNotRetained(t *testing.T) {
-	slot := ownedRow("tank/nomad/scratch/scratch-1", StateHeld)
-	slot.User[PropRetainAs] = slot.Name
-	slot.User[PropHolder] = "B"
-	aside := ownedRow("tank/nomad/scratch/retained-A", StateReleasing)
-	aside.User[PropOwner] = "tank/nomad/scratch/scratch-2"
-	aside.User[PropRetainAs] = aside.Name
+	slot := fsRow("tank/nomad/scratch/scratch-1", map[string]string{PropOwner: "tank/nomad/scratch/scratch-1",
+		PropState: string(StateHeld), PropGeneration: "1", PropRetainAs: "tank/nomad/scratch/scratch-1", PropHolder: "B"})
+	aside := fsRow("tank/nomad/scratch/retained-A", map[string]string{PropOwner: "tank/nomad/scratch/scratch-2",
+		PropState: string(StateReleasing), PropRetainAs: "tank/nomad/scratch/retained-A"})
 	v := BuildView(testCfg, Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
 		fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), slot, aside,
 		ownedRow("tank/nomad/scratch/scratch-2", StateReady)}}, nil)

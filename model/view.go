@@ -270,7 +270,7 @@ func orphans(cfg *Config, class string, byName map[string]*zfs.Dataset, kids []*
 	for _, d := range kids {
 		id := path.Base(d.Name)
 		if _, ok := SlotNumber(class, id); !ok || !Owned(d) || cfg.Configured(class, id) ||
-			State(d.User[PropState]) == StateRetained || d.User[PropRetainAs] == d.Name {
+			State(d.User.Get(PropState)) == StateRetained || d.User.Get(PropRetainAs) == d.Name {
 			continue
 		}
 		s := slotFrom(cfg, c, id, byName, below[d.Name], parentMountpoint)
@@ -353,15 +353,15 @@ func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, park
 		if !Owned(d) {
 			continue
 		}
-		state := State(d.User[PropState])
+		state := State(d.User.Get(PropState))
 		if state != StateRetained && state != StateParked && !renamedAside(d) {
 			continue
 		}
-		r := Retained{Dataset: name, State: state, Holder: d.User[PropHolder], Outcome: d.User[PropOutcome], Info: *d}
-		if secs, err := strconv.ParseInt(d.User[PropSince], 10, 64); err == nil {
+		r := Retained{Dataset: name, State: state, Holder: d.User.Get(PropHolder), Outcome: d.User.Get(PropOutcome), Info: *d}
+		if secs, err := strconv.ParseInt(d.User.Get(PropSince), 10, 64); err == nil {
 			r.Since = time.Unix(secs, 0)
 		}
-		if secs, err := strconv.ParseInt(d.User[PropExpires], 10, 64); err == nil {
+		if secs, err := strconv.ParseInt(d.User.Get(PropExpires), 10, 64); err == nil {
 			r.Expires = time.Unix(secs, 0)
 		}
 		r.OwnSnapshots, r.Strangers = splitBelow(below[name])
@@ -387,7 +387,7 @@ func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, park
 // its own name in PropRetainAs until the claim clears it; it is a slot.
 func renamedAside(d *zfs.Dataset) bool {
 	base := path.Base(d.Name)
-	return d.User[PropRetainAs] == d.Name && (strings.HasPrefix(base, retainedPrefix) || strings.HasPrefix(base, parkedPrefix))
+	return d.User.Get(PropRetainAs) == d.Name && (strings.HasPrefix(base, retainedPrefix) || strings.HasPrefix(base, parkedPrefix))
 }
 
 // splitBelow sorts what lies below a dataset into the plugin's own

@@ -24,7 +24,7 @@ func onlinePool() []zfs.Pool {
 }
 
 func fsRow(name string, user map[string]string) zfs.Dataset {
-	return zfs.Dataset{Name: name, Type: "filesystem", Mountpoint: "/" + name, Mounted: true, Available: 1 << 29, User: user}
+	return zfs.Dataset{Name: name, Type: "filesystem", Mountpoint: "/" + name, Mounted: true, Available: 1 << 29, User: zfs.UserPropsOf(user)}
 }
 
 func ownedRow(name string, state State) zfs.Dataset {
@@ -285,7 +285,7 @@ func TestSlotPathComesFromTheNaming(t *testing.T) {
 func TestStrangersBelowASlot(t *testing.T) {
 	slot := "tank/nomad/scratch/scratch-1"
 	snap := func(name string) zfs.Dataset {
-		return zfs.Dataset{Name: name, Type: "snapshot", User: map[string]string{PropOwner: slot}} // inherited
+		return zfs.Dataset{Name: name, Type: "snapshot", User: zfs.UserPropsOf(map[string]string{PropOwner: slot})} // inherited
 	}
 	rows := []zfs.Dataset{fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow(slot, StateReady),
 		snap(slot + "@pristine"), snap(slot + "@mine"), fsRow(slot+"/child", map[string]string{PropOwner: slot}),

@@ -168,3 +168,30 @@ func TestStatsGroups(t *testing.T) {
 		t.Errorf("summary %+v", s.Summary)
 	}
 }
+
+// TestSameStats: a view is sent again only when an instance's numbers
+// changed, or which slots exist.
+func TestSameStats(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(v *model.View)
+		same   bool
+	}{
+		{name: "rescanned, nothing changed", change: func(v *model.View) { v.Classes[0].Slots[0].Healthy = false }, same: true},
+		{name: "used grew", change: func(v *model.View) { v.Classes[0].Slots[0].Info.Used++ }},
+		{name: "available shrank", change: func(v *model.View) { v.Classes[0].Slots[0].Info.Available-- }},
+		{name: "referenced changed", change: func(v *model.View) { v.Classes[0].Slots[0].Info.Referenced = 7 }},
+		{name: "compressratio changed", change: func(v *model.View) { v.Classes[0].Slots[0].Info.CompressRatio = 2 }},
+		{name: "a slot was created", change: func(v *model.View) { v.Classes[0].Slots[1].Exists = true }},
+		{name: "a class more", change: func(v *model.View) { v.Classes = append(v.Classes, v.Classes[0]) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testView()
+			tc.change(v)
+			if got := sameStats(testView(), v); got != tc.same {
+				t.Errorf("sameStats = %v, want %v", got, tc.same)
+			}
+		})
+	}
+}

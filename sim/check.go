@@ -150,15 +150,15 @@ func (w *World) checkQuiescent() {
 		if d.IsSnapshot() {
 			continue
 		}
-		owner, state := d.User[model.PropOwner], model.State(d.User[model.PropState])
-		if owner != d.Name && d.User[model.PropRetainAs] != d.Name {
+		owner, state := d.User.Get(model.PropOwner), model.State(d.User.Get(model.PropState))
+		if owner != d.Name && d.User.Get(model.PropRetainAs) != d.Name {
 			continue
 		}
 		seen[d.Name] = true
 		isClass, isSlot := configured[d.Name]
 		switch {
 		case isSlot && isClass:
-		case !isSlot && state == model.StateHeld && w.holderLive(d.User[model.PropHolder]):
+		case !isSlot && state == model.StateHeld && w.holderLive(d.User.Get(model.PropHolder)):
 			// A slot the configuration no longer has (slots lowered, class
 			// removed) stays while its holder runs; it goes after.
 		case isSlot && state == model.StateReady:
@@ -167,13 +167,13 @@ func (w *World) checkQuiescent() {
 			}
 			w.checkEmpty(d.Name)
 		case isSlot && state == model.StateHeld:
-			if !w.holderLive(d.User[model.PropHolder]) {
-				w.violate("I3", "slot %s is held by %s, which no longer runs here", d.Name, d.User[model.PropHolder])
+			if !w.holderLive(d.User.Get(model.PropHolder)) {
+				w.violate("I3", "slot %s is held by %s, which no longer runs here", d.Name, d.User.Get(model.PropHolder))
 			}
 		case state == model.StateRetained || state == model.StateParked:
 			// Parked data waits, bounded, for a replacement Nomad may
 			// still create (a reschedule): like retained data, it expires.
-			if d.User[model.PropExpires] == "" {
+			if d.User.Get(model.PropExpires) == "" {
 				w.violate("I3", "%s %s has no expiry", state, d.Name)
 			}
 		case strings.Count(strings.TrimPrefix(d.Name, parent+"/"), "/") == 0:

@@ -264,7 +264,7 @@ func (w *World) checkInherited(a *localAlloc, t *localTask, i int) {
 	}
 	name := w.cfg.ParkedName(class, a.prev, from)
 	sets, err := w.cliZFS().List(context.Background(), name, []string{model.PropState})
-	if err != nil || len(sets) == 0 || model.State(sets[0].User[model.PropState]) != model.StateParked || w.strangersBelow(sets, name) {
+	if err != nil || len(sets) == 0 || model.State(sets[0].User.Get(model.PropState)) != model.StateParked || w.strangersBelow(sets, name) {
 		return
 	}
 	w.violate("I6", "%s got %s while its predecessor's data from %s is still parked as %s", a.short(), t.ids[i], from, name)

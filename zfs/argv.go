@@ -12,13 +12,14 @@ import (
 // ValidateName, so no operand can be read as a flag; properties are emitted
 // in sorted order, so the same request always gives the same command line.
 
-// listColumns are the native columns of one scan, in output order. Parse
-// relies on this order; user properties follow them.
+// listColumns are the native columns of one scan, in output order, each one
+// Dataset holds (ParseList reads them by name); user properties follow
+// them. Only what the plugin reads: every column is formatted for every row,
+// and at scale that is most of the listing's cost beyond the bare names.
 var listColumns = []string{
 	"name", "type", "used", "available", "referenced", "mountpoint", "mounted",
 	"quota", "refquota", "reservation", "compression", "compressratio",
-	"recordsize", "encryption", "origin", "guid", "createtxg", "written",
-	"logicalused", "usedbydataset",
+	"recordsize", "encryption", "origin", "guid",
 }
 
 // poolColumns are the columns of one `zpool list`, in output order.

@@ -17,7 +17,7 @@ func TestArgvBuilders(t *testing.T) {
 			name: "list with user properties",
 			args: func() ([]string, error) { return ListArgs("tank/nomad", []string{"a:owner", "a:state"}) },
 			want: []string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot", "-o",
-				"name,type,used,available,referenced,mountpoint,mounted,quota,refquota,reservation,compression,compressratio,recordsize,encryption,origin,guid,createtxg,written,logicalused,usedbydataset,a:owner,a:state",
+				"name,type,used,available,referenced,mountpoint,mounted,quota,refquota,reservation,compression,compressratio,recordsize,encryption,origin,guid,a:owner,a:state",
 				"tank/nomad"},
 		},
 		{

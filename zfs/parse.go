@@ -1,16 +1,19 @@
 package zfs
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	gozfs "github.com/mistifyio/go-zfs/v3"
 )
 
-// Dataset is one row of a scan: a filesystem or a snapshot.
+// Dataset is one row of a listing: a filesystem or a snapshot. Its strings
+// are all cut from one copy of its own row, so a Dataset kept for long (a
+// slot's last reading) holds one small allocation and never the whole
+// output of the command that listed it.
 type Dataset struct {
 	Name string
 	// Type is gozfs.DatasetFilesystem or gozfs.DatasetSnapshot.
@@ -30,16 +33,11 @@ type Dataset struct {
 	// Encryption is "off" or the cipher, e.g. "aes-256-gcm".
 	Encryption string
 	// Origin is the snapshot a clone was made from, "" otherwise.
-	Origin    string
-	GUID      string
-	CreateTXG uint64
-	// Written is what was written since the latest snapshot.
-	Written       uint64
-	LogicalUsed   uint64
-	UsedByDataset uint64
+	Origin string
+	GUID   string
 	// User holds the requested user properties that have a value (set here
 	// or inherited: `zfs list` cannot tell them apart).
-	User map[string]string
+	User UserProps
 }
 
 // IsSnapshot reports whether d is a snapshot.
@@ -63,12 +61,37 @@ func (p *Pool) Healthy() bool { return p.Health == gozfs.ZpoolOnline && !p.ReadO
 // ParseList parses the -H -p output of the command built by ListArgs with the
 // same userProps. Every line must have exactly the expected column count.
 func ParseList(out []byte, userProps []string) ([]Dataset, error) {
-	want := len(listColumns) + len(userProps)
-	var sets []Dataset
-	err := eachLine(out, want, func(f []string) error {
-		d, err := parseDataset(f, userProps)
-		if err != nil {
-			return err
+	return parseList(out, listColumns, userProps)
+}
+
+// parseList parses rows of the native columns cols (each one listSetters
+// knows) followed by userProps.
+func parseList(out []byte, cols, userProps []string) ([]Dataset, error) {
+	setters := make([]listSetter, len(cols))
+	for i, c := range cols {
+		if setters[i] = listSetters[c]; setters[i] == nil {
+			return nil, fmt.Errorf("column %q: not one Dataset holds", c)
+		}
+	}
+	// One copy of the names for every row: Get finds a value by position.
+	names := slices.Clone(userProps)
+	sets := make([]Dataset, 0, bytes.Count(out, []byte{'\n'}))
+	err := eachLine(out, len(cols)+len(userProps), func(line string, f []string) error {
+		p := fieldParser{fields: f, cols: cols}
+		var d Dataset
+		for i, set := range setters {
+			set(&d, &p, i)
+		}
+		if p.err != nil {
+			return fmt.Errorf("dataset %q: %w", d.Name, p.err)
+		}
+		if len(userProps) > 0 {
+			// The user columns are the line's tail, after len(cols) tabs.
+			off := len(cols)
+			for _, v := range f[:len(cols)] {
+				off += len(v)
+			}
+			d.User = UserProps{names: names, vals: line[off:]}
 		}
 		sets = append(sets, d)
 		return nil
@@ -76,46 +99,44 @@ func ParseList(out []byte, userProps []string) ([]Dataset, error) {
 	return sets, err
 }
 
-func parseDataset(f []string, userProps []string) (Dataset, error) {
-	p := fieldParser{fields: f, cols: listColumns}
-	d := Dataset{
-		Name:          f[0],
-		Type:          f[1],
-		Used:          p.uint(2),
-		Available:     p.uint(3),
-		Referenced:    p.uint(4),
-		Mountpoint:    p.str(5),
-		Mounted:       f[6] == "yes",
-		Quota:         p.uint(7),
-		Refquota:      p.uint(8),
-		Reservation:   p.uint(9),
-		Compression:   p.str(10),
-		CompressRatio: p.float(11),
-		Recordsize:    p.uint(12),
-		Encryption:    p.str(13),
-		Origin:        p.str(14),
-		GUID:          p.str(15),
-		CreateTXG:     p.uint(16),
-	}
-	d.Written, d.LogicalUsed, d.UsedByDataset = p.uint(17), p.uint(18), p.uint(19)
-	if p.err != nil {
-		return Dataset{}, fmt.Errorf("dataset %q: %w", d.Name, p.err)
-	}
-	for i, name := range userProps {
-		if v := f[len(listColumns)+i]; v != "-" {
-			if d.User == nil {
-				d.User = make(map[string]string, len(userProps))
-			}
-			d.User[name] = v
+// listSetter stores column i of a row into d.
+type listSetter func(d *Dataset, p *fieldParser, i int)
+
+// listSetters read each native column a Dataset holds.
+var listSetters = map[string]listSetter{
+	"name":          func(d *Dataset, p *fieldParser, i int) { d.Name = p.fields[i] },
+	"type":          func(d *Dataset, p *fieldParser, i int) { d.Type = datasetType(p.fields[i]) },
+	"used":          func(d *Dataset, p *fieldParser, i int) { d.Used = p.uint(i) },
+	"available":     func(d *Dataset, p *fieldParser, i int) { d.Available = p.uint(i) },
+	"referenced":    func(d *Dataset, p *fieldParser, i int) { d.Referenced = p.uint(i) },
+	"mountpoint":    func(d *Dataset, p *fieldParser, i int) { d.Mountpoint = p.str(i) },
+	"mounted":       func(d *Dataset, p *fieldParser, i int) { d.Mounted = p.fields[i] == "yes" },
+	"quota":         func(d *Dataset, p *fieldParser, i int) { d.Quota = p.uint(i) },
+	"refquota":      func(d *Dataset, p *fieldParser, i int) { d.Refquota = p.uint(i) },
+	"reservation":   func(d *Dataset, p *fieldParser, i int) { d.Reservation = p.uint(i) },
+	"compression":   func(d *Dataset, p *fieldParser, i int) { d.Compression = p.str(i) },
+	"compressratio": func(d *Dataset, p *fieldParser, i int) { d.CompressRatio = p.float(i) },
+	"recordsize":    func(d *Dataset, p *fieldParser, i int) { d.Recordsize = p.uint(i) },
+	"encryption":    func(d *Dataset, p *fieldParser, i int) { d.Encryption = p.str(i) },
+	"origin":        func(d *Dataset, p *fieldParser, i int) { d.Origin = p.str(i) },
+	"guid":          func(d *Dataset, p *fieldParser, i int) { d.GUID = p.str(i) },
+}
+
+// datasetType returns the constant for the types a listing shows, so rows
+// share it instead of each keeping its own copy.
+func datasetType(s string) string {
+	for _, t := range []string{gozfs.DatasetFilesystem, gozfs.DatasetSnapshot, gozfs.DatasetVolume} {
+		if s == t {
+			return t
 		}
 	}
-	return d, nil
+	return s
 }
 
 // ParsePools parses the output of the command built by ZpoolListArgs.
 func ParsePools(out []byte) ([]Pool, error) {
 	var pools []Pool
-	err := eachLine(out, len(poolColumns), func(f []string) error {
+	err := eachLine(out, len(poolColumns), func(_ string, f []string) error {
 		p := fieldParser{fields: f, cols: poolColumns}
 		pool := Pool{
 			Name:      f[0],
@@ -143,7 +164,7 @@ type Hold struct {
 // ParseHolds parses `zfs holds -H` output: snapshot, tag, timestamp.
 func ParseHolds(out []byte) ([]Hold, error) {
 	var holds []Hold
-	err := eachLine(out, 3, func(f []string) error {
+	err := eachLine(out, 3, func(_ string, f []string) error {
 		holds = append(holds, Hold{Snapshot: f[0], Tag: f[1]})
 		return nil
 	})
@@ -152,25 +173,45 @@ func ParseHolds(out []byte) ([]Hold, error) {
 
 // eachLine splits tab-separated output and checks the column count of every
 // non-empty line, as go-zfs does: a mismatch means the output is not what
-// this code was written for, and guessing would be worse than failing.
-func eachLine(out []byte, want int, fn func([]string) error) error {
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if line == "" {
+// this code was written for, and guessing would be worse than failing. fn
+// gets the line's fields, cut from one copy of that line (the output itself
+// is not kept); the slice is reused for the next line.
+func eachLine(out []byte, want int, fn func(line string, f []string) error) error {
+	var f []string
+	for n := 1; len(out) > 0; n++ {
+		raw := out
+		if i := bytes.IndexByte(out, '\n'); i >= 0 {
+			raw, out = out[:i], out[i+1:]
+		} else {
+			out = nil
+		}
+		if len(raw) > maxLine {
+			return fmt.Errorf("line %d: longer than %d bytes", n, maxLine)
+		}
+		raw = bytes.TrimSuffix(raw, []byte{'\r'}) // as bufio.ScanLines
+		if len(raw) == 0 {
 			continue
 		}
-		f := strings.Split(line, "\t")
-		if len(f) != want {
-			return fmt.Errorf("line %d: %d columns, want %d: %q", n, len(f), want, line)
+		line := string(raw)
+		f = f[:0]
+		for rest, more := line, true; more; {
+			var field string
+			field, rest, more = strings.Cut(rest, "\t")
+			f = append(f, field)
 		}
-		if err := fn(f); err != nil {
+		if len(f) != want {
+			return fmt.Errorf("line %d: %d columns, want %d: %q", n, len(f), want, raw)
+		}
+		if err := fn(line, f); err != nil {
 			return fmt.Errorf("line %d: %w", n, err)
 		}
 	}
-	return sc.Err()
+	return nil
 }
+
+// maxLine bounds one line of output: a row of the widest listing is well
+// under 1 KiB; anything longer is not output this code was written for.
+const maxLine = 1 << 20
 
 // fieldParser reads typed columns, keeping the first error.
 type fieldParser struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,12 +46,36 @@ func (r *recordingRunner) Run(_ context.Context, cmd string, args ...string) ([]
 	return r.out, r.err
 }
 
-// The capture listed these columns; ParseList must read the same bytes.
+// The capture listed these user properties after its native columns.
 var captureUserProps = []string{"nomad-device-zfs:owner", "nomad-device-zfs:state"}
+
+// captureListColumns are the native columns of list-tree (capture.sh's
+// $cols): more than a scan lists now.
+var captureListColumns = []string{"name", "type", "used", "available", "referenced", "mountpoint", "mounted",
+	"quota", "refquota", "reservation", "compression", "compressratio", "recordsize", "encryption", "origin", "guid",
+	"createtxg", "written", "logicalused", "usedbydataset"}
+
+// captureList is a captured listing cut to the columns a scan lists now
+// (listColumns, then the user properties), in their order.
+func captureList(t testing.TB, out []byte) []byte {
+	t.Helper()
+	var idx []string
+	for _, c := range listColumns {
+		i := slices.Index(captureListColumns, c)
+		if i < 0 {
+			t.Fatalf("column %s is not in the capture: capture it again (capture.sh)", c)
+		}
+		idx = append(idx, strconv.Itoa(i))
+	}
+	for i := range captureUserProps {
+		idx = append(idx, strconv.Itoa(len(captureListColumns)+i))
+	}
+	return selectColumns(out, strings.Join(idx, ","))
+}
 
 func TestParseListRealOutput(t *testing.T) {
 	c := readCapture(t, "list-tree")
-	sets, err := ParseList(c.stdout, captureUserProps)
+	sets, err := ParseList(captureList(t, c.stdout), captureUserProps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,19 +92,19 @@ func TestParseListRealOutput(t *testing.T) {
 		check func(Dataset) bool
 		want  string
 	}{
-		{"tank/nomad", func(d Dataset) bool { return d.Quota == 67108864 && d.Compression == "lz4" && d.User == nil }, "quota 64M, lz4, no user props"},
+		{"tank/nomad", func(d Dataset) bool { return d.Quota == 67108864 && d.Compression == "lz4" && d.User.Len() == 0 }, "quota 64M, lz4, no user props"},
 		{"tank/nomad/scratch", func(d Dataset) bool {
-			return d.User["nomad-device-zfs:owner"] == "demo" && d.User["nomad-device-zfs:state"] == ""
+			return d.User.Get("nomad-device-zfs:owner") == "demo" && d.User.Get("nomad-device-zfs:state") == "" && d.User.Len() == 1
 		}, "owner demo, no state"},
 		{"tank/nomad/scratch/slot-1", func(d Dataset) bool {
 			return d.Type == "filesystem" && d.Used == 4241408 && d.Available == 29313024 && d.Refquota == 33554432 &&
 				d.Recordsize == 16384 && d.Mounted && d.Mountpoint == "/tank/nomad/scratch/slot-1" &&
 				d.CompressRatio == 1.0 && d.Encryption == "off" && d.Origin == "" && d.GUID == "8097515038994550844" &&
-				d.CreateTXG == 14 && d.LogicalUsed == 4217856 && d.User["nomad-device-zfs:state"] == "ready"
+				d.Quota == 0 && d.Reservation == 0 && d.User.Get("nomad-device-zfs:state") == "ready"
 		}, "slot-1 fully parsed"},
 		{"tank/nomad/scratch/slot-1@pristine", func(d Dataset) bool {
 			return d.IsSnapshot() && d.Available == 0 && d.Mountpoint == "" && !d.Mounted && d.Recordsize == 0 &&
-				d.Referenced == 4241408 && d.User["nomad-device-zfs:state"] == "ready" // inherited: -o cannot tell
+				d.Referenced == 4241408 && d.User.Get("nomad-device-zfs:state") == "ready" // inherited: -o cannot tell
 		}, "snapshot with '-' columns and inherited user props"},
 		{"tank/nomad/scratch/clone-1", func(d Dataset) bool { return d.Origin == "tank/golden@seed" }, "clone origin"},
 	}
@@ -101,8 +126,8 @@ func TestParseListRejectsMalformed(t *testing.T) {
 		name, out, wantErr string
 	}{
 		{"too few columns", "tank\tfilesystem\n", "columns"},
-		{"human sizes (no -p)", strings.Replace(string(readCapture(t, "list-tree").stdout), "4340736", "4.14M", 1), "not an integer"},
-		{"bad ratio", strings.Replace(string(readCapture(t, "list-tree").stdout), "1.00", "abc", 1), "not a number"},
+		{"human sizes (no -p)", strings.Replace(string(captureList(t, readCapture(t, "list-tree").stdout)), "4340736", "4.14M", 1), "not an integer"},
+		{"bad ratio", strings.Replace(string(captureList(t, readCapture(t, "list-tree").stdout)), "1.00", "abc", 1), "not a number"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

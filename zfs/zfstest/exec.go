@@ -136,6 +136,24 @@ func Load(path string) (*Fake, error) {
 	return &Fake{st: st, file: path, matchers: map[int]func([]string) bool{}, now: time.Now}, nil
 }
 
+// Detach keeps f's state in memory from now on: its calls no longer read
+// and write the state file. With SaveTo, a process runs the fake at memory
+// speed and still lets another read what it did (the churn benchmark's
+// plugin: a file read and written per command cost more than the plugin).
+func (f *Fake) Detach() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.file = ""
+}
+
+// SaveTo writes f's state to path under the file's lock, as the state file
+// that Load and the executables read.
+func (f *Fake) SaveTo(path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return withStateFile(path, func(st *state) error { *st = *f.st; return nil })
+}
+
 // Reload reads the state file again. Calls on an installed Fake already
 // do; Reload is for saying so in a test, and reports a broken file.
 func (f *Fake) Reload() error {

@@ -230,3 +230,25 @@ func TestExecRunner(t *testing.T) {
 		t.Errorf("after the subtest: %q", got)
 	}
 }
+
+// TestDetachSaveTo: a detached fake works in memory, leaving the state file
+// as it was, until SaveTo writes it for another reader.
+func TestDetachSaveTo(t *testing.T) {
+	f := newFake(t)
+	e := InstallExecutables(t, f)
+	g, err := Load(e.StateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Detach()
+	mustRun(t, g, "zfs", "create", "tank/mem")
+	if r := try(f, "zfs", "list", "tank/mem"); r.ExitCode == 0 {
+		t.Fatalf("the state file shows a detached fake's dataset before SaveTo: %+v", r)
+	}
+	if err := g.SaveTo(e.StateFile); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustRun(t, f, "zfs", "list", "-H", "-o", "name", "tank/mem"); got != "tank/mem\n" {
+		t.Errorf("after SaveTo: %q", got)
+	}
+}
