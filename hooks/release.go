@@ -12,9 +12,11 @@ import (
 )
 
 // release gives a slot's data back by its class's policy and leaves a ready
-// slot in its place (none for an orphan: model.Slot.Orphan). Every step tolerates having been done already, so a
-// crash between any two resumes here from the recorded state (releasing,
-// with holder and outcome). The caller holds the slot's lock.
+// slot in its place (none for an orphan: model.Slot.Orphan); in a sticky
+// class it parks the data of a replaced holder instead. Every step
+// tolerates having been done already, so a crash between any two resumes
+// here from the recorded state (releasing, with holder and outcome). The
+// caller holds the slot's lock.
 func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder allocwatch.Alloc, outcome string) error {
 	if err := model.CheckRelease(m.cfg, s); err != nil {
 		return err // nothing changed; the slot's health says what to do

@@ -19,8 +19,8 @@ import (
 
 // park renames the releasing slot's data aside for holder's replacement
 // and creates a fresh slot in its place. Marked before the rename, so a
-// crash between any two steps resumes (the release again, or
-// finishParked).
+// crash between any two steps resumes: the release again, or runParked
+// finishing the renamed data.
 func (m *Manager) park(ctx context.Context, s model.Slot, c model.Class, holder allocwatch.Alloc, holderIndex uint64) error {
 	aside := m.cfg.ParkedName(s.Class, holder.ID, s.ID)
 	if err := m.zfs.Set(ctx, s.Dataset, model.ParkAsProps(aside)); err != nil && !errors.Is(err, zfs.ErrNotExist) {
