@@ -124,6 +124,12 @@ func (m *Manager) claim(ctx context.Context, s model.Slot, caller allocwatch.All
 		}
 	}
 	if err := m.zfs.Destroy(ctx, s.Dataset, zfs.DestroyOptions{}); err != nil && !errors.Is(err, zfs.ErrNotExist) {
+		// A destroy refused as busy may have unmounted the fresh slot
+		// first (seen on OpenZFS under load): mount it again, so that it
+		// stays healthy for Reserve's next try instead of failing it.
+		if merr := m.zfs.Mount(ctx, s.Dataset); merr != nil {
+			m.logger.Debug("remounting a slot a refused destroy left", "slot", s.ID, "error", merr)
+		}
 		return foreignBelow(err, s.Dataset)
 	}
 	if err := m.zfs.Set(ctx, p.Dataset, model.ClaimAsProps(s.Dataset)); err != nil {
