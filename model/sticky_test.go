@@ -141,3 +141,18 @@ func TestClaimedSlotIsNotRetained(t *testing.T) {
 		t.Fatalf("scratch-1: %s by %s healthy %v (%s)", s.State, s.Holder, s.Healthy, s.Reason)
 	}
 }
+
+// TestClaimedOrphanIsAnOrphan: a claimed slot the configuration then drops
+// still carries its own name in PropRetainAs; it is an orphan, released
+// when its holder ends (simulation, seed 210060: it was skipped and stayed
+// held for ever).
+func TestClaimedOrphanIsAnOrphan(t *testing.T) {
+	cfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "scratch", Slots: 1, MountPath: "/data"}}}
+	claimed := fsRow("tank/nomad/scratch/scratch-2", map[string]string{PropOwner: "tank/nomad/scratch/scratch-2",
+		PropState: string(StateHeld), PropGeneration: "2", PropRetainAs: "tank/nomad/scratch/scratch-2", PropHolder: "B"})
+	v := BuildView(cfg, Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
+		fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-1", StateReady), claimed}}, nil)
+	if o := v.Classes[0].Orphans; len(o) != 1 || o[0].ID != "scratch-2" || o[0].Holder != "B" {
+		t.Fatalf("orphans: %+v", o)
+	}
+}

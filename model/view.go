@@ -269,8 +269,10 @@ func orphans(cfg *Config, class string, byName map[string]*zfs.Dataset, kids []*
 	c := cfg.Class(class)
 	for _, d := range kids {
 		id := path.Base(d.Name)
+		// A slot's name is never a retained or parked one (renamedAside);
+		// a claimed slot may still carry its own name in PropRetainAs.
 		if _, ok := SlotNumber(class, id); !ok || !Owned(d) || cfg.Configured(class, id) ||
-			State(d.User.Get(PropState)) == StateRetained || d.User.Get(PropRetainAs) == d.Name {
+			State(d.User.Get(PropState)) == StateRetained {
 			continue
 		}
 		s := slotFrom(cfg, c, id, byName, below[d.Name], parentMountpoint)
