@@ -256,16 +256,7 @@ func agentPIDs(t *testing.T, a *nomadtest.Agent) (nomad, plugin int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(b), "\x00"+a.ConfigFile()) {
-			nomad = pid
-		}
-	}
+	nomad = a.PID()
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || nomad == 0 {

@@ -602,19 +602,7 @@ func checkInstances(t testing.TB, g *api.NodeDeviceResource, healthy bool, want 
 // throw-away plugin processes), and the running plugin with its reaped
 // children (zfs and zpool).
 func agentCPU(t testing.TB, a *nomadtest.Agent) string {
-	nomad := 0
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(b), "\x00"+a.ConfigFile()) {
-			nomad = pid
-			break
-		}
-	}
+	nomad := a.PID()
 	if nomad == 0 {
 		return "agent not running"
 	}

@@ -122,6 +122,21 @@ func (a *Agent) Restart(t testing.TB) {
 	t.Logf("nomadtest: agent %s restarted in %s", a.Address(), time.Since(began).Round(100*time.Millisecond))
 }
 
+// PID is the running agent's process ID, 0 when it is not running.
+func (a *Agent) PID() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.proc == nil || a.proc.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-a.proc.done:
+		return 0
+	default:
+		return a.proc.cmd.Process.Pid
+	}
+}
+
 // PluginConfig is the plugin's config block the agent runs with.
 func (a *Agent) PluginConfig() string { return a.cfg.PluginConfig }
 
