@@ -165,8 +165,8 @@ func ValidateProperties(props map[string]string) error {
 	if n, ok := props["normalization"]; ok && n != "none" && props["utf8only"] == "off" {
 		return fmt.Errorf("normalization = %q needs utf8only = \"on\" (zfs refuses it with utf8only off)", n)
 	}
-	if _, ok := props["pbkdf2iters"]; ok && props["keyformat"] != "passphrase" {
-		return fmt.Errorf("pbkdf2iters is only for keyformat = \"passphrase\"")
+	if it, ok := props["pbkdf2iters"]; ok && props["keyformat"] != "passphrase" {
+		return fmt.Errorf("pbkdf2iters = %q is only for keyformat = \"passphrase\"", it)
 	}
 	if kf, ok := props["keyformat"]; ok && props["encryption"] == "off" {
 		return fmt.Errorf("keyformat = %q with encryption = \"off\"", kf)
