@@ -62,7 +62,7 @@ type Manager struct {
 	// wake merges requests for an early reconcile.
 	wake chan struct{}
 
-	// mu guards view, updated, snap, ended and overrides.
+	// mu guards view, updated, snap, ended, overrides and lastStamp.
 	mu   sync.RWMutex
 	view *model.View
 	// updated is closed and replaced on every publish.
@@ -77,6 +77,8 @@ type Manager struct {
 	// overrides are slots re-read after a change made under their lock,
 	// newer than the published view until the next full scan.
 	overrides map[string]*override
+	// lastStamp is the last stamp handed out.
+	lastStamp time.Time
 
 	// locks serialise everything that changes one slot: Reserve's fencing
 	// and the reconcile's lifecycle steps.
@@ -125,12 +127,17 @@ func (m *Manager) SetClock(now func() time.Time, sleep func(ctx context.Context,
 // Run reconciles at once and then every ScanInterval, until ctx ends.
 // Between scans, a trigger (the watcher's callback) runs Settle: only the
 // slots the allocations call for, each read and changed on its own, so a
-// release never waits for a scan of the whole tree. A step that failed (a
-// dataset still busy, a zfs error) is retried soon: after 1 s, doubling up
-// to the scan interval.
+// release never waits for a scan of the whole tree. The periodic scan's
+// zfs processes run off the loop for the same reason: at thousands of
+// slots a listing takes seconds, and Settle goes on meanwhile. A step that
+// failed (a dataset still busy, a zfs error) is retried soon: after 1 s,
+// doubling up to the scan interval.
 func (m *Manager) Run(ctx context.Context) error {
-	scan := time.NewTimer(0)
-	defer scan.Stop()
+	var scanning sync.WaitGroup
+	defer scanning.Wait()
+	scans := make(chan model.Scan, 1)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
@@ -138,9 +145,22 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-scan.C:
-			m.Reconcile(ctx)
-			scan.Reset(m.cfg.ScanInterval)
+		case <-timer.C:
+			if v, _ := m.View(); v == nil {
+				// The first pass, on the loop: nothing is offered yet, and
+				// Settle has nothing to act on before it.
+				m.Reconcile(ctx)
+				timer.Reset(m.cfg.ScanInterval)
+				break
+			}
+			scanning.Add(1)
+			go func() {
+				defer scanning.Done()
+				scans <- m.Scan(ctx)
+			}()
+		case s := <-scans:
+			m.ReconcileScanned(ctx, s)
+			timer.Reset(m.cfg.ScanInterval)
 		case <-m.wake:
 			m.Settle(ctx)
 		case <-retry.C:
@@ -258,9 +278,21 @@ func (m *Manager) View() (*model.View, <-chan struct{}) {
 // holders and release what the watcher's snapshot calls for; prune retained
 // data; rescan if anything changed; publish.
 func (m *Manager) Reconcile(ctx context.Context) {
+	m.ReconcileScanned(ctx, m.Scan(ctx))
+}
+
+// Scan reads the parent's pool and everything below the parent: one zpool
+// and one zfs process. It is safe beside everything else the Manager does.
+func (m *Manager) Scan(ctx context.Context) model.Scan {
+	return m.scan(ctx, nil)
+}
+
+// ReconcileScanned is Reconcile's pass on s, a Scan taken since the last
+// pass, while Settle may have changed slots. It plans from s with the
+// slots re-read since s began in their place.
+func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
 	prev, _ := m.View()
-	s := m.scan(ctx, nil)
-	v := model.BuildView(m.cfg, s, prev)
+	v := m.overlaid(model.BuildView(m.cfg, s, prev))
 	if prev == nil && offersEveryClass(v) {
 		// The first pass publishes what it found before it creates
 		// anything: every existing slot is offered at once, and new slots
@@ -300,7 +332,7 @@ func (m *Manager) Reconcile(ctx context.Context) {
 	}
 	if changed {
 		s = m.scan(ctx, failed)
-		v = model.BuildView(m.cfg, s, prev)
+		v = m.overlaid(model.BuildView(m.cfg, s, prev))
 	}
 	m.logProblem(v)
 	m.publish(v, s.At)
@@ -308,7 +340,21 @@ func (m *Manager) Reconcile(ctx context.Context) {
 
 // scan runs one zpool and one zfs process.
 func (m *Manager) scan(ctx context.Context, createErrs map[string]string) model.Scan {
-	return scanParent(ctx, m.cfg, m.zfs, m.now(), createErrs)
+	return scanParent(ctx, m.cfg, m.zfs, m.stamp(), createErrs)
+}
+
+// stamp is the time a read of datasets begins: now, but strictly after
+// every earlier stamp, so a scan and a slot's re-read are never equally
+// new whatever the clock's resolution (a simulated clock stands still).
+func (m *Manager) stamp() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.now()
+	if !t.After(m.lastStamp) {
+		t = m.lastStamp.Add(time.Nanosecond)
+	}
+	m.lastStamp = t
+	return t
 }
 
 // scanParent reads the parent's pool and everything below the parent.

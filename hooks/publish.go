@@ -6,19 +6,35 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
-// publish makes v current. Overrides older than the scan that built v are
-// dropped: v has read their datasets since.
+// publish makes v current, with the slots re-read since its scan began in
+// place of the scan's rows. Overrides older than the scan are dropped: v
+// has read their datasets since.
 func (m *Manager) publish(v *model.View, scannedAt time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.view = v
 	for id, o := range m.overrides {
 		if !o.at.After(scannedAt) {
 			delete(m.overrides, id)
 		}
 	}
+	v, applied := m.overlayLocked(v, true)
+	for _, o := range applied {
+		o.published = true
+	}
+	m.view = v
 	close(m.updated)
 	m.updated = make(chan struct{})
+}
+
+// overlaid returns v with the slots re-read since its scan began in place
+// of the scan's rows. A scan runs off Run's loop, so it may have listed a
+// slot before a release on the loop changed it; the pass must plan from
+// the newer read.
+func (m *Manager) overlaid(v *model.View) *model.View {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v, _ = m.overlayLocked(v, true)
+	return v
 }
 
 // publishOverrides publishes the current view with the slots re-read since
@@ -46,16 +62,33 @@ func (m *Manager) publishPartial(base *model.View) {
 
 // publishOverridesLocked publishes base with the unpublished overrides; the
 // caller holds mu. With partial set, it publishes only a view that offers
-// every class. It costs a look at each override (slots re-read since the
-// last scan), and a copy of a class's slots only when one of them changed.
+// every class.
 func (m *Manager) publishOverridesLocked(base *model.View, partial bool) {
+	v, applied := m.overlayLocked(base, false)
+	if len(applied) == 0 || partial && !offersEveryClass(v) {
+		return
+	}
+	for _, o := range applied {
+		o.published = true
+	}
+	m.view = v
+	close(m.updated)
+	m.updated = make(chan struct{})
+}
+
+// overlayLocked returns base with the overrides newer than its scan in
+// place of its slots (with again set, also those published already), and
+// the overrides it applied; base itself when none applies. It costs a look
+// at each override (slots re-read since the last scan), and a copy of a
+// class's slots only when one of them changed. The caller holds mu.
+func (m *Manager) overlayLocked(base *model.View, again bool) (*model.View, []*override) {
 	type change struct {
 		class, slot int
 		o           *override
 	}
 	var changes []change
 	for id, o := range m.overrides {
-		if o.published || !o.at.After(base.ScannedAt) {
+		if o.published && !again || !o.at.After(base.ScannedAt) {
 			continue
 		}
 		if ci, si, ok := base.SlotIndex(id); ok {
@@ -63,25 +96,19 @@ func (m *Manager) publishOverridesLocked(base *model.View, partial bool) {
 		}
 	}
 	if len(changes) == 0 {
-		return
+		return base, nil
 	}
 	v := *base
 	v.Classes = append([]model.ClassView(nil), v.Classes...)
 	copied := map[int]bool{}
-	for _, c := range changes {
+	applied := make([]*override, len(changes))
+	for i, c := range changes {
 		if !copied[c.class] {
 			v.Classes[c.class].Slots = append([]model.Slot(nil), v.Classes[c.class].Slots...)
 			copied[c.class] = true
 		}
 		v.Classes[c.class].Slots[c.slot] = c.o.slot
+		applied[i] = c.o
 	}
-	if partial && !offersEveryClass(&v) {
-		return
-	}
-	for _, c := range changes {
-		c.o.published = true
-	}
-	m.view = &v
-	close(m.updated)
-	m.updated = make(chan struct{})
+	return &v, applied
 }

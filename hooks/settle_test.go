@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	hclog "github.com/hashicorp/go-hclog"
+
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -216,5 +218,124 @@ func TestOffersEveryClass(t *testing.T) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// gatedScans holds the answer of every full scan (`zfs list -r` of the
+// parent) while gate is closed, after telling held: the listing is what
+// was there when it ran, however late it returns. Other commands run at
+// once.
+type gatedScans struct {
+	zfs.Runner
+	parent string
+	held   chan struct{}
+	mu     sync.Mutex
+	gate   chan struct{} // nil: scans run at once
+}
+
+func (g *gatedScans) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	out, err := g.Runner.Run(ctx, cmd, args...)
+	if gate != nil && cmd == "zfs" && len(args) > 0 && args[0] == "list" && args[len(args)-1] == g.parent {
+		select {
+		case g.held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return out, err
+}
+
+func (g *gatedScans) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+}
+
+func (g *gatedScans) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.gate)
+	g.gate = nil
+}
+
+// TestReleaseRunsDuringAScan: the periodic scan runs off Run's loop, so a
+// release goes on while a scan of the tree is still listing (at thousands
+// of slots, seconds in a slow guest); and the scan, which listed the slot
+// before the release, does not publish it held again when it ends.
+func TestReleaseRunsDuringAScan(t *testing.T) {
+	f, _ := newFakeZFS(t)
+	g := &gatedScans{Runner: f, parent: "tank/nomad", held: make(chan struct{}, 1)}
+	fa := &fakeAllocs{gone: map[string]bool{}, forbid: map[string]bool{}, running: map[string]bool{}}
+	class := model.Class{Name: "scratch", Slots: 1, MountPath: "/data"}
+	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: 50 * time.Millisecond, Classes: []model.Class{class}}
+	m := NewManager(cfg, zfs.NewClient(g), fa, hclog.NewNullLogger())
+	m.Reconcile(t.Context())
+	fa.set(alloc("A", 10, "running", "run", "scratch-1"))
+	m.OnAllocs(fa.snap())
+	m.Reconcile(t.Context())
+	if s, _ := m.current("scratch-1"); s.State != model.StateHeld {
+		t.Fatalf("scratch-1 %s, want held", s.State)
+	}
+
+	g.hold()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not stop")
+		}
+	}()
+	select {
+	case <-g.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no periodic scan started")
+	}
+
+	fa.set(alloc("A", 10, "complete", "run", "scratch-1"))
+	m.OnAllocs(fa.snap())
+	ready := func() bool {
+		v, _ := m.View()
+		s, _ := v.Slot("scratch-1")
+		return s.State == model.StateReady && s.Generation == 2
+	}
+	waitUntil(t, 30*time.Second, "the release while the scan is held", ready)
+
+	g.open()
+}
+
+// TestScanOlderThanARelease: a pass on a scan that listed a slot before a
+// release (the scan runs beside Settle) plans and publishes the release's
+// re-read, not the stale row: the slot is not released twice, not created
+// again, and shown ready.
+func TestScanOlderThanARelease(t *testing.T) {
+	r := newRig(t, model.Release{})
+	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+	stale := r.m.Scan(t.Context())
+
+	r.allocs.set(alloc("A", 10, "complete", "run", "scratch-1"))
+	r.m.storeSnapshot(r.allocs.snap())
+	r.m.Settle(t.Context())
+	r.f.ResetCalls()
+	r.m.ReconcileScanned(t.Context(), stale)
+
+	v, _ := r.m.View()
+	if s, _ := v.Slot("scratch-1"); s.State != model.StateReady || s.Generation != 2 || !s.Healthy {
+		t.Fatalf("published scratch-1: %s generation %d healthy %v, want ready generation 2, healthy", s.State, s.Generation, s.Healthy)
+	}
+	for _, c := range r.f.Calls() {
+		if c[0] == "zfs" && c[1] != "list" {
+			t.Errorf("ran %q on a stale scan: the release was done already", c)
+		}
 	}
 }

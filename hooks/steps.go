@@ -118,7 +118,7 @@ func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class
 // reread scans one slot's dataset (one zfs process) and records the result
 // as an override of the published view, so Reserve sees the change at once.
 func (m *Manager) reread(ctx context.Context, class, id string) (model.Slot, error) {
-	at := m.now()
+	at := m.stamp()
 	v, _ := m.View()
 	problem, parentMountpoint := "", ""
 	if v != nil {
@@ -140,7 +140,7 @@ func (m *Manager) reread(ctx context.Context, class, id string) (model.Slot, err
 // scan: its problem and the parent's mountpoint). A failure only logs: the
 // next scan reads them anyway.
 func (m *Manager) rereadMany(ctx context.Context, v *model.View, acts []model.Action) {
-	at := m.now()
+	at := m.stamp()
 	roots := make([]string, len(acts))
 	for i, a := range acts {
 		roots[i] = a.Dataset

@@ -20,7 +20,7 @@ type cliRelease struct{ seen model.Slot }
 func (w *World) apply(e Event) {
 	switch e.Kind {
 	case Reconcile:
-		w.reconcile()
+		w.scanOrReconcile(e.Arg%2 == 0)
 	case Watch:
 		w.watch()
 	case Fingerprint:

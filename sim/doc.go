@@ -2,8 +2,9 @@
 // node running this plugin, to prove the slot lifecycle rather than test
 // it case by case.
 //
-// A World runs the real hooks.Manager (Reconcile, Reserve, View, OnAllocs)
-// and the real allocwatch.Watcher (Refresh, Lookup, RunningLocally: the
+// A World runs the real hooks.Manager (Reconcile, or a Scan taken at one
+// event and its pass, ReconcileScanned, at a later one, as Run does off its
+// loop; Settle, Reserve, View, OnAllocs) and the real allocwatch.Watcher (Refresh, Lookup, RunningLocally: the
 // nomad/api client, its decoding and error classification) over the
 // stateful zfs fake (zfstest.Fake, real files) and a simulated Nomad HTTP
 // API on a unix socket, answered from the state store of

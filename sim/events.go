@@ -14,7 +14,7 @@ type Kind int
 // schedule with events removed (shrinking) still replays.
 const (
 	// Plugin and watcher: what the plugin's goroutines do.
-	Reconcile   Kind = iota // one hooks.Manager.Reconcile pass
+	Reconcile   Kind = iota // a periodic scan: a whole Reconcile pass, or its scan now and its pass at the next Reconcile
 	Watch                   // the watcher delivers a fresh snapshot (GET /v1/node/<id>/allocations)
 	Fingerprint             // the plugin's view reaches the servers as the node's devices
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -19,8 +20,11 @@ type plugin struct {
 	mgr     *hooks.Manager
 	watcher *allocwatch.Watcher
 	run     *runner
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// scan is a periodic scan Run started off its loop, not yet acted on:
+	// watches and Reserves go on meanwhile.
+	scan   *model.Scan
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // launch starts a plugin process: new Manager, new Watcher, one reconcile
@@ -66,13 +70,36 @@ func (w *World) alive() bool {
 	return w.plugin != nil
 }
 
+// reconcile runs a pass of Run's loop: on the scan it started, if one is
+// pending, else on a scan taken now.
 func (w *World) reconcile() {
+	w.scanOrReconcile(false)
+}
+
+// scanOrReconcile is the Reconcile event. Run takes its periodic scan off
+// its loop and acts on it later, so with start set (and no scan pending)
+// it only takes the scan: the pass runs on it at a later Reconcile event,
+// after whatever the events between changed.
+func (w *World) scanOrReconcile(start bool) {
 	if !w.alive() {
 		return
 	}
 	ctx, cancel := w.simContext(w.cfg.ScanInterval)
 	defer cancel()
-	w.plugin.mgr.Reconcile(ctx)
+	p := w.plugin
+	switch {
+	case p.scan != nil:
+		s := *p.scan
+		p.scan = nil
+		w.logf("pass on the scan of %s", s.At.Format("15:04:05.000"))
+		p.mgr.ReconcileScanned(ctx, s)
+	case start:
+		s := p.mgr.Scan(ctx)
+		p.scan = &s
+		w.logf("scan taken")
+	default:
+		p.mgr.Reconcile(ctx)
+	}
 	w.alive()
 }
 
