@@ -15,19 +15,24 @@ import (
 // slot in its place (none for an orphan: model.Slot.Orphan); in a sticky
 // class it parks the data of a replaced holder instead. Every step
 // tolerates having been done already, so a crash between any two resumes
-// here from the recorded state (releasing, with holder and outcome). The
-// caller holds the slot's lock.
+// here from the recorded state (releasing, with holder and outcome). A
+// release that begins by destroying the slot, whatever the outcome, records
+// nothing first (model.Class.MarksRelease): one zfs process less, and a
+// crash before the destroy leaves the slot held by an ended holder, which
+// is released the same way. The caller holds the slot's lock.
 func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder allocwatch.Alloc, outcome string) error {
 	if err := model.CheckRelease(m.cfg, s); err != nil {
 		return err // nothing changed; the slot's health says what to do
 	}
 	holderIndex := model.ReleaseIndex(s, holder.CreateIndex)
-	if s.State != model.StateReleasing {
-		if err := m.zfs.Set(ctx, s.Dataset, model.ReleasingProps(holder.ID, holderIndex, outcome, m.now())); err != nil {
-			return fmt.Errorf("marking %s releasing: %w", s.Dataset, err)
+	marked := s.State == model.StateReleasing
+	if !marked && c.MarksRelease(s) {
+		if err := m.markReleasing(ctx, s, holder, holderIndex, outcome); err != nil {
+			return err
 		}
-		s.State, s.Holder, s.Outcome = model.StateReleasing, holder.ID, outcome
+		marked = true
 	}
+	s.State, s.Holder, s.Outcome = model.StateReleasing, holder.ID, outcome
 	if c.Parks(s, holder, outcome) {
 		if err := m.park(ctx, s, c, holder, holderIndex); err != nil {
 			return fmt.Errorf("parking %s for the replacement of %s: %w", s.Dataset, holder.ID, err)
@@ -50,6 +55,13 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 		err = m.destroyAndRecreate(ctx, s, c, holderIndex)
 	}
 	if err != nil {
+		if !marked {
+			// Refused (busy, most often) before anything changed: the mark
+			// shows the release under way until a retry gets through.
+			if merr := m.markReleasing(ctx, s, holder, holderIndex, outcome); merr != nil && !errors.Is(merr, zfs.ErrNotExist) {
+				m.logger.Debug("cannot mark a refused release", "slot", s.ID, "error", merr)
+			}
+		}
 		return fmt.Errorf("releasing %s (%s): %w", s.Dataset, policy, err)
 	}
 	if s.Orphan {
@@ -57,6 +69,15 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 		return nil
 	}
 	m.logger.Info("slot ready", "slot", s.ID, "generation", s.Generation+1)
+	return nil
+}
+
+// markReleasing records a release on the slot: releasing, with its holder
+// and outcome, so a crash midway resumes it as it began.
+func (m *Manager) markReleasing(ctx context.Context, s model.Slot, holder allocwatch.Alloc, holderIndex uint64, outcome string) error {
+	if err := m.zfs.Set(ctx, s.Dataset, model.ReleasingProps(holder.ID, holderIndex, outcome, m.now())); err != nil {
+		return fmt.Errorf("marking %s releasing: %w", s.Dataset, err)
+	}
 	return nil
 }
 

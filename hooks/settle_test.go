@@ -38,10 +38,17 @@ func TestSettleTouchesOnlyTheSlotsItReleases(t *testing.T) {
 	if s, _ := v.Slot("scratch-2"); s.State != model.StateReady || s.Generation != 2 {
 		t.Fatalf("published scratch-2: %s generation %d, want ready generation 2", s.State, s.Generation)
 	}
+	var verbs []string
 	for _, call := range r.f.Calls() {
 		if call[0] == "zpool" || !strings.Contains(strings.Join(call, " "), "tank/nomad/scratch/scratch-2") {
 			t.Errorf("ran %q: a release touches only its slot", call)
 		}
+		verbs = append(verbs, call[1])
+	}
+	// Read, destroy, create, read back: a destroy for every outcome needs
+	// no releasing mark first (model.Class.MarksRelease).
+	if got := strings.Join(verbs, " "); got != "list destroy create list" {
+		t.Errorf("a release ran zfs %s, want list destroy create list", got)
 	}
 }
 

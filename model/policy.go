@@ -87,6 +87,26 @@ func (c Class) PolicyFor(s Slot, outcome string) Policy {
 	return p
 }
 
+// MarksRelease reports whether a release of s must first record itself on
+// the slot (StateReleasing, with its holder and outcome), so that a crash
+// midway resumes it as it began. A release whose first change destroys the
+// slot, by a policy every outcome shares, need not: until the destroy the
+// slot is as it was and a resumed release decides the same, since the
+// outcome makes no difference; after it, nothing is left to mark. That
+// spares the commonest release one zfs process. A sticky class always
+// marks: whether it parks depends on the outcome.
+func (c Class) MarksRelease(s Slot) bool {
+	if c.Sticky {
+		return true
+	}
+	for _, o := range []string{OutcomeComplete, OutcomeFailed, OutcomeLost, OutcomeGone, OutcomeOperator, OutcomeRetired} {
+		if c.PolicyFor(s, o) != PolicyDestroy {
+			return true
+		}
+	}
+	return false
+}
+
 // NeedsPristine reports whether slots of c get a @pristine snapshot at
 // creation: some outcome rolls back.
 func (c Class) NeedsPristine() bool {
