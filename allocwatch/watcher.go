@@ -29,6 +29,8 @@ type Watcher struct {
 
 	mu     sync.Mutex
 	nodeID string // discovered and confirmed registered; "" until then
+
+	refreshes refreshes
 }
 
 // New validates cfg and builds a Watcher. It makes no request: the agent's
@@ -165,10 +167,16 @@ func (w *Watcher) fetch(ctx context.Context, nodeID string, waitIndex uint64, wa
 	return snap, nil
 }
 
-// Refresh makes one non-blocking query now and returns its snapshot. It is
-// for Reserve, when it meets a device ID the last snapshot did not explain.
-// It discovers the node ID once if Run has not yet, without retrying.
+// Refresh returns the snapshot of a non-blocking query that began after
+// the call: Reserve's fresh answer, to decide who calls it. Calls made
+// while a query runs share the next one (refreshes). It discovers the node
+// ID once if Run has not yet, without retrying.
 func (w *Watcher) Refresh(ctx context.Context) (Snapshot, error) {
+	return w.refreshes.do(ctx, w.refresh)
+}
+
+// refresh makes one non-blocking query now and returns its snapshot.
+func (w *Watcher) refresh(ctx context.Context) (Snapshot, error) {
 	nodeID, err := w.discover(ctx)
 	if err != nil {
 		return Snapshot{}, err
