@@ -159,6 +159,9 @@ func (m *Manager) Run(ctx context.Context) error {
 				scans <- m.Scan(ctx)
 			}()
 		case s := <-scans:
+			if ctx.Err() != nil {
+				return ctx.Err() // a scan cut short by the end: nothing to judge
+			}
 			m.ReconcileScanned(ctx, s)
 			timer.Reset(m.cfg.ScanInterval)
 		case <-m.wake:
