@@ -73,9 +73,12 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 	if len(waits) < 5 || waits[0] != 0 || waits[1] == 0 {
 		t.Errorf("wait indexes %v: want a non-blocking first query, then blocking ones", waits)
 	}
-	// Requests counts exactly what the fake saw.
+	// Requests counts exactly what the fake saw, but for one query made
+	// after the wait above (a blocked query can return with nothing new)
+	// that the stop cancelled before it reached the fake.
 	for kind, n := range f.requestCounts() {
-		if got := w.Requests()[kind]; got != uint64(n) {
+		got := w.Requests()[kind]
+		if got != uint64(n) && (kind != kindNodeAllocs || got != uint64(n)+1) {
 			t.Errorf("Requests()[%s] = %d, fake saw %d", kind, got, n)
 		}
 	}

@@ -7,6 +7,7 @@ package plugin_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,7 +184,14 @@ func TestNomadLifecycleFakeZFS(t *testing.T) {
 		a.f.Inject(zfstest.Fault{Cmd: "zfs", ArgsContain: []string{"destroy"}, Hang: true, Times: 1})
 		j := a.RunJob(t, job("killed", "true"))
 		a.WaitAllocs(t, *j.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusComplete), 60*time.Second)
-		waitFor(t, 30*time.Second, "the release to start", func() bool { return a.slotProp(t, "scratch-1", "state") == "releasing" })
+		// A destroy release writes no mark first (model.Class.MarksRelease):
+		// the release is under way once its zfs destroy runs, and hangs.
+		waitFor(t, 30*time.Second, "the release's zfs destroy to run", func() bool {
+			return processRunning("destroy", "tank/nomad/scratch/scratch-1")
+		})
+		if st := a.slotProp(t, "scratch-1", "state"); st != "held" {
+			t.Fatalf("scratch-1 %s while its destroy runs, want held (a destroy release writes no mark)", st)
+		}
 		pid := pluginPID(t, a.pluginDir)
 		must(t, syscall.Kill(pid, syscall.SIGKILL))
 		waitFor(t, 60*time.Second, "a relaunched plugin to finish the release", func() bool {
@@ -204,6 +212,34 @@ func TestNomadLifecycleFakeZFS(t *testing.T) {
 			return a.slotProp(t, "scratch-1", "generation") == "6"
 		})
 	})
+}
+
+// processRunning reports whether a live process has every one of args
+// among its arguments.
+func processRunning(args ...string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if strings.Contains(string(stat), ") Z ") {
+			continue
+		}
+		have := strings.Split(string(cmdline), "\x00")
+		all := true
+		for _, a := range args {
+			all = all && slices.Contains(have, a)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // pluginPID finds the long-lived plugin process started from pluginDir.
