@@ -480,14 +480,14 @@ func prevDatasets(prev *View) map[string]*zfs.Dataset {
 		}
 		for si := range cv.Slots {
 			if s := &cv.Slots[si]; s.Exists {
-				m[s.Dataset] = &s.Info
+				m[s.Dataset] = s.row()
 			}
 		}
 		for ri := range cv.Retained {
 			m[cv.Retained[ri].Dataset] = &cv.Retained[ri].Info
 		}
 		for oi := range cv.Orphans {
-			m[cv.Orphans[oi].Dataset] = &cv.Orphans[oi].Info
+			m[cv.Orphans[oi].Dataset] = cv.Orphans[oi].row()
 		}
 		for pi := range cv.Parked {
 			m[cv.Parked[pi].Dataset] = &cv.Parked[pi].Info

@@ -137,8 +137,8 @@ func TestBuildViewKeepsLastGoodSet(t *testing.T) {
 	if !s.Exists || s.Healthy || !strings.Contains(s.Reason, "zfs list failed") {
 		t.Fatalf("got %+v", s)
 	}
-	if s.Info.Name != "tank/nomad/scratch/scratch-1" {
-		t.Errorf("last good data lost: %+v", s.Info)
+	if s.Dataset != "tank/nomad/scratch/scratch-1" || s.Info.Available != 1<<29 || s.State != StateReady {
+		t.Errorf("last good data lost: %+v", s)
 	}
 }
 

@@ -12,12 +12,12 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-func slotRow(name string) zfs.Dataset {
-	return zfs.Dataset{
+func slotRow(name string) model.Info {
+	return model.InfoOf(&zfs.Dataset{
 		Name: name, Type: "filesystem", Mountpoint: "/" + name, Mounted: true,
 		Quota: 1 << 30, Compression: "lz4", Encryption: "off", Recordsize: 128 << 10,
 		Used: 100, Available: 900, Referenced: 50, CompressRatio: 1.5,
-	}
+	})
 }
 
 func testView() *model.View {
