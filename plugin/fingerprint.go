@@ -65,8 +65,17 @@ func deviceGroups(v *model.View) []*device.DeviceGroup {
 			Name:       cv.Class.Name,
 			Attributes: classAttributes(cv),
 		}
-		for _, s := range cv.Slots {
-			g.Devices = append(g.Devices, &device.Device{ID: s.ID, Healthy: s.Healthy, HealthDesc: s.Reason})
+		// One allocation for the class's instances; the stream keeps the
+		// last groups it sent, to compare.
+		var devs []device.Device
+		if len(cv.Slots) > 0 {
+			devs = make([]device.Device, len(cv.Slots))
+			g.Devices = make([]*device.Device, len(cv.Slots))
+		}
+		for si := range cv.Slots {
+			s := &cv.Slots[si]
+			devs[si] = device.Device{ID: s.ID, Healthy: s.Healthy, HealthDesc: s.Reason}
+			g.Devices[si] = &devs[si]
 		}
 		groups = append(groups, g)
 	}
