@@ -130,7 +130,9 @@ func (s *Slot) fillFromDataset(d *zfs.Dataset) {
 	s.State = State(u.Get(PropState))
 	s.Holder = u.Get(PropHolder)
 	s.Generation, _ = strconv.Atoi(u.Get(PropGeneration))
-	s.HolderIndex, _ = strconv.ParseUint(u.Get(PropHolderIndex), 10, 64)
+	if v := u.Get(PropHolderIndex); v != "" { // unset on a new slot: no error to build
+		s.HolderIndex, _ = strconv.ParseUint(v, 10, 64)
+	}
 	s.Outcome = u.Get(PropOutcome)
 	if secs, err := strconv.ParseInt(u.Get(PropSince), 10, 64); err == nil {
 		s.Since = time.Unix(secs, 0)
@@ -165,10 +167,17 @@ func SlotFromRows(cfg *Config, class, id string, rows []zfs.Dataset, parentMount
 // slotFrom builds one slot from scanned rows: its dataset (byName) and
 // what lies below it (below: its snapshots, and any child datasets).
 func slotFrom(cfg *Config, c Class, id string, byName map[string]*zfs.Dataset, below []*zfs.Dataset, parentMountpoint string) Slot {
-	s := Slot{ID: id, Class: c.Name, Dataset: cfg.SlotDataset(c.Name, id), WantOrigin: c.FromSnapshot,
-		Orphan: !cfg.Configured(c.Name, id)}
+	s := Slot{ID: id, Class: c.Name, WantOrigin: c.FromSnapshot, Orphan: !cfg.Configured(c.Name, id)}
 	if Mountable(parentMountpoint) {
 		s.WantMountpoint = parentMountpoint + "/" + c.Name + "/" + id
+	}
+	if rest, ok := strings.CutPrefix(parentMountpoint, "/"); ok && rest == cfg.Parent && s.WantMountpoint != "" {
+		// ZFS's default mountpoint: the path ends with the dataset's name,
+		// which ends with the ID. One string for the three.
+		s.Dataset = s.WantMountpoint[1:]
+		s.ID = s.Dataset[len(s.Dataset)-len(id):]
+	} else {
+		s.Dataset = cfg.SlotDataset(c.Name, id)
 	}
 	d, ok := byName[s.Dataset]
 	switch {
