@@ -195,3 +195,36 @@ func TestSameStats(t *testing.T) {
 		})
 	}
 }
+
+// TestFingerprintDigest: the fingerprint is sent again exactly when a
+// value in its groups changed.
+func TestFingerprintDigest(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(v *model.View)
+		same   bool
+	}{
+		{name: "rescanned, nothing changed", change: func(v *model.View) { v.Classes[0].Slots[0].Info.Used++ }, same: true},
+		{name: "a slot turned unhealthy", change: func(v *model.View) { v.Classes[0].Slots[0].Healthy = false }},
+		{name: "another reason", change: func(v *model.View) { v.Classes[0].Slots[1].Reason = "cannot create" }},
+		{name: "an attribute changed", change: func(v *model.View) { v.Classes[0].Slots[0].Info.Quota = 2 << 30 }},
+		{name: "a slot more", change: func(v *model.View) {
+			v.Classes[0].Slots = append(v.Classes[0].Slots, model.Slot{ID: "scratch-3"})
+		}},
+		{name: "a class more", change: func(v *model.View) { v.Classes = append(v.Classes, v.Classes[0]) }},
+	}
+	want, ok := digest(deviceGroups(testView()))
+	if !ok {
+		t.Fatal("the test view's groups have no digest")
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testView()
+			tc.change(v)
+			got, ok := digest(deviceGroups(v))
+			if !ok || (got == want) != tc.same {
+				t.Errorf("same digest %v (ok %v), want %v", got == want, ok, tc.same)
+			}
+		})
+	}
+}
