@@ -42,7 +42,8 @@ func TestMain(m *testing.M) {
 //	rss slots=10000 rss_mib=... hwm_mib=... anon_mib=... file_mib=... cpu_start_s=... cpu_20s_s=...
 //	    steady_rss_mib=... steady_anon_mib=... steady_file_mib=... cpu_130s_s=... all_healthy_ms=...
 //
-// NDZ_BENCH_STEADY=0 skips the steady-state reading. In a bench build
+// NDZ_BENCH_STEADY=0 skips the steady-state reading; NDZ_BENCH_RSSTRACE=path
+// writes the resident set every second to path.<pid>. In a bench build
 // (GOFLAGS=-tags=bench), NDZ_BENCH_HEAPPROFILE=path makes the plugin write
 // its heap profile and memory statistics every 10 s to path.<seconds>
 // (cmd/nomad-device-zfs/heapprofile_bench.go); its figures are then not
@@ -85,11 +86,16 @@ func TestPluginMemory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			trace := rssTrace(t, h.Pid(), healthyAt)
 			drain := func(d time.Duration) {
 				deadline := time.After(d)
+				tick := time.NewTicker(time.Second)
+				defer tick.Stop()
 				for {
 					select {
 					case <-stats:
+					case <-tick.C:
+						trace()
 					case <-deadline:
 						return
 					}
@@ -171,6 +177,26 @@ func waitAllHealthy(t *testing.T, ctx context.Context, h *devicemanager.Host, n 
 				return time.Now()
 			}
 		}
+	}
+}
+
+// rssTrace returns a function that appends the plugin's VmRSS and RssAnon
+// (MiB), with the seconds since all were healthy, to the file
+// $NDZ_BENCH_RSSTRACE.<pid> when that is set: the resident set between the
+// two readings, second by second (scans, Stats responses, collections).
+func rssTrace(t *testing.T, pid int, since time.Time) func() {
+	base := os.Getenv("NDZ_BENCH_RSSTRACE")
+	if base == "" {
+		return func() {}
+	}
+	fh, err := os.Create(fmt.Sprintf("%s.%d", base, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fh.Close() })
+	return func() {
+		m := memory(t, pid)
+		fmt.Fprintf(fh, "%.0f %.1f %.1f\n", time.Since(since).Seconds(), m["VmRSS"], m["RssAnon"])
 	}
 }
 
