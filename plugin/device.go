@@ -131,6 +131,14 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 		if watcher != nil {
 			go watcher.run(p.runCtx, p.settings.Nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs)
 		}
+		slots := 0
+		for _, c := range p.settings.Slots.Classes {
+			slots += c.Slots
+		}
+		limitMemory(slots, p.logger)
+		if LimitMemory {
+			go collectAfterScans(p.runCtx, p.mgr)
+		}
 		p.logger.Info("managing slots", "parent", p.settings.Slots.Parent, "classes", len(p.settings.Slots.Classes))
 	}
 	return p.mgr, p.settings, nil
