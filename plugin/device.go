@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -137,7 +138,7 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 		}
 		limitMemory(slots, p.logger)
 		if LimitMemory {
-			go collectAfterScans(p.runCtx, p.mgr)
+			go collectAfterScans(p.runCtx, p.mgr, collectAfter, debug.FreeOSMemory)
 		}
 		p.logger.Info("managing slots", "parent", p.settings.Slots.Parent, "classes", len(p.settings.Slots.Classes))
 	}
