@@ -28,8 +28,8 @@ const collectAfter = 2 * time.Second
 // pages to Go's background scavenger, which keeps what it may reuse up to
 // the soft limit: debug.FreeOSMemory returns them all. Once per scan it
 // costs a few milliseconds at 10,000 slots, and the next scan's page
-// faults. Run only with LimitMemory: a test hosting the plugin would
-// collect its own heap.
+// faults. Run only with the soft limit (limitMemory): a test hosting the
+// plugin would collect its own heap.
 func collectAfterScans(ctx context.Context, views viewSource, after time.Duration, collect func()) {
 	var last time.Time
 	for {

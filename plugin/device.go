@@ -136,8 +136,7 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 		for _, c := range p.settings.Slots.Classes {
 			slots += c.Slots
 		}
-		limitMemory(slots, p.logger)
-		if LimitMemory {
+		if limitMemory(slots, p.logger) {
 			go collectAfterScans(p.runCtx, p.mgr, collectAfter, debug.FreeOSMemory)
 		}
 		p.logger.Info("managing slots", "parent", p.settings.Slots.Parent, "classes", len(p.settings.Slots.Classes))

@@ -8,8 +8,9 @@ import (
 )
 
 // LimitMemory makes the process that manages slots give the Go runtime a
-// soft memory limit scaled to the configured slots (MemoryLimit), unless
-// GOMEMLIMIT is set in its environment (the agent's), which then decides.
+// soft memory limit scaled to the configured slots (MemoryLimit) and
+// collect after each scan (collectAfterScans), unless GOMEMLIMIT is set in
+// its environment (the agent's), which then decides.
 // The plugin binary's main sets it; tests, which host the plugin in their
 // own process, leave it off.
 //
@@ -37,16 +38,20 @@ func MemoryLimit(slots int) int64 {
 }
 
 // limitMemory applies MemoryLimit for slots when LimitMemory is set and
-// the environment does not set GOMEMLIMIT (Go reads that itself at start).
-func limitMemory(slots int, logger hclog.Logger) {
+// the environment does not set GOMEMLIMIT (Go reads that itself at start),
+// and says whether it did: the plugin then also collects after each scan
+// (collectAfterScans). With GOMEMLIMIT set, Go's own settings decide
+// alone; GOMEMLIMIT=off turns both off.
+func limitMemory(slots int, logger hclog.Logger) bool {
 	if !LimitMemory {
-		return
+		return false
 	}
 	if v := os.Getenv("GOMEMLIMIT"); v != "" {
 		logger.Debug("soft memory limit from the environment", "GOMEMLIMIT", v)
-		return
+		return false
 	}
 	limit := MemoryLimit(slots)
 	debug.SetMemoryLimit(limit)
 	logger.Debug("soft memory limit", "bytes", limit, "slots", slots)
+	return true
 }

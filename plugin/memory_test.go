@@ -32,8 +32,11 @@ func TestLimitMemory(t *testing.T) {
 			debug.SetMemoryLimit(before)
 			LimitMemory = tc.on
 			t.Setenv("GOMEMLIMIT", tc.env)
-			limitMemory(10000, hclog.NewNullLogger())
+			applied := limitMemory(10000, hclog.NewNullLogger())
 			got := debug.SetMemoryLimit(before)
+			if applied != tc.wantLimit {
+				t.Errorf("applied %v, want %v", applied, tc.wantLimit)
+			}
 			want := before
 			if tc.wantLimit {
 				want = MemoryLimit(10000)
