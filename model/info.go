@@ -14,11 +14,11 @@ import (
 // its listing's line, so a slot that kept its row kept the whole line
 // (about 250 bytes) and the row's 224; at 10,000 slots, with two views live
 // while a scan builds the next, that was the plugin's largest heap item.
-// Info copies the few strings it keeps into one small allocation per row,
-// and leaves out the name and mountpoint the slot already holds.
-// The row's name and mountpoint are the slot's Dataset and Mountpoint; a
-// slot's row is a filesystem (the scan lists filesystems and snapshots, and
-// a snapshot's name is never a slot's).
+// Info copies the few strings it keeps into one small allocation per row.
+// It leaves out the row's name and mountpoint, which are the slot's
+// Dataset and Mountpoint, and its type: a slot's row is a filesystem (the
+// scan lists filesystems and snapshots, and a snapshot's name is never a
+// slot's).
 type Info struct {
 	Used, Available, Referenced uint64
 	Quota, Refquota             uint64 // 0: none
