@@ -33,12 +33,21 @@ func TestMain(m *testing.M) {
 // reads the plugin process's resident set twice: 20 s after all instances
 // are healthy (VmRSS, and the peak so far, VmHWM), and at steady state,
 // 150 s after (Go collects at least every two minutes; until a collection
-// after the start-up burst, the heap keeps that burst's size). One line per
-// slot count:
+// after the start-up burst, the heap keeps that burst's size). With each
+// reading goes the plugin's own CPU time (user + system, not its zfs
+// children's): until all are healthy (cpu_start_s), over the next 20 s,
+// and over the 130 s to the steady reading (periodic scans), which is
+// where a tighter garbage collector would show. One line per slot count:
 //
-//	rss slots=10000 rss_mib=... hwm_mib=... anon_mib=... file_mib=... steady_rss_mib=... steady_anon_mib=... all_healthy_ms=...
+//	rss slots=10000 rss_mib=... hwm_mib=... anon_mib=... file_mib=... cpu_start_s=... cpu_20s_s=...
+//	    steady_rss_mib=... steady_anon_mib=... steady_file_mib=... cpu_130s_s=... all_healthy_ms=...
 //
-// NDZ_BENCH_STEADY=0 skips the steady-state reading.
+// NDZ_BENCH_STEADY=0 skips the steady-state reading; NDZ_BENCH_RSSTRACE=path
+// writes the resident set every second to path.<pid>. In a bench build
+// (GOFLAGS=-tags=bench), NDZ_BENCH_HEAPPROFILE=path makes the plugin write
+// its heap profile and memory statistics every 10 s to path.<seconds>
+// (cmd/nomad-device-zfs/heapprofile_bench.go); its figures are then not
+// the shipped binary's.
 func TestPluginMemory(t *testing.T) {
 	for _, n := range slotCounts(t, []int{10, 1000, 10000}) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
@@ -71,16 +80,22 @@ func TestPluginMemory(t *testing.T) {
 			defer cancel()
 			healthyAt := waitAllHealthy(t, ctx, h, n)
 			first := healthyAt.Sub(start)
+			cpuStart, _ := cpuSeconds(t, h.Pid())
 
 			stats, err := h.Device.Stats(ctx, time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
+			trace := rssTrace(t, h.Pid(), healthyAt)
 			drain := func(d time.Duration) {
 				deadline := time.After(d)
+				tick := time.NewTicker(time.Second)
+				defer tick.Stop()
 				for {
 					select {
 					case <-stats:
+					case <-tick.C:
+						trace()
 					case <-deadline:
 						return
 					}
@@ -88,12 +103,15 @@ func TestPluginMemory(t *testing.T) {
 			}
 			drain(20 * time.Second)
 			m := memory(t, h.Pid())
-			line := fmt.Sprintf("rss slots=%d rss_mib=%.1f hwm_mib=%.1f anon_mib=%.1f file_mib=%.1f",
-				n, m["VmRSS"], m["VmHWM"], m["RssAnon"], m["RssFile"])
+			cpu20, _ := cpuSeconds(t, h.Pid())
+			line := fmt.Sprintf("rss slots=%d rss_mib=%.1f hwm_mib=%.1f anon_mib=%.1f file_mib=%.1f cpu_start_s=%.2f cpu_20s_s=%.2f",
+				n, m["VmRSS"], m["VmHWM"], m["RssAnon"], m["RssFile"], cpuStart, cpu20-cpuStart)
 			if os.Getenv("NDZ_BENCH_STEADY") != "0" {
 				drain(130 * time.Second)
 				m = memory(t, h.Pid())
-				line += fmt.Sprintf(" steady_rss_mib=%.1f steady_anon_mib=%.1f", m["VmRSS"], m["RssAnon"])
+				cpuSteady, _ := cpuSeconds(t, h.Pid())
+				line += fmt.Sprintf(" steady_rss_mib=%.1f steady_anon_mib=%.1f steady_file_mib=%.1f cpu_130s_s=%.2f",
+					m["VmRSS"], m["RssAnon"], m["RssFile"], cpuSteady-cpu20)
 			}
 			fmt.Printf("%s all_healthy_ms=%d\n", line, first.Milliseconds())
 		})
@@ -159,6 +177,26 @@ func waitAllHealthy(t *testing.T, ctx context.Context, h *devicemanager.Host, n 
 				return time.Now()
 			}
 		}
+	}
+}
+
+// rssTrace returns a function that appends the plugin's VmRSS and RssAnon
+// (MiB), with the seconds since all were healthy, to the file
+// $NDZ_BENCH_RSSTRACE.<pid> when that is set: the resident set between the
+// two readings, second by second (scans, Stats responses, collections).
+func rssTrace(t *testing.T, pid int, since time.Time) func() {
+	base := os.Getenv("NDZ_BENCH_RSSTRACE")
+	if base == "" {
+		return func() {}
+	}
+	fh, err := os.Create(fmt.Sprintf("%s.%d", base, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fh.Close() })
+	return func() {
+		m := memory(t, pid)
+		fmt.Fprintf(fh, "%.0f %.1f %.1f\n", time.Since(since).Seconds(), m["VmRSS"], m["RssAnon"])
 	}
 }
 

@@ -3,6 +3,7 @@ package model
 import (
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -112,8 +113,9 @@ type Slot struct {
 	// WantOrigin is the snapshot the slot must be a clone of (the class's
 	// from_snapshot), "" for a plain dataset.
 	WantOrigin string
-	// Info is the dataset's last scanned row (sizes, properties).
-	Info zfs.Dataset
+	// Info is what the view keeps of the dataset's last scanned row (sizes,
+	// properties).
+	Info Info
 	// Healthy and Reason say whether the scheduler may place on the slot,
 	// and why not.
 	Healthy bool
@@ -123,16 +125,26 @@ type Slot struct {
 // fillFromDataset copies the recorded state of an owned dataset into s.
 func (s *Slot) fillFromDataset(d *zfs.Dataset) {
 	s.Exists = true
-	s.Info = *d
-	s.State = State(d.User.Get(PropState))
-	s.Holder = d.User.Get(PropHolder)
-	s.Generation, _ = strconv.Atoi(d.User.Get(PropGeneration))
-	s.HolderIndex, _ = strconv.ParseUint(d.User.Get(PropHolderIndex), 10, 64)
-	s.Outcome = d.User.Get(PropOutcome)
-	if secs, err := strconv.ParseInt(d.User.Get(PropSince), 10, 64); err == nil {
+	s.Info = InfoOf(d)
+	u := s.Info.User
+	s.State = State(u.Get(PropState))
+	s.Holder = u.Get(PropHolder)
+	s.Generation, _ = strconv.Atoi(u.Get(PropGeneration))
+	if v := u.Get(PropHolderIndex); v != "" { // unset on a new slot: no error to build
+		s.HolderIndex, _ = strconv.ParseUint(v, 10, 64)
+	}
+	s.Outcome = u.Get(PropOutcome)
+	if secs, err := strconv.ParseInt(u.Get(PropSince), 10, 64); err == nil {
 		s.Since = time.Unix(secs, 0)
 	}
-	s.Mountpoint = d.Mountpoint
+	// The row's strings are substrings of its listing's line: the slot
+	// keeps copies, or the one it already has, not the line.
+	switch d.Mountpoint {
+	case s.WantMountpoint:
+		s.Mountpoint = s.WantMountpoint
+	default:
+		s.Mountpoint = strings.Clone(d.Mountpoint)
+	}
 	s.Mounted = d.Mounted
 }
 
@@ -155,10 +167,17 @@ func SlotFromRows(cfg *Config, class, id string, rows []zfs.Dataset, parentMount
 // slotFrom builds one slot from scanned rows: its dataset (byName) and
 // what lies below it (below: its snapshots, and any child datasets).
 func slotFrom(cfg *Config, c Class, id string, byName map[string]*zfs.Dataset, below []*zfs.Dataset, parentMountpoint string) Slot {
-	s := Slot{ID: id, Class: c.Name, Dataset: cfg.SlotDataset(c.Name, id), WantOrigin: c.FromSnapshot,
-		Orphan: !cfg.Configured(c.Name, id)}
+	s := Slot{ID: id, Class: c.Name, WantOrigin: c.FromSnapshot, Orphan: !cfg.Configured(c.Name, id)}
 	if Mountable(parentMountpoint) {
 		s.WantMountpoint = parentMountpoint + "/" + c.Name + "/" + id
+	}
+	if rest, ok := strings.CutPrefix(parentMountpoint, "/"); ok && rest == cfg.Parent && s.WantMountpoint != "" {
+		// ZFS's default mountpoint: the path ends with the dataset's name,
+		// which ends with the ID. One string for the three.
+		s.Dataset = s.WantMountpoint[1:]
+		s.ID = s.Dataset[len(s.Dataset)-len(id):]
+	} else {
+		s.Dataset = cfg.SlotDataset(c.Name, id)
 	}
 	d, ok := byName[s.Dataset]
 	switch {
@@ -172,12 +191,12 @@ func slotFrom(cfg *Config, c Class, id string, byName map[string]*zfs.Dataset, b
 	for _, b := range below {
 		switch {
 		case ownSnapshot(b):
-			s.OwnSnapshots = append(s.OwnSnapshots, b.Name)
+			s.OwnSnapshots = append(s.OwnSnapshots, strings.Clone(b.Name))
 			if b.Name == s.Dataset+"@"+PristineSnapshot {
 				s.HasPristine = true
 			}
 		default:
-			s.Strangers = append(s.Strangers, b.Name)
+			s.Strangers = append(s.Strangers, strings.Clone(b.Name))
 		}
 	}
 	sort.Strings(s.OwnSnapshots)

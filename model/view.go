@@ -32,12 +32,11 @@ type View struct {
 	// retained data expires as recorded, and the class dataset itself is
 	// destroyed once nothing is left below it (ClassView.Empty).
 	Removed []ClassView
-	// index finds a slot by ID: class and slot position. BuildView fills
-	// it; a View built by hand is searched instead.
-	index map[string]slotPos
+	// classes finds a class by name; a slot's ID then gives its place
+	// (<class>-<n> is Slots[n-1]), with no map of 10,000 IDs in every
+	// view. BuildView fills it; a View built by hand is searched instead.
+	classes map[string]int
 }
-
-type slotPos struct{ class, slot int }
 
 // ClassView is one class's datasets.
 type ClassView struct {
@@ -89,48 +88,47 @@ type Retained struct {
 // SlotIndex finds a slot by ID: its class's index in Classes and its index
 // in that class's Slots.
 func (v *View) SlotIndex(id string) (class, slot int, ok bool) {
-	s, cv := v.Slot(id)
-	if s == nil {
+	if v == nil {
 		return 0, 0, false
 	}
-	if v.index != nil {
-		p := v.index[id]
-		return p.class, p.slot, true
+	if v.classes != nil {
+		return v.place(id)
 	}
 	for ci := range v.Classes {
-		if &v.Classes[ci] == cv {
-			for si := range cv.Slots {
-				if &cv.Slots[si] == s {
-					return ci, si, true
-				}
+		for si := range v.Classes[ci].Slots {
+			if v.Classes[ci].Slots[si].ID == id {
+				return ci, si, true
 			}
 		}
 	}
 	return 0, 0, false
 }
 
+// place finds slot id by its name: <class>-<n> is the class's Slots[n-1].
+func (v *View) place(id string) (class, slot int, ok bool) {
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 {
+		return 0, 0, false
+	}
+	ci, ok := v.classes[id[:i]]
+	if !ok {
+		return 0, 0, false
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || n < 1 || n > len(v.Classes[ci].Slots) || v.Classes[ci].Slots[n-1].ID != id {
+		return 0, 0, false
+	}
+	return ci, n - 1, true
+}
+
 // Slot finds a slot by ID, and its class.
 func (v *View) Slot(id string) (*Slot, *ClassView) {
-	if v == nil {
+	ci, si, ok := v.SlotIndex(id)
+	if !ok {
 		return nil, nil
 	}
-	if v.index != nil {
-		p, ok := v.index[id]
-		if !ok {
-			return nil, nil
-		}
-		cv := &v.Classes[p.class]
-		return &cv.Slots[p.slot], cv
-	}
-	for ci := range v.Classes {
-		cv := &v.Classes[ci]
-		for si := range cv.Slots {
-			if cv.Slots[si].ID == id {
-				return &cv.Slots[si], cv
-			}
-		}
-	}
-	return nil, nil
+	cv := &v.Classes[ci]
+	return &cv.Slots[si], cv
 }
 
 // Scan is the raw result of one scan: one zpool and one zfs process.
@@ -191,17 +189,11 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 
 	below := belowIndex(cfg, byName)
 	kids := childIndex(cfg, byName)
-	total := 0
-	for _, c := range cfg.Classes {
-		total += c.Slots
-	}
-	v.index = make(map[string]slotPos, total)
+	v.classes = make(map[string]int, len(cfg.Classes))
 	v.Classes = make([]ClassView, 0, len(cfg.Classes))
 	for ci, c := range cfg.Classes {
 		v.Classes = append(v.Classes, buildClass(cfg, c, byName, kids[cfg.ClassDataset(c.Name)], below, v.ParentMountpoint, s.CreateErrs, v.Problem))
-		for si := range v.Classes[ci].Slots {
-			v.index[v.Classes[ci].Slots[si].ID] = slotPos{ci, si}
-		}
+		v.classes[c.Name] = ci
 	}
 	v.Removed = removedClasses(cfg, byName, kids, below, v.ParentMountpoint, v.Problem)
 	return v
@@ -480,14 +472,14 @@ func prevDatasets(prev *View) map[string]*zfs.Dataset {
 		}
 		for si := range cv.Slots {
 			if s := &cv.Slots[si]; s.Exists {
-				m[s.Dataset] = &s.Info
+				m[s.Dataset] = s.row()
 			}
 		}
 		for ri := range cv.Retained {
 			m[cv.Retained[ri].Dataset] = &cv.Retained[ri].Info
 		}
 		for oi := range cv.Orphans {
-			m[cv.Orphans[oi].Dataset] = &cv.Orphans[oi].Info
+			m[cv.Orphans[oi].Dataset] = cv.Orphans[oi].row()
 		}
 		for pi := range cv.Parked {
 			m[cv.Parked[pi].Dataset] = &cv.Parked[pi].Info

@@ -137,8 +137,8 @@ func TestBuildViewKeepsLastGoodSet(t *testing.T) {
 	if !s.Exists || s.Healthy || !strings.Contains(s.Reason, "zfs list failed") {
 		t.Fatalf("got %+v", s)
 	}
-	if s.Info.Name != "tank/nomad/scratch/scratch-1" {
-		t.Errorf("last good data lost: %+v", s.Info)
+	if s.Dataset != "tank/nomad/scratch/scratch-1" || s.Info.Available != 1<<29 || s.State != StateReady {
+		t.Errorf("last good data lost: %+v", s)
 	}
 }
 
@@ -298,5 +298,44 @@ func TestStrangersBelowASlot(t *testing.T) {
 	}
 	if err := CheckRelease(cfg, s); err == nil || !strings.Contains(err.Error(), slot+"/child") {
 		t.Fatalf("CheckRelease: %v", err)
+	}
+}
+
+// TestSlotByID: a built view finds a slot from its ID alone (<class>-<n>
+// is Slots[n-1]) exactly where a search would, and nothing else.
+func TestSlotByID(t *testing.T) {
+	cfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "a-b", Slots: 3}, {Name: "a", Slots: 12}}}
+	v := BuildView(cfg, Scan{Pools: onlinePool(), Sets: []zfs.Dataset{fsRow("tank/nomad", nil)}}, nil)
+	searched := &View{Classes: v.Classes}
+	tests := []struct {
+		id        string
+		class, at int
+		found     bool
+	}{
+		{id: "a-b-1", class: 0, at: 0, found: true},
+		{id: "a-b-3", class: 0, at: 2, found: true},
+		{id: "a-1", class: 1, at: 0, found: true},
+		{id: "a-12", class: 1, at: 11, found: true},
+		{id: "a-b-4"},
+		{id: "a-13"},
+		{id: "a-0"},
+		{id: "a-01"},
+		{id: "a-+1"},
+		{id: "a--1"},
+		{id: "a-b"},
+		{id: "b-1"},
+		{id: "a"},
+		{id: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			for name, view := range map[string]*View{"built": v, "searched": searched} {
+				ci, si, ok := view.SlotIndex(tt.id)
+				s, cv := view.Slot(tt.id)
+				if ok != tt.found || (s != nil) != tt.found || (ok && (ci != tt.class || si != tt.at || s.ID != tt.id || cv != &view.Classes[ci])) {
+					t.Errorf("%s: SlotIndex %d %d %v, Slot %v", name, ci, si, ok, s)
+				}
+			}
+		})
 	}
 }

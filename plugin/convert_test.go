@@ -12,12 +12,12 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-func slotRow(name string) zfs.Dataset {
-	return zfs.Dataset{
+func slotRow(name string) model.Info {
+	return model.InfoOf(&zfs.Dataset{
 		Name: name, Type: "filesystem", Mountpoint: "/" + name, Mounted: true,
 		Quota: 1 << 30, Compression: "lz4", Encryption: "off", Recordsize: 128 << 10,
 		Used: 100, Available: 900, Referenced: 50, CompressRatio: 1.5,
-	}
+	})
 }
 
 func testView() *model.View {
@@ -191,6 +191,39 @@ func TestSameStats(t *testing.T) {
 			tc.change(v)
 			if got := sameStats(testView(), v); got != tc.same {
 				t.Errorf("sameStats = %v, want %v", got, tc.same)
+			}
+		})
+	}
+}
+
+// TestFingerprintDigest: the fingerprint is sent again exactly when a
+// value in its groups changed.
+func TestFingerprintDigest(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(v *model.View)
+		same   bool
+	}{
+		{name: "rescanned, nothing changed", change: func(v *model.View) { v.Classes[0].Slots[0].Info.Used++ }, same: true},
+		{name: "a slot turned unhealthy", change: func(v *model.View) { v.Classes[0].Slots[0].Healthy = false }},
+		{name: "another reason", change: func(v *model.View) { v.Classes[0].Slots[1].Reason = "cannot create" }},
+		{name: "an attribute changed", change: func(v *model.View) { v.Classes[0].Slots[0].Info.Quota = 2 << 30 }},
+		{name: "a slot more", change: func(v *model.View) {
+			v.Classes[0].Slots = append(v.Classes[0].Slots, model.Slot{ID: "scratch-3"})
+		}},
+		{name: "a class more", change: func(v *model.View) { v.Classes = append(v.Classes, v.Classes[0]) }},
+	}
+	want, ok := digest(deviceGroups(testView()))
+	if !ok {
+		t.Fatal("the test view's groups have no digest")
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testView()
+			tc.change(v)
+			got, ok := digest(deviceGroups(v))
+			if !ok || (got == want) != tc.same {
+				t.Errorf("same digest %v (ok %v), want %v", got == want, ok, tc.same)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -130,6 +131,13 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 		go func() { _ = p.mgr.Run(p.runCtx) }()
 		if watcher != nil {
 			go watcher.run(p.runCtx, p.settings.Nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs)
+		}
+		slots := 0
+		for _, c := range p.settings.Slots.Classes {
+			slots += c.Slots
+		}
+		if limitMemory(slots, p.logger) {
+			go collectAfterScans(p.runCtx, p.mgr, collectAfter, debug.FreeOSMemory)
 		}
 		p.logger.Info("managing slots", "parent", p.settings.Slots.Parent, "classes", len(p.settings.Slots.Classes))
 	}

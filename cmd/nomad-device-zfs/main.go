@@ -8,6 +8,12 @@ import (
 	"os"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/cli"
+	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 )
 
-func main() { os.Exit(cli.Main(os.Args)) }
+func main() {
+	// The process that manages slots sets a soft memory limit scaled to
+	// them, unless GOMEMLIMIT is set (plugin.LimitMemory).
+	plugin.LimitMemory = true
+	os.Exit(cli.Main(os.Args))
+}
