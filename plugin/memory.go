@@ -22,7 +22,7 @@ import (
 var LimitMemory bool
 
 // The soft memory limit is 8 MiB for the runtime, gRPC and Nomad's
-// packages, plus 768 bytes a slot: 15.3 MiB at 10,000 slots, where the two
+// packages, plus 600 bytes a slot: 13.7 MiB at 10,000 slots, where the two
 // views of a scan alone hold about 11 MB. Soft: while more is live (a
 // scan's peak at 10,000 slots, or a Stats response in Nomad's conversion),
 // Go exceeds it and collects more often meanwhile (the runtime caps its
