@@ -19,17 +19,12 @@ type viewSource interface {
 const collectAfter = 2 * time.Second
 
 // collectAfterScans runs one garbage collection, and returns the free
-// pages to the system, a little after each scan's view is published (not after the slots a release re-reads, which publish
-// over the same scan). A scan at 10,000 slots, and the Stats response that
-// follows it, leave tens of megabytes of garbage, and then the plugin sits
-// idle until the next scan: Go collects only as it allocates, so that
-// garbage stayed resident for the whole scan_interval (seen in the memory
-// benchmark's trace, NDZ_BENCH_RSSTRACE). A collection alone left the
-// pages to Go's background scavenger, which keeps what it may reuse up to
-// the soft limit: debug.FreeOSMemory returns them all. Once per scan it
-// costs a few milliseconds at 10,000 slots, and the next scan's page
-// faults. Run only with the soft limit (limitMemory): a test hosting the
-// plugin would collect its own heap.
+// pages to the system, a little after each scan's view is published (not
+// after the slots a release re-reads, which publish over the same scan):
+// see CollectAfterScans. A collection alone leaves the pages to Go's
+// background scavenger; debug.FreeOSMemory returns them all. Once per scan
+// it costs a few milliseconds at 10,000 slots, and the next scan's page
+// faults.
 func collectAfterScans(ctx context.Context, views viewSource, after time.Duration, collect func()) {
 	var last time.Time
 	for {

@@ -132,11 +132,7 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 		if watcher != nil {
 			go watcher.run(p.runCtx, p.settings.Nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs)
 		}
-		slots := 0
-		for _, c := range p.settings.Slots.Classes {
-			slots += c.Slots
-		}
-		if limitMemory(slots, p.logger) {
+		if CollectAfterScans {
 			go collectAfterScans(p.runCtx, p.mgr, collectAfter, debug.FreeOSMemory)
 		}
 		p.logger.Info("managing slots", "parent", p.settings.Slots.Parent, "classes", len(p.settings.Slots.Classes))

@@ -44,6 +44,8 @@ func main() {
 	if path := os.Getenv("NDZ_BENCH_CPUPROFILE"); path != "" {
 		profile(path, time.Minute)
 	}
+	// As the shipped binary: the collection after each scan.
+	plugin.CollectAfterScans = true
 	plugins.Serve(func(logger hclog.Logger) any { return plugin.NewWithRunner(logger, r) })
 }
 

@@ -12,8 +12,8 @@ import (
 )
 
 func main() {
-	// The process that manages slots sets a soft memory limit scaled to
-	// them, unless GOMEMLIMIT is set (plugin.LimitMemory).
-	plugin.LimitMemory = true
+	// The process that manages slots returns each scan's garbage to the
+	// system (plugin.CollectAfterScans).
+	plugin.CollectAfterScans = true
 	os.Exit(cli.Main(os.Args))
 }
