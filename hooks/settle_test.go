@@ -60,17 +60,7 @@ func TestBusyReleaseIsRetriedSoon(t *testing.T) {
 	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 	must(t, r.f.SetBusy(slot1, true))
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.m.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not stop")
-		}
-	}()
+	runManager(t, r.m)
 
 	r.allocs.set(alloc("A", 10, "complete", "run", "scratch-1"))
 	r.m.OnAllocs(r.allocs.snap())
@@ -83,6 +73,21 @@ func TestBusyReleaseIsRetriedSoon(t *testing.T) {
 		v, _ := r.m.View()
 		s, _ := v.Slot("scratch-1")
 		return s.State == model.StateReady && s.Generation == 2
+	})
+}
+
+// runManager runs m.Run until the test ends, and checks that it stops.
+func runManager(t *testing.T, m *Manager) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not stop")
+		}
 	})
 }
 
@@ -292,17 +297,7 @@ func TestReleaseRunsDuringAScan(t *testing.T) {
 	}
 
 	g.hold()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not stop")
-		}
-	}()
+	runManager(t, m)
 	select {
 	case <-g.held:
 	case <-time.After(30 * time.Second):

@@ -217,35 +217,30 @@ func TestNomadLifecycleFakeZFS(t *testing.T) {
 // processRunning reports whether a live process has every one of args
 // among its arguments.
 func processRunning(args ...string) bool {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if strings.Contains(string(stat), ") Z ") {
-			continue
-		}
-		have := strings.Split(string(cmdline), "\x00")
-		all := true
+	return len(processes(func(argv []string) bool {
 		for _, a := range args {
-			all = all && slices.Contains(have, a)
+			if !slices.Contains(argv, a) {
+				return false
+			}
 		}
-		if all {
-			return true
-		}
-	}
-	return false
+		return true
+	})) > 0
 }
 
 // pluginPID finds the long-lived plugin process started from pluginDir.
 func pluginPID(t *testing.T, pluginDir string) int {
 	t.Helper()
 	want := filepath.Join(pluginDir, "nomad-device-zfs")
+	found := processes(func(argv []string) bool { return argv[0] == want })
+	if len(found) != 1 {
+		t.Fatalf("want one plugin process from %s, found %v", want, found)
+	}
+	return found[0]
+}
+
+// processes lists the live processes whose argv match says, leaving out
+// the zombies of earlier runs.
+func processes(match func(argv []string) bool) []int {
 	var found []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -254,21 +249,18 @@ func pluginPID(t *testing.T, pluginDir string) int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
+		if err != nil || len(cmdline) == 0 {
 			continue
 		}
 		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
 		if strings.Contains(string(stat), ") Z ") {
-			continue // a zombie of an earlier run
+			continue
 		}
-		if strings.SplitN(string(cmdline), "\x00", 2)[0] == want {
+		if match(strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")) {
 			found = append(found, pid)
 		}
 	}
-	if len(found) != 1 {
-		t.Fatalf("want one plugin process from %s, found %v", want, found)
-	}
-	return found[0]
+	return found
 }
 
 func must(t testing.TB, err error) {
