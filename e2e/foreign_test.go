@@ -80,8 +80,8 @@ class "kept" {
 
 	// The operator moves the strangers away; every release goes on.
 	for _, h := range hs {
-		run(t, "zfs", "rename", h.ds+"/handmade", p.Parent+"/handmade-"+h.class)
-		run(t, "zfs", "destroy", h.ds+"@handmade")
+		runUnbusy(t, "zfs", "rename", h.ds+"/handmade", p.Parent+"/handmade-"+h.class)
+		runUnbusy(t, "zfs", "destroy", h.ds+"@handmade")
 	}
 	for _, h := range hs {
 		waitReleased(t, h.ds, h.gen)
@@ -107,7 +107,7 @@ class "kept" {
 	if !existsAny(t, kept+"/handmade") {
 		t.Fatalf("gc destroyed %s/handmade", kept)
 	}
-	run(t, "zfs", "destroy", kept+"/handmade")
+	runUnbusy(t, "zfs", "destroy", kept+"/handmade")
 	waitFor(t, releaseTimeout, kept+" pruned once the child is gone", func() (bool, string) {
 		return !existsAny(t, kept), "still there"
 	})

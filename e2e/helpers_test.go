@@ -54,6 +54,25 @@ func run(t testing.TB, name string, args ...string) string {
 	return out
 }
 
+// runUnbusy is run for an operator's zfs command on a mounted dataset that
+// may be "busy" for a while through no fault of the plugin: a container or
+// a task executor started meanwhile by a test beside it keeps a copy of
+// the host's mounts in its mount namespace until it exits. It retries
+// for releaseTimeout, stretched like every wait.
+func runUnbusy(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	var out string
+	waitFor(t, releaseTimeout, name+" "+strings.Join(args, " "), func() (bool, string) {
+		var err error
+		out, err = runErr(name, args...)
+		if err != nil && !strings.Contains(err.Error(), "is busy") {
+			t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	return out
+}
+
 func runErr(name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
