@@ -3,6 +3,7 @@ module github.com/nomad-device-zfs/nomad-device-zfs
 go 1.26
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.7.0
 	github.com/hashicorp/hcl v1.0.1-vault-7

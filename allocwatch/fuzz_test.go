@@ -1,6 +1,7 @@
 package allocwatch
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -70,11 +71,12 @@ func FuzzDecodeAllocs(f *testing.F) {
 		if c := s.clone(); !s.sameContent(c) {
 			t.Fatal("a clone differs from its snapshot")
 		}
-		// What the watcher decodes (nodeAlloc, the job skipped) converts to
-		// what the whole allocation does.
-		var partial []*nodeAlloc
-		if err := json.Unmarshal(body, &partial); err != nil {
-			t.Fatalf("decodes as []*api.Allocation but not as []*nodeAlloc: %v", err)
+		// What the watcher decodes (nodeAlloc, the job skipped, with
+		// decodeNodeAllocs) converts to what encoding/json makes of the
+		// whole allocation, as the api package decodes it.
+		partial, err := decodeNodeAllocs(bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("decodes as []*api.Allocation but not with decodeNodeAllocs: %v", err)
 		}
 		var converted []*api.Allocation
 		for _, n := range partial {

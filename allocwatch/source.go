@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,6 +74,11 @@ const (
 // nomadSource implements source with github.com/hashicorp/nomad/api.
 type nomadSource struct {
 	client    *api.Client
+	base      url.URL     // the client's address, for the requests built here
+	region    string      // the client's region, "" for the agent's
+	namespace string      // the client's namespace ($NOMAD_NAMESPACE)
+	headers   http.Header // the client's extra headers
+	httpAuth  *api.HttpBasicAuth
 	tokenFile string
 	logger    hclog.Logger
 	counts    *counter
@@ -81,6 +89,21 @@ type nomadSource struct {
 
 var _ source = (*nomadSource)(nil)
 
+// newNomadSource wraps client, made from ac; token is the first token.
+func newNomadSource(client *api.Client, ac *api.Config, tokenFile, token string, logger hclog.Logger, counts *counter) (*nomadSource, error) {
+	// Address is the client's, after api.NewClient made a unix socket's
+	// http://127.0.0.1.
+	base, err := url.Parse(client.Address())
+	if err != nil {
+		return nil, fmt.Errorf("nomad API address %q: %w", client.Address(), err)
+	}
+	return &nomadSource{
+		client: client, base: url.URL{Scheme: base.Scheme, User: base.User, Host: base.Host},
+		region: ac.Region, namespace: ac.Namespace, headers: ac.Headers.Clone(), httpAuth: ac.HttpAuth,
+		tokenFile: tokenFile, logger: logger, counts: counts, token: token,
+	}, nil
+}
+
 func (s *nomadSource) NodeAllocs(ctx context.Context, nodeID string, waitIndex uint64, wait time.Duration) ([]*api.Allocation, uint64, error) {
 	timeout := requestTimeout
 	if waitIndex > 0 {
@@ -90,16 +113,9 @@ func (s *nomadSource) NodeAllocs(ctx context.Context, nodeID string, waitIndex u
 	var index uint64
 	err := s.do(ctx, kindNodeAllocs, timeout, func(q *api.QueryOptions) error {
 		q.WaitIndex, q.WaitTime = waitIndex, wait
-		// Nodes().Allocations, decoding only what the watcher reads.
-		var out []*nodeAlloc
-		meta, err := s.client.Raw().Query("/v1/node/"+nodeID+"/allocations", &out, q)
+		out, idx, err := s.nodeAllocs(q, nodeID)
 		if err != nil {
 			return err
-		}
-		if meta.LastIndex == 0 {
-			// The api package ignores a missing header; Nomad always sends
-			// one (at least 1), so this is not a Nomad answer to trust.
-			return errNoIndex
 		}
 		allocs = make([]*api.Allocation, 0, len(out))
 		for _, n := range out {
@@ -107,13 +123,80 @@ func (s *nomadSource) NodeAllocs(ctx context.Context, nodeID string, waitIndex u
 				allocs = append(allocs, n.allocation())
 			}
 		}
-		index = meta.LastIndex
+		index = idx
 		return nil
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("listing allocations of node %s: %w", nodeID, err)
 	}
 	return allocs, index, nil
+}
+
+// nodeAllocs is Nodes().Allocations(nodeID, q) with the answer decoded by
+// decodeNodeAllocs instead of the api package's encoding/json. The request
+// is built as the api package builds it for the options the watcher sets
+// (token, index, wait; the client's region, namespace, headers and basic
+// auth) and goes through the api client's own HTTP client (its TLS, its
+// socket); a non-200 answer is an error httpStatus reads like the api
+// package's.
+func (s *nomadSource) nodeAllocs(q *api.QueryOptions, nodeID string) ([]*nodeAlloc, uint64, error) {
+	u := s.base // a copy; Address() is already http://127.0.0.1 for a unix socket
+	u.Path = "/v1/node/" + nodeID + "/allocations"
+	params := url.Values{}
+	if s.region != "" {
+		params.Set("region", s.region)
+	}
+	if s.namespace != "" {
+		params.Set("namespace", s.namespace)
+	}
+	if q.WaitIndex != 0 {
+		params.Set("index", strconv.FormatUint(q.WaitIndex, 10))
+	}
+	if q.WaitTime != 0 {
+		params.Set("wait", fmt.Sprintf("%dms", q.WaitTime/time.Millisecond))
+	}
+	u.RawQuery = params.Encode()
+	user := u.User
+	u.User = nil
+	req, err := http.NewRequestWithContext(q.Context(), http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	for k, v := range s.headers {
+		req.Header[k] = v
+	}
+	switch {
+	case user != nil:
+		pw, _ := user.Password()
+		req.SetBasicAuth(user.Username(), pw)
+	case s.httpAuth != nil:
+		req.SetBasicAuth(s.httpAuth.Username, s.httpAuth.Password)
+	}
+	if q.AuthToken != "" {
+		req.Header.Set("X-Nomad-Token", q.AuthToken)
+	}
+	// No Accept-Encoding of our own: net/http then asks for gzip and
+	// decompresses, as the api package does by hand.
+	resp, err := s.client.Raw().Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return nil, 0, &statusError{code: resp.StatusCode, body: strings.TrimSpace(string(body))}
+	}
+	index, err := strconv.ParseUint(resp.Header.Get("X-Nomad-Index"), 10, 64)
+	if err != nil || index == 0 {
+		// Nomad always sends one (at least 1), so this is not a Nomad
+		// answer to trust.
+		return nil, 0, errNoIndex
+	}
+	out, err := decodeNodeAllocs(resp.Body)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, index, nil
 }
 
 func (s *nomadSource) Node(ctx context.Context, nodeID string) error {
@@ -224,11 +307,32 @@ func (s *nomadSource) setToken(t string) {
 	s.token = t
 }
 
+// maxErrorBody bounds what is kept of a refusal's body.
+const maxErrorBody = 64 << 10
+
+// statusError is a non-200 answer to a request nomadSource makes itself,
+// worded as the api package words its UnexpectedResponseError.
+type statusError struct {
+	code int
+	body string
+}
+
+func (e *statusError) Error() string {
+	if e.body == "" {
+		return fmt.Sprintf("Unexpected response code: %d", e.code)
+	}
+	return fmt.Sprintf("Unexpected response code: %d (%s)", e.code, e.body)
+}
+
 // httpStatus returns the status code and body of an API error, or 0.
 func httpStatus(err error) (int, string) {
 	var ure api.UnexpectedResponseError
 	if errors.As(err, &ure) {
 		return ure.StatusCode(), ure.Body()
+	}
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.code, se.body
 	}
 	return 0, ""
 }

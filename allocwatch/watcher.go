@@ -58,7 +58,10 @@ func New(cfg Config, logger hclog.Logger) (*Watcher, error) {
 	// Once per watcher: the plugin retries New until it succeeds.
 	logTransport(logger, cfg, ac)
 	counts := &counter{}
-	src := &nomadSource{client: client, tokenFile: cfg.TokenFile, logger: logger, counts: counts, token: token}
+	src, err := newNomadSource(client, ac, cfg.TokenFile, token, logger, counts)
+	if err != nil {
+		return nil, err
+	}
 	return newWatcher(cfg, logger, src, counts), nil
 }
 
