@@ -19,19 +19,24 @@ export NDZ_CACHE NOMAD_VERSION
 help: ## List the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## Build the plugin binary into bin/.
+build: ## Build the plugin and the operator CLI into bin/.
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nomad-device-zfs
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)-ctl ./cmd/nomad-device-zfs-ctl
 
-dist: ## Release binaries (static, linux/amd64 and linux/arm64) and SHA256SUMS into dist/.
+dist: ## Release binaries (the plugin and the CLI; static, linux/amd64 and linux/arm64) and SHA256SUMS into dist/.
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	@set -e; for p in $(PLATFORMS); do os=$${p%/*} arch=$${p#*/}; \
-	  out=$(DIST)/nomad-device-zfs_$(VERSION)_$${os}_$${arch}; echo "  $$out"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$out ./cmd/nomad-device-zfs; \
+	  for cmd in nomad-device-zfs nomad-device-zfs-ctl; do \
+	    out=$(DIST)/$${cmd}_$(VERSION)_$${os}_$${arch}; echo "  $$out"; \
+	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$out ./cmd/$$cmd; \
+	  done; \
 	done
-	cd $(DIST) && sha256sum nomad-device-zfs_* >SHA256SUMS && sha256sum --quiet -c SHA256SUMS
-	@host=$(DIST)/nomad-device-zfs_$(VERSION)_$$($(GO) env GOOS)_$$($(GO) env GOARCH); \
+	cd $(DIST) && sha256sum nomad-device-zfs_* nomad-device-zfs-ctl_* >SHA256SUMS && sha256sum --quiet -c SHA256SUMS
+	@for cmd in nomad-device-zfs nomad-device-zfs-ctl; do \
+	  host=$(DIST)/$${cmd}_$(VERSION)_$$($(GO) env GOOS)_$$($(GO) env GOARCH); \
 	  if [ -x $$host ]; then got=$$($$host version); test "$$got" = "nomad-device-zfs $(VERSION)" || \
-	    { echo "$$host version: '$$got', want 'nomad-device-zfs $(VERSION)'"; exit 1; }; echo "  $$got"; fi
+	    { echo "$$host version: '$$got', want 'nomad-device-zfs $(VERSION)'"; exit 1; }; echo "  $$cmd: $$got"; fi; \
+	done
 
 nomad: ## Build (once, cached) the Nomad binary the tests use.
 	@tools/nomad-bin.sh

@@ -1,7 +1,7 @@
-// Package cli is the operator's side of the nomad-device-zfs binary. The
-// one binary installed in plugin_dir serves the device plugin when Nomad
-// starts it (NOMAD_PLUGIN_MAGIC_COOKIE is set) and is the operator CLI when
-// a person runs it:
+// Package cli is nomad-device-zfs-ctl, the operator CLI of the
+// nomad-device-zfs plugin (a binary of its own, cmd/nomad-device-zfs-ctl:
+// the plugin's binary links none of this, so what every client runs stays
+// small; run by a person, the plugin hands its arguments to this one):
 //
 //   - doctor: loads the plugin the way the agent does, from the agent's
 //     configuration, and checks everything it depends on, one line per

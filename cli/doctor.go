@@ -179,6 +179,19 @@ func (d *doctor) run(ctx context.Context, configs []string) {
 // another file name.
 const cmdPath = "github.com/nomad-device-zfs/nomad-device-zfs/cmd/nomad-device-zfs"
 
+// ctlPath is the operator CLI's main package: its binary is no plugin.
+const ctlPath = cmdPath + "-ctl"
+
+// mainPackage is the main package recorded in binary path's build
+// information, or "".
+func mainPackage(path string) string {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return bi.Path
+}
+
 // checkBinary checks the plugin binary against the block, as the agent's
 // loader pairs them: by file name. It reports whether the agent would
 // launch <plugin_dir>/nomad-device-zfs with the block.
@@ -194,6 +207,9 @@ func (d *doctor) checkBinary(ac *agentConfig, pluginDir string, block *config.Pl
 	switch {
 	case block != nil && exists && fi.Mode()&0o111 == 0:
 		d.fail("plugin binary %s is not executable: the agent skips it (chmod 755 %s)", want, want)
+	case block != nil && exists && mainPackage(want) == ctlPath:
+		d.fail("%s is the operator CLI (nomad-device-zfs-ctl), not the plugin: the agent could not start it; install the %s binary there",
+			want, plugin.Name)
 	case block != nil && exists:
 		d.ok("plugin binary %s matches its block plugin %q", want, plugin.Name)
 		return true
@@ -229,8 +245,7 @@ func pluginBinaries(dir string) []string {
 		if e.IsDir() || e.Name() == plugin.Name {
 			continue
 		}
-		p := filepath.Join(dir, e.Name())
-		if bi, err := buildinfo.ReadFile(p); err == nil && bi.Path == cmdPath {
+		if p := filepath.Join(dir, e.Name()); mainPackage(p) == cmdPath {
 			out = append(out, p)
 		}
 	}

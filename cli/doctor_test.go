@@ -11,6 +11,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -23,7 +24,9 @@ type doctorCase struct {
 	name string
 	// binary is the plugin binary's file name in plugin_dir.
 	binary string
-	parent string
+	// ctlAsPlugin puts the operator CLI there instead of the plugin.
+	ctlAsPlugin bool
+	parent      string
 	// token is the plugin's nomad.token; nomadExtra more of its nomad block.
 	token, nomadExtra string
 	// apiDown points nomad.address where nothing listens.
@@ -76,6 +79,8 @@ func TestDoctorFakeZFS(t *testing.T) {
 			fail: "is down: connection refused (is the agent running, and is nomad.address its HTTP address?)"},
 		{name: "binary name does not match its block", binary: "zfs-plugin",
 			fail: `✗ plugin binary is named @dir@/zfs-plugin, but the block is plugin "nomad-device-zfs": the agent loads a binary only under its block's name (mv @dir@/zfs-plugin @dir@/nomad-device-zfs)`},
+		{name: "the operator CLI installed as the plugin", ctlAsPlugin: true,
+			fail: `✗ @dir@/nomad-device-zfs is the operator CLI (nomad-device-zfs-ctl), not the plugin: the agent could not start it; install the nomad-device-zfs binary there`},
 		{name: "no plugin block", block: `plugin "raw_exec" { config { enabled = true } }`,
 			fail: `✗ no plugin "nomad-device-zfs" block in @cfg@: the agent loads @dir@/nomad-device-zfs only when a plugin block names it`},
 		{name: "invalid configuration", classExtra: "release { policy = \"shred\" }",
@@ -127,6 +132,11 @@ func TestDoctorFakeZFS(t *testing.T) {
 				tc.binary = "nomad-device-zfs"
 			}
 			dir := pluginDir(t, tc.binary)
+			if tc.ctlAsPlugin {
+				b, err := os.ReadFile(testrig.Ctl(t))
+				must(t, err)
+				must(t, os.WriteFile(filepath.Join(dir, tc.binary), b, 0o755))
+			}
 			if tc.parent == "" {
 				tc.parent = "tank/nomad"
 			}

@@ -42,6 +42,15 @@ func builtBinary(t testing.TB) string {
 	return testrig.Binary(t)
 }
 
+// ctlBinary is the operator CLI's binary, built once per test process.
+func ctlBinary(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the CLI binary")
+	}
+	return testrig.Ctl(t)
+}
+
 // pluginDir is a fresh plugin_dir holding the binary under name.
 func pluginDir(t testing.TB, name string) string {
 	t.Helper()

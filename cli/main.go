@@ -13,38 +13,33 @@ import (
 	"syscall"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/nomad/plugins"
 	"github.com/hashicorp/nomad/plugins/base"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-// Main is the binary's whole main: it returns the exit status.
+// Name is the operator CLI's binary, cmd/nomad-device-zfs-ctl.
+const Name = "nomad-device-zfs-ctl"
+
+// Main is nomad-device-zfs-ctl's whole main: it returns the exit status.
 //
-//   - Run by Nomad (the go-plugin magic cookie is in the environment): serve
-//     the device plugin until Nomad kills the process.
 //   - Run as zfs or zpool by a plugin that doctor hosts: the read-only shim.
+//   - Run by Nomad as a plugin (the go-plugin magic cookie is in the
+//     environment): refuse; the plugin is the nomad-device-zfs binary.
 //   - Otherwise: the operator CLI.
 func Main(args []string) int {
 	if code, ok := runShim(args); ok {
 		return code
 	}
 	if os.Getenv(base.Handshake.MagicCookieKey) != "" {
-		servePlugin()
-		return 0
+		fmt.Fprintf(os.Stderr, "%s is the operator CLI of %s, not the plugin: put the %s binary in plugin_dir\n",
+			Name, plugin.Name, plugin.Name)
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, args[1:], os.Stdout, os.Stderr)
-}
-
-// servePlugin runs the device plugin with Nomad's own plugins.Serve: the
-// logger Nomad expects (JSON on stderr, re-logged under the plugin's name;
-// go-plugin owns stdout for its handshake) and the gRPC server.
-func servePlugin() {
-	plugins.Serve(func(logger hclog.Logger) any { return plugin.New(logger) })
 }
 
 // env is what a command needs from the outside world; tests replace it.
@@ -115,12 +110,12 @@ func (e *env) run(ctx context.Context, args []string) int {
 func usage(w io.Writer) {
 	fmt.Fprintf(w, `Usage: %s <command> [options]
 
-The nomad-device-zfs device plugin (run by Nomad from its plugin_dir) and its
-operator CLI. Commands read the plugin's configuration from the Nomad agent's
-configuration files (-config, default %s).
+The operator CLI of the nomad-device-zfs device plugin (the binary Nomad runs
+from its plugin_dir). Commands read the plugin's configuration from the Nomad
+agent's configuration files (-config, default %s).
 
 Commands:
-`, plugin.Name, defaultConfigPath)
+`, Name, defaultConfigPath)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
@@ -129,7 +124,7 @@ Commands:
 	for _, n := range names {
 		fmt.Fprintf(w, "    %-9s %s\n", n, commands[n].synopsis)
 	}
-	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's options.\n", plugin.Name)
+	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's options.\n", Name)
 }
 
 // newFlags returns a command's flag set; its usage names the command.
@@ -137,7 +132,7 @@ func newFlags(e *env, name, args, help string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s %s [options] %s\n\n%s\n\nOptions:\n\n", plugin.Name, name, args, strings.TrimSpace(help))
+		fmt.Fprintf(fs.Output(), "Usage: %s %s [options] %s\n\n%s\n\nOptions:\n\n", Name, name, args, strings.TrimSpace(help))
 		fs.PrintDefaults()
 	}
 	return fs

@@ -52,7 +52,7 @@ func (a *cliAgent) run(t *testing.T, args ...string) (int, string) {
 	} else if err != nil {
 		t.Fatalf("running the CLI: %v", err)
 	}
-	t.Logf("$ nomad-device-zfs %s   → exit %d\n%s", strings.Join(args, " "), code, out.String())
+	t.Logf("$ nomad-device-zfs-ctl %s   → exit %d\n%s", strings.Join(args, " "), code, out.String())
 	return code, out.String()
 }
 
@@ -121,7 +121,7 @@ class "scratch" {
 	})
 	must(t, os.WriteFile(tokenFile, []byte(agent.CreateToken(t, "nomad-device-zfs", readFile(t, policyExample))), 0o600))
 	agent.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 2, 90*time.Second)
-	return &cliAgent{Agent: agent, f: f, exe: exe, bin: builtBinary(t)}
+	return &cliAgent{Agent: agent, f: f, exe: exe, bin: ctlBinary(t)}
 }
 
 const serviceJob = `job "web" {

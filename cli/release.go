@@ -151,7 +151,7 @@ func (r *releaser) run(ctx context.Context, configs []string, af *apiFlags, forc
 		}
 		if err := hooks.MarkReleasing(ctx, &st.Slots, z, seen, now); err != nil {
 			if errors.Is(err, hooks.ErrSlotChanged) {
-				return r.fail("%v; nothing changed: look again (nomad-device-zfs status)", err)
+				return r.fail("%v; nothing changed: look again (nomad-device-zfs-ctl status)", err)
 			}
 			return r.fail("cannot mark %s releasing: %v", seen.Dataset, err)
 		}

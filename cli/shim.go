@@ -26,7 +26,7 @@ const shimEnv = "NOMAD_DEVICE_ZFS_READONLY_PATH"
 
 // shimMarker starts the shim's refusal, so doctor can tell it from a zfs
 // failure in the hosted plugin's health reasons.
-const shimMarker = "nomad-device-zfs doctor: read-only"
+const shimMarker = "nomad-device-zfs-ctl doctor: read-only"
 
 // readOnly are the subcommands the shim lets through.
 var readOnly = map[string]map[string]bool{

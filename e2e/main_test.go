@@ -26,6 +26,10 @@ var (
 
 const pluginName = "nomad-device-zfs"
 
+// ctlName is the operator CLI, copied into pluginDir beside the plugin (the
+// agent skips it: no plugin block names it).
+const ctlName = "nomad-device-zfs-ctl"
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
@@ -84,7 +88,7 @@ func stage() (string, error) {
 	}
 	srcPlugins := os.Getenv("NDZ_E2E_PLUGIN_DIR")
 	if srcPlugins == "" {
-		return "", errors.New("set NDZ_E2E_PLUGIN_DIR to a directory holding the " + pluginName + " binary")
+		return "", errors.New("set NDZ_E2E_PLUGIN_DIR to a directory holding the " + pluginName + " and " + ctlName + " binaries")
 	}
 	dir, err := os.MkdirTemp("", "ndz-e2e-bin-")
 	if err != nil {
@@ -98,8 +102,10 @@ func stage() (string, error) {
 	if err := copyExecutable(nomad, nomadBin); err != nil {
 		return "", err
 	}
-	if err := copyExecutable(filepath.Join(srcPlugins, pluginName), filepath.Join(pluginDir, pluginName)); err != nil {
-		return "", err
+	for _, name := range []string{pluginName, ctlName} {
+		if err := copyExecutable(filepath.Join(srcPlugins, name), filepath.Join(pluginDir, name)); err != nil {
+			return "", err
+		}
 	}
 	return dir, nil
 }

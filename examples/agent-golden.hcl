@@ -19,7 +19,7 @@ plugin "nomad-device-zfs" {
         refquota = "20G"
       }
       # Keep a failed run's database for a day for a post-mortem
-      # (nomad-device-zfs status lists it); throw successful runs away.
+      # (nomad-device-zfs-ctl status lists it); throw successful runs away.
       release {
         policy     = "destroy"
         on_failure = "snapshot"

@@ -1,6 +1,6 @@
 # ACL policy for the plugin's allocation watcher: the least privilege. The
 # CLI's integration test runs a real agent with a token of exactly this
-# policy, and `nomad-device-zfs doctor` names the line a token lacks.
+# policy, and `nomad-device-zfs-ctl doctor` names the line a token lacks.
 #
 #   nomad acl policy apply -description "nomad-device-zfs allocation watcher" \
 #     nomad-device-zfs nomad-device-zfs.policy.hcl

@@ -68,7 +68,7 @@ func ReleasingProps(holder string, holderIndex uint64, outcome string, now time.
 	}
 }
 
-// OperatorReleaseProps are what `nomad-device-zfs release` writes on a slot
+// OperatorReleaseProps are what `nomad-device-zfs-ctl release` writes on a slot
 // it read as seen: releasing, outcome operator, the holder as recorded.
 func OperatorReleaseProps(seen Slot, now time.Time) map[string]string {
 	props := map[string]string{

@@ -39,6 +39,9 @@ export CGO_ENABLED=0
 go test -c -tags e2e -o "$work/e2e.test" ./e2e
 mkdir "$work/plugins"
 go build -trimpath -o "$work/plugins/nomad-device-zfs" ./cmd/nomad-device-zfs
+# The operator CLI beside it: the tests run status and gc (the agent skips
+# it: no plugin block names it).
+go build -trimpath -o "$work/plugins/nomad-device-zfs-ctl" ./cmd/nomad-device-zfs-ctl
 cp "$(tools/nomad-bin.sh)" "$work/nomad" # NOMAD_VERSION picks the version
 log "$("$work/nomad" version | head -n1)"
 

@@ -45,8 +45,8 @@ const (
 
 	// The operator.
 	EditConfig // slots raised or lowered, a class added or removed, policy changed; the plugin restarts
-	CLIRelease // nomad-device-zfs release <slot>: read now, mark releasing at a later event
-	CLIGC      // nomad-device-zfs gc: prune retained data that is due
+	CLIRelease // nomad-device-zfs-ctl release <slot>: read now, mark releasing at a later event
+	CLIGC      // nomad-device-zfs-ctl gc: prune retained data that is due
 
 	numKinds
 )

@@ -63,7 +63,7 @@ func (w *World) editConfig() {
 // plugin crash does not stop.
 func (w *World) cliZFS() *zfs.Client { return zfs.NewClient(w.fake) }
 
-// cliRelease is `nomad-device-zfs release <slot>` in two steps: it reads
+// cliRelease is `nomad-device-zfs-ctl release <slot>` in two steps: it reads
 // the slot and asks Nomad now, and marks it at its next event, so the
 // plugin may act in between (MarkReleasing must then refuse).
 func (w *World) cliRelease() {
@@ -100,7 +100,7 @@ func (w *World) cliRelease() {
 	w.logf("cli release %s: holder %s has ended; marking next", id, s.Holder)
 }
 
-// cliGC is `nomad-device-zfs gc`: prune retained data that is due.
+// cliGC is `nomad-device-zfs-ctl gc`: prune retained data that is due.
 func (w *World) cliGC() {
 	ctx := context.Background()
 	v, err := hooks.Inspect(ctx, &w.cfg, w.cliZFS())

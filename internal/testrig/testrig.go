@@ -1,6 +1,6 @@
 // Package testrig is the scaffolding the plugin, devicemanager and cli tests
-// share: the plugin binary built once per test process, plugin dirs holding
-// it, and a fake ZFS host (zfs/zfstest) with the operator's parent.
+// share: the plugin binary and the operator CLI built once per test
+// process, plugin dirs holding the plugin, and a fake ZFS host (zfs/zfstest) with the operator's parent.
 package testrig
 
 import (
@@ -22,34 +22,54 @@ import (
 // must carry.
 const BinaryName = "nomad-device-zfs"
 
-var (
-	buildOnce sync.Once
-	builtDir  string
-	builtErr  error
-)
+// CtlName is the operator CLI's file name.
+const CtlName = "nomad-device-zfs-ctl"
 
-// Binary builds cmd/nomad-device-zfs once per test process and returns its
-// path. Tests must not change the file; PluginDir copies it.
-func Binary(t testing.TB) string {
+// build is one binary of cmd/, built once per test process.
+type build struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+var plugin, ctl build
+
+// path builds ./cmd/<name> the first time, as it ships (make dist,
+// scripts/e2e.sh): static, no cgo. The memory bench measures the plugin's
+// process; a cgo build maps libc too.
+func (b *build) path(t testing.TB, name string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		builtDir, builtErr = os.MkdirTemp("", "ndz-testrig-")
-		if builtErr != nil {
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "ndz-testrig-")
+		if b.err != nil {
 			return
 		}
-		// Built as it ships (make dist, scripts/e2e.sh): static, no cgo.
-		// The memory bench measures this process; a cgo build maps libc too.
-		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(builtDir, BinaryName), "./cmd/nomad-device-zfs")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(b.dir, name), "./cmd/"+name)
 		cmd.Dir = moduleRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			builtErr = fmt.Errorf("building the plugin: %v\n%s", err, out)
+			b.err = fmt.Errorf("building %s: %v\n%s", name, err, out)
 		}
 	})
-	if builtErr != nil {
-		t.Fatal(builtErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return filepath.Join(builtDir, BinaryName)
+	return filepath.Join(b.dir, name)
+}
+
+// Binary builds the plugin (cmd/nomad-device-zfs) once per test process
+// and returns its path. Tests must not change the file; PluginDir copies
+// it.
+func Binary(t testing.TB) string {
+	t.Helper()
+	return plugin.path(t, BinaryName)
+}
+
+// Ctl builds the operator CLI (cmd/nomad-device-zfs-ctl) once per test
+// process and returns its path. Tests must not change the file.
+func Ctl(t testing.TB) string {
+	t.Helper()
+	return ctl.path(t, CtlName)
 }
 
 // PluginDir is a fresh plugin_dir holding the plugin binary under name
@@ -120,9 +140,11 @@ func moduleRoot() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
-// Cleanup removes what Binary built; TestMain calls it after m.Run.
+// Cleanup removes what Binary and Ctl built; TestMain calls it after m.Run.
 func Cleanup() {
-	if builtDir != "" {
-		os.RemoveAll(builtDir)
+	for _, b := range []*build{&plugin, &ctl} {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 	}
 }
