@@ -20,7 +20,7 @@ import (
 )
 
 // Name is the operator CLI's binary, cmd/nomad-device-zfs-ctl.
-const Name = "nomad-device-zfs-ctl"
+const Name = plugin.CtlName
 
 // Main is nomad-device-zfs-ctl's whole main: it returns the exit status.
 //

@@ -21,6 +21,9 @@ const (
 	// file name matches a `plugin "<name>"` block, and then knows it by this
 	// name: keep the binary, the block and this identical.
 	Name = "nomad-device-zfs"
+	// CtlName is the operator CLI's binary (cmd/nomad-device-zfs-ctl): the
+	// plugin's binary hands a person's commands to it.
+	CtlName = Name + "-ctl"
 	// Vendor and DeviceType make the device names zfs/dataset/<class>; the
 	// model reads them back from Nomad's allocations.
 	Vendor     = model.Vendor

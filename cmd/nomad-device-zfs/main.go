@@ -23,9 +23,6 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 )
 
-// ctlName is the operator CLI's file name.
-const ctlName = "nomad-device-zfs-ctl"
-
 func main() {
 	if os.Getenv(base.Handshake.MagicCookieKey) != "" {
 		serve()
@@ -61,7 +58,7 @@ func person(args []string, self string, stdout, stderr io.Writer, execve execFun
 	if err != nil {
 		fmt.Fprintf(stderr, "%s %s is the device plugin that Nomad runs from plugin_dir.\n"+
 			"The operator commands (doctor, status, release, gc, plan) are in %s, from the same release: "+
-			"install it on PATH or beside this binary.\n(%v)\n", plugin.Name, plugin.Version, ctlName, err)
+			"install it on PATH or beside this binary.\n(%v)\n", plugin.Name, plugin.Version, plugin.CtlName, err)
 		return 2
 	}
 	err = execve(ctl, append([]string{ctl}, args[1:]...), os.Environ())
@@ -76,11 +73,11 @@ func findCtl(self string) (string, error) {
 	if real, err := filepath.EvalSymlinks(self); err == nil {
 		self = real
 	}
-	beside := filepath.Join(filepath.Dir(self), ctlName)
+	beside := filepath.Join(filepath.Dir(self), plugin.CtlName)
 	if fi, err := os.Stat(beside); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 		return beside, nil
 	}
-	p, err := exec.LookPath(ctlName)
+	p, err := exec.LookPath(plugin.CtlName)
 	if err != nil {
 		return "", fmt.Errorf("none beside %s, and %w", self, err)
 	}

@@ -20,7 +20,7 @@ func TestPerson(t *testing.T) {
 	// install puts an executable ctl in a fresh directory.
 	install := func(t *testing.T) string {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, ctlName), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, plugin.CtlName), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		return dir
@@ -60,7 +60,7 @@ func TestPerson(t *testing.T) {
 			}, wantCode: 1, wantExec: "beside"},
 		{name: "no ctl anywhere", args: []string{"status"},
 			setup:    func(t *testing.T) (string, string) { return filepath.Join(t.TempDir(), plugin.Name), t.TempDir() },
-			wantCode: 2, wantErr: []string{"device plugin that Nomad runs from plugin_dir", ctlName, "doctor, status, release, gc, plan"}},
+			wantCode: 2, wantErr: []string{"device plugin that Nomad runs from plugin_dir", plugin.CtlName, "doctor, status, release, gc, plan"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,11 +95,11 @@ func TestPerson(t *testing.T) {
 				if err != nil {
 					real = self // no file there: setup made only the ctl
 				}
-				if want := filepath.Join(filepath.Dir(real), ctlName); gotPath != want {
+				if want := filepath.Join(filepath.Dir(real), plugin.CtlName); gotPath != want {
 					t.Errorf("exec'd %q, want %q", gotPath, want)
 				}
 			case "path":
-				if want := filepath.Join(path, ctlName); gotPath != want {
+				if want := filepath.Join(path, plugin.CtlName); gotPath != want {
 					t.Errorf("exec'd %q, want %q", gotPath, want)
 				}
 			}

@@ -22,7 +22,8 @@ import (
 // must carry.
 const BinaryName = "nomad-device-zfs"
 
-// CtlName is the operator CLI's file name.
+// CtlName is the operator CLI's file name, plugin.CtlName (the plugin's
+// tests use this package: it cannot import plugin).
 const CtlName = "nomad-device-zfs-ctl"
 
 // build is one binary of cmd/, built once per test process.
