@@ -1,6 +1,6 @@
 # Nomad client configuration for nomad-device-zfs: one class of scratch
-# datasets. Install the binary as <plugin_dir>/nomad-device-zfs (the file
-# name must match the plugin block's label) and create the parent first:
+# datasets. Install the plugin binary as <plugin_dir>/nomad-device-zfs (the
+# file name must match the plugin block's label) and create the parent first:
 #
 #   zfs create -o compression=lz4 tank/nomad
 #
