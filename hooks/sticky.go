@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -194,7 +195,16 @@ func (m *Manager) runParked(ctx context.Context, cv *model.ClassView) bool {
 		if step.Kind != model.ParkedRelease {
 			continue
 		}
-		if err := m.releaseParked(ctx, cv.Class, p, step.Reason); err != nil {
+		err := m.releaseParked(ctx, cv.Class, p, step.Reason)
+		switch {
+		case errors.Is(err, errParkedMoved):
+			m.logger.Info("parked data changed since the scan; next pass", "dataset", p.Dataset, "error", err)
+			changed = true // the view is stale: read again
+			continue
+		case errors.Is(err, errSlotInReserve):
+			m.logger.Debug("parked data at a slot's name is in a Reserve; next pass", "dataset", p.Dataset)
+			continue
+		case err != nil:
 			level := hclog.Error
 			if errors.Is(err, zfs.ErrBusy) {
 				level = hclog.Info // a process still has it open: the next pass retries
@@ -207,13 +217,44 @@ func (m *Manager) runParked(ctx context.Context, cv *model.ClassView) bool {
 	return changed
 }
 
+var (
+	// errParkedMoved: parked data is no longer what the pass planned from.
+	errParkedMoved = errors.New("parked data changed since it was read")
+	// errSlotInReserve: parked data at a slot's name, and a Reserve holds
+	// the slot.
+	errSlotInReserve = errors.New("the slot is in a Reserve")
+)
+
 // releaseParked gives parked data no replacement will claim back by the
 // class's policy for its holder's outcome: the snapshot policy keeps it as
 // retained data, the others destroy it.
+//
+// The pass plans from a scan, and a Reserve may have claimed the data since
+// (the scan runs beside the lifecycle): p is read again under its lock and
+// released only if it is still the same parked data. Parked data at a
+// slot's name (a claim a crash interrupted) is the slot's, which a Reserve
+// finishes under the slot's lock: that lock is taken first, as Reserve
+// takes it before a parked dataset's, and skipped when busy, as a pass's
+// step skips a slot in a Reserve.
 func (m *Manager) releaseParked(ctx context.Context, c model.Class, p model.Retained, why string) error {
+	if id := path.Base(p.Dataset); p.Dataset == m.cfg.SlotDataset(c.Name, id) {
+		slot := m.locks.get(id)
+		if !slot.TryLock() {
+			return errSlotInReserve
+		}
+		defer slot.Unlock()
+	}
 	lock := m.locks.get(p.Dataset)
 	lock.Lock()
 	defer lock.Unlock()
+	cur, err := m.readParked(ctx, p.Dataset)
+	if err != nil {
+		return err
+	}
+	if cur == nil || cur.State != p.State || cur.Holder != p.Holder || cur.Info.GUID != p.Info.GUID {
+		return fmt.Errorf("%w: %s", errParkedMoved, p.Dataset)
+	}
+	p = *cur
 	if err := model.CheckDestroyRetained(m.cfg, p); err != nil {
 		return err
 	}

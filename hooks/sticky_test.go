@@ -290,3 +290,60 @@ func TestStickyPairsByTask(t *testing.T) {
 		t.Fatalf("B's main task (scratch-2) and side task (scratch-1) read %q, want main,side", got)
 	}
 }
+
+// TestParkedReleaseActsOnTheDataAsItIs: a pass plans from a scan, which
+// runs beside the lifecycle. Parked data at a slot's name (a claim a crash
+// interrupted) that the scan shows due for release may have been claimed
+// since by a Reserve, or be in one: the pass then leaves it, and releases
+// it only as it is now (found by the lifecycle simulation, seed 605520: a
+// running replacement's slot destroyed as its predecessor's parked data).
+func TestParkedReleaseActsOnTheDataAsItIs(t *testing.T) {
+	cases := []struct {
+		name string
+		// meanwhile happens between the scan and its pass.
+		meanwhile func(r *lifecycleRig) (unlock func())
+		// kept: scratch-2 still holds A's data after the pass.
+		kept bool
+	}{
+		{name: "claimed since the scan", kept: true, meanwhile: func(r *lifecycleRig) func() {
+			must(r.t, r.c.Set(r.t.Context(), "tank/nomad/scratch/scratch-2",
+				model.ClaimedProps("tank/nomad/scratch/scratch-2", successor("C", 30, "running", "scratch-2", "B"), 3, time.Now())))
+			return func() {}
+		}},
+		{name: "the slot in a Reserve", kept: true, meanwhile: func(r *lifecycleRig) func() {
+			l := r.m.locks.get("scratch-2")
+			l.Lock()
+			return l.Unlock
+		}},
+		{name: "unchanged: released", kept: false, meanwhile: func(*lifecycleRig) func() { return func() {} }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := stickyRig(t, model.Release{})
+			r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+			r.write("state", "A's data")
+			r.allocs.set(replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "pending", "scratch-2", "A"))
+			r.m.OnAllocs(r.allocs.snap())
+			r.m.Settle(t.Context()) // parks
+			// B's claim, up to its rename; then the plugin restarts.
+			ctx := t.Context()
+			must(t, r.c.Destroy(ctx, "tank/nomad/scratch/scratch-2", zfs.DestroyOptions{}))
+			must(t, r.c.Set(ctx, "tank/nomad/scratch/parked-A-scratch-1", model.ClaimAsProps("tank/nomad/scratch/scratch-2")))
+			must(t, r.c.Rename(ctx, "tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2"))
+			r.m = NewManager(r.m.cfg, r.c, r.allocs, r.m.logger)
+			r.m.Reconcile(ctx) // no snapshot yet: scan and publish only
+
+			// The scan sees the parked data with B failed: due for release.
+			stale := r.m.Scan(ctx)
+			r.allocs.set(replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "failed", "scratch-2", "A"))
+			r.m.storeSnapshot(r.allocs.snap())
+			unlock := tc.meanwhile(r)
+			r.m.ReconcileScanned(ctx, stale)
+			unlock()
+
+			if got := r.readIn("scratch-2", "state") == "A's data"; got != tc.kept {
+				t.Fatalf("A's data in scratch-2: %v, want %v (datasets %v)", got, tc.kept, r.datasetNames())
+			}
+		})
+	}
+}
