@@ -21,10 +21,10 @@ const createConcurrency = 4
 // publishEvery paces the partial views published while slots are created:
 // a node with many new slots offers them a batch at a time, each batch read
 // back with one zfs list, without re-registering the node for every one.
-// The first batch goes out as soon as every class has a slot done: the
-// agent waits for a device plugin's first fingerprint before it registers
-// the node, and a device added after that reaches the servers only with
-// the client's next node update, seconds later.
+// The first batch waits as long: the agent registers the node with a device
+// plugin's first fingerprint, and a device added after that reaches the
+// servers only with the client's next node update, seconds later, so a
+// node whose slots are all made within it offers them all at once.
 const publishEvery = time.Second
 
 // SetCreateConcurrency sets how many slots a pass creates or mounts at once
@@ -35,9 +35,9 @@ func (m *Manager) SetCreateConcurrency(n int) { m.concurrency = max(n, 1) }
 // apply runs the planned actions and returns a reason for each dataset it
 // could not create. Class datasets go first, in order; a class that failed
 // skips its slots. Slots are then created and mounted, up to concurrency at
-// once, taking the classes in turn; as soon as each class has one done, and
-// then every publishEvery, those done since are read back (one zfs list)
-// and published over v, once every class has a slot to offer.
+// once, taking the classes in turn; every publishEvery, those done since
+// are read back (one zfs list) and published over v, once every class has a
+// slot to offer.
 func (m *Manager) apply(ctx context.Context, v *model.View, acts []model.Action) map[string]string {
 	failed := map[string]string{}
 	badClass := map[string]string{}
@@ -59,22 +59,19 @@ func (m *Manager) apply(ctx context.Context, v *model.View, acts []model.Action)
 		}
 	}
 
-	var mu sync.Mutex // guards failed, done, left, firsts, firstTried and lastPublish
-	var done []model.Action
-	lastPublish := time.Now()
+	// A failed class's slots are recorded before any create runs: the
+	// creates write failed too.
 	var work []model.Action
-	classes := map[string]bool{} // the classes slots are created for
 	for _, a := range interleave(slots) {
 		if reason, bad := badClass[a.Class]; bad {
 			failed[a.Dataset] = reason
 			continue
 		}
 		work = append(work, a)
-		classes[a.Class] = true
 	}
-	firsts := map[string]bool{} // of those, the ones with a slot done
-	firstTried := false
-	left := len(work) // not finished yet
+	var mu sync.Mutex // guards failed, done and lastPublish
+	var done []model.Action
+	lastPublish := time.Now()
 	var g errgroup.Group
 	g.SetLimit(m.concurrency)
 	for _, a := range work {
@@ -82,18 +79,14 @@ func (m *Manager) apply(ctx context.Context, v *model.View, acts []model.Action)
 			ok, err := m.slotAction(ctx, a)
 			mu.Lock()
 			defer mu.Unlock()
-			left--
 			if reason := m.logAction(a, ok, err); reason != "" {
 				failed[a.Dataset] = reason
 				return nil
 			}
 			if ok {
 				done = append(done, a)
-				firsts[a.Class] = true
 			}
-			first := !firstTried && len(firsts) == len(classes) && left > 0 // the pass's own scan follows the last
-			if len(done) > 0 && (first || time.Since(lastPublish) >= publishEvery) {
-				firstTried = firstTried || first
+			if len(done) > 0 && time.Since(lastPublish) >= publishEvery {
 				m.rereadMany(ctx, v, done)
 				m.publishPartial(v)
 				done, lastPublish = nil, time.Now()

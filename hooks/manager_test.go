@@ -68,10 +68,9 @@ func TestManagerCreatesReadySlots(t *testing.T) {
 			t.Errorf("%s: mountpoint: %v", s.ID, err)
 		}
 	}
-	// One scan is one zfs list: two scans here (before and after creating),
-	// and the read-back of the first batch, offered while the rest are made.
-	if n := zfsCalls(f, "list"); n != 3 {
-		t.Errorf("%d zfs list processes, want 3", n)
+	// One scan is one zfs list: two scans here (before and after creating).
+	if n := zfsCalls(f, "list"); n != 2 {
+		t.Errorf("%d zfs list processes, want 2", n)
 	}
 
 	// A second pass has nothing to do: one list, no create.
