@@ -208,8 +208,8 @@ func (d *doctor) checkBinary(ac *agentConfig, pluginDir string, block *config.Pl
 	case block != nil && exists && fi.Mode()&0o111 == 0:
 		d.fail("plugin binary %s is not executable: the agent skips it (chmod 755 %s)", want, want)
 	case block != nil && exists && mainPackage(want) == ctlPath:
-		d.fail("%s is the operator CLI (nomad-device-zfs-ctl), not the plugin: the agent could not start it; install the %s binary there",
-			want, plugin.Name)
+		d.fail("%s is the operator CLI (%s), not the plugin: the agent could not start it; install the %s binary there",
+			want, plugin.CtlName, plugin.Name)
 	case block != nil && exists:
 		d.ok("plugin binary %s matches its block plugin %q", want, plugin.Name)
 		return true

@@ -1,6 +1,7 @@
 // Package testrig is the scaffolding the plugin, devicemanager and cli tests
 // share: the plugin binary and the operator CLI built once per test
-// process, plugin dirs holding the plugin, and a fake ZFS host (zfs/zfstest) with the operator's parent.
+// process, plugin dirs holding the plugin, and a fake ZFS host
+// (zfs/zfstest) with the operator's parent.
 package testrig
 
 import (
@@ -33,7 +34,7 @@ type build struct {
 	err  error
 }
 
-var plugin, ctl build
+var pluginBuild, ctlBuild build
 
 // path builds ./cmd/<name> the first time, as it ships (make dist,
 // scripts/e2e.sh): static, no cgo. The memory bench measures the plugin's
@@ -63,14 +64,14 @@ func (b *build) path(t testing.TB, name string) string {
 // it.
 func Binary(t testing.TB) string {
 	t.Helper()
-	return plugin.path(t, BinaryName)
+	return pluginBuild.path(t, BinaryName)
 }
 
 // Ctl builds the operator CLI (cmd/nomad-device-zfs-ctl) once per test
 // process and returns its path. Tests must not change the file.
 func Ctl(t testing.TB) string {
 	t.Helper()
-	return ctl.path(t, CtlName)
+	return ctlBuild.path(t, CtlName)
 }
 
 // PluginDir is a fresh plugin_dir holding the plugin binary under name
@@ -143,7 +144,7 @@ func moduleRoot() string {
 
 // Cleanup removes what Binary and Ctl built; TestMain calls it after m.Run.
 func Cleanup() {
-	for _, b := range []*build{&plugin, &ctl} {
+	for _, b := range []*build{&pluginBuild, &ctlBuild} {
 		if b.dir != "" {
 			os.RemoveAll(b.dir)
 		}
