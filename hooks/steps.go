@@ -186,3 +186,15 @@ func (m *Manager) current(id string) (*model.Slot, *model.ClassView) {
 	cp := *s
 	return &cp, cv
 }
+
+// slotsNamed returns the slots ids name, as last read (current); those
+// the view does not have are left out.
+func (m *Manager) slotsNamed(ids []string) []model.Slot {
+	var slots []model.Slot
+	for _, id := range ids {
+		if s, _ := m.current(id); s != nil {
+			slots = append(slots, *s)
+		}
+	}
+	return slots
+}

@@ -37,7 +37,14 @@ const parkedPrefix = "parked-"
 // or may still reschedule it (it failed or was lost, and is not stopped).
 // An operator's release, a holder gone from Nomad (no record of a
 // replacement) and a completed one that nothing replaces get the policy.
-func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string) bool {
+//
+// named are the slots, as last read, that the replacement's devices name:
+// a replacement already recorded on one of them got it as its own (it was
+// placed while the class was not sticky yet, or its Reserve gave up
+// waiting), and no Reserve of it will claim anything now. Its
+// predecessor's data gets the policy at once rather than parked data that
+// only PlanParked's next look releases.
+func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string, named []Slot) bool {
 	if !c.Sticky || s.Orphan {
 		return false
 	}
@@ -46,9 +53,38 @@ func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string) bool {
 		return false
 	}
 	if holder.NextAllocation != "" {
-		return true
+		_, started := recordedOn(named, holder.NextAllocation)
+		return !started
 	}
 	return (outcome == OutcomeFailed || outcome == OutcomeLost) && !holder.ServerTerminal()
+}
+
+// ReplacementNames lists the slots of class c that holder's replacement
+// names, as snap shows it: what Parks looks at. None when snap does not
+// show the replacement.
+func (c Class) ReplacementNames(holder allocwatch.Alloc, snap *allocwatch.Snapshot) []string {
+	next, ok := findAlloc(snap, holder.NextAllocation)
+	if !ok || holder.NextAllocation == "" {
+		return nil
+	}
+	var ids []string
+	for _, d := range next.Devices {
+		if d.Vendor == Vendor && d.Type == DeviceType && d.Name == c.Name {
+			ids = append(ids, d.IDs...)
+		}
+	}
+	return ids
+}
+
+// recordedOn finds the slot among slots that records allocation id as its
+// holder (held or releasing): id started on it without inheriting.
+func recordedOn(slots []Slot, id string) (Slot, bool) {
+	for _, s := range slots {
+		if s.Exists && s.Holder == id && (s.State == StateHeld || s.State == StateReleasing) {
+			return s, true
+		}
+	}
+	return Slot{}, false
 }
 
 // Predecessor finds whose data a Reserve of slot id by caller inherits:
@@ -206,10 +242,8 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *allocwatch.Snapshot, lo
 	case next.ClientTerminal():
 		return release("its replacement %s ended without claiming it", short(next.ID))
 	}
-	for _, s := range slots {
-		if s.Exists && s.Holder == next.ID && (s.State == StateHeld || s.State == StateReleasing) {
-			return release("its replacement %s started on %s without it", short(next.ID), s.ID)
-		}
+	if s, ok := recordedOn(slots, next.ID); ok {
+		return release("its replacement %s started on %s without it", short(next.ID), s.ID)
 	}
 	return ParkedStep{Kind: ParkedKeep, Reason: "waiting for " + short(next.ID) + " to start"}
 }

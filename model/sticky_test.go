@@ -22,22 +22,31 @@ func TestParks(t *testing.T) {
 		slot    Slot
 		holder  allocwatch.Alloc
 		outcome string
+		named   []Slot
 		want    bool
 	}{
-		{"replaced", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, true},
-		{"job stopped", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "", "pg-1"), OutcomeComplete, false},
-		{"batch done", sticky, Slot{}, stickyAlloc("A", "complete", "run", "", "", "pg-1"), OutcomeComplete, false},
-		{"failed, may be rescheduled", sticky, Slot{}, stickyAlloc("A", "failed", "run", "", "", "pg-1"), OutcomeFailed, true},
-		{"failed and stopped", sticky, Slot{}, stickyAlloc("A", "failed", "stop", "", "", "pg-1"), OutcomeFailed, false},
-		{"lost, replaced", sticky, Slot{}, stickyAlloc("A", "lost", "stop", "", "B", "pg-1"), OutcomeLost, true},
-		{"gone from Nomad", sticky, Slot{}, allocwatch.Alloc{ID: "A"}, OutcomeGone, false},
-		{"operator's release", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeOperator, false},
-		{"orphan", sticky, Slot{Orphan: true}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, false},
-		{"not sticky", Class{Name: "pg"}, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, false},
+		{"replaced", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, true},
+		{"job stopped", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "", "pg-1"), OutcomeComplete, nil, false},
+		{"batch done", sticky, Slot{}, stickyAlloc("A", "complete", "run", "", "", "pg-1"), OutcomeComplete, nil, false},
+		{"failed, may be rescheduled", sticky, Slot{}, stickyAlloc("A", "failed", "run", "", "", "pg-1"), OutcomeFailed, nil, true},
+		{"failed and stopped", sticky, Slot{}, stickyAlloc("A", "failed", "stop", "", "", "pg-1"), OutcomeFailed, nil, false},
+		{"lost, replaced", sticky, Slot{}, stickyAlloc("A", "lost", "stop", "", "B", "pg-1"), OutcomeLost, nil, true},
+		{"gone from Nomad", sticky, Slot{}, allocwatch.Alloc{ID: "A"}, OutcomeGone, nil, false},
+		{"operator's release", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeOperator, nil, false},
+		{"orphan", sticky, Slot{Orphan: true}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
+		{"replacement ready for its claim", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
+			[]Slot{{ID: "pg-2", Exists: true, State: StateReady}}, true},
+		{"replacement recorded on its own slot", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
+			[]Slot{{ID: "pg-2", Exists: true, State: StateHeld, Holder: "B"}}, false},
+		{"replacement's own slot releasing", sticky, Slot{}, stickyAlloc("A", "failed", "stop", "", "B", "pg-1"), OutcomeFailed,
+			[]Slot{{ID: "pg-2", Exists: true, State: StateReleasing, Holder: "B"}}, false},
+		{"another allocation on the named slot", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
+			[]Slot{{ID: "pg-2", Exists: true, State: StateHeld, Holder: "C"}}, true},
+		{"not sticky", Class{Name: "pg"}, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.class.Parks(tc.slot, tc.holder, tc.outcome); got != tc.want {
+			if got := tc.class.Parks(tc.slot, tc.holder, tc.outcome, tc.named); got != tc.want {
 				t.Errorf("Parks = %v, want %v", got, tc.want)
 			}
 		})

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,7 @@ func TestRegressions(t *testing.T) {
 		s.step(a) // the client stops a: 20s kill timeout
 		s.step(b) // pull
 		s.step(b) // start: Reserve waits for a to end, then must see it
+		t.Log(strings.Join(s.w.timeline, "\n"))
 		if s.phase(b) != running {
 			t.Fatalf("replacement is %v\n%s", s.phase(b), strings.Join(s.w.timeline, "\n"))
 		}
@@ -232,5 +234,37 @@ func TestRegressions(t *testing.T) {
 			t.Fatal("the plugin did not reach the owner mark of the retained data")
 		}
 		s.settle()
+	})
+	t.Run("a class made sticky under a replacement already recorded on its own slot", func(t *testing.T) {
+		s := newScript(t)
+		s.w.cfg.Classes[1].Slots = 2
+		s.w.kill("two slots")
+		s.w.launch("two slots")
+		s.w.fingerprint()
+		a := s.submit("j1", "", 80, 30*time.Second)[0]
+		js := s.w.jobs["j1"]
+		js.job.Groups[0].Tasks[0].Version = "2" // a destructive update: b replaces a
+		ev, err := s.w.cluster.Register(js.job)
+		if err != nil || len(ev.Placed) != 1 || len(ev.Stopped) != 1 || ev.Stopped[0] != a {
+			t.Fatalf("the update: %+v %v", ev, err)
+		}
+		s.w.eval(ev, nil)
+		b := ev.Placed[0].AllocID
+		s.step(a) // pulled: to stop before it started
+		if la, _ := s.w.localGet(a); slices.Equal(la.deviceIDs(), ev.Placed[0].Devices["main"]) {
+			t.Fatalf("the replacement is on its predecessor's slot\n%s", strings.Join(s.w.timeline, "\n"))
+		}
+		s.watchAndReconcile() // the class is not sticky: both recorded on their slots
+		s.step(a)             // a ends; it never ran
+		s.w.cfg.Classes[1].Sticky, s.w.cfg.Classes[1].StickyWait = true, 10*time.Minute
+		s.w.noteSticky()
+		s.w.kill("scratch made sticky")
+		s.w.launch("scratch made sticky")
+		s.w.watch() // the pass it starts releases a's slot; nothing parked for b, which has its own
+		s.check()
+		s.settle() // b starts
+		if s.phase(b) != running {
+			t.Fatalf("the replacement is %v\n%s", s.phase(b), strings.Join(s.w.timeline, "\n"))
+		}
 	})
 }
