@@ -147,6 +147,12 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
 			w.logger.Trace("answer unchanged", "index", snap.Index, "timed_out", timedOut)
 			continue
 		}
+		if changed {
+			// Where a slow release's time went: between a task's end and
+			// this line, Nomad (the client's report, the servers'
+			// answer); after it, the plugin.
+			w.logger.Debug("allocations changed", "index", snap.Index, "allocs", len(snap.Allocs))
+		}
 		last, lastAt, delivered = snap.clone(), snap.At, true
 		onSnapshot(snap)
 	}

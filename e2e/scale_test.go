@@ -69,18 +69,19 @@ func TestScale(t *testing.T) {
 			fmt.Printf("scale slots=%d scan_ms=%.0f bare_ms=%.0f ratio=%.2f bare_snapshots_ms=%.0f ratio_same_types=%.2f\n",
 				n, ms(plugin), ms(bare), plugin.Seconds()/bare.Seconds(), ms(bareTypes), plugin.Seconds()/bareTypes.Seconds())
 
-			var lat, seen, acted []time.Duration
+			var lat, seen, acted, news []time.Duration
 			for i := 0; i < *scaleReleases; i++ {
-				total, started := timeRelease(t, a, fmt.Sprintf("scale-%d-%d", n, i))
-				lat, seen, acted = append(lat, total), append(seen, started), append(acted, total-started)
+				r := timeRelease(t, a, fmt.Sprintf("scale-%d-%d", n, i))
+				lat, seen, acted, news = append(lat, r.total), append(seen, r.started), append(acted, r.total-r.started), append(news, r.news)
 			}
-			for _, d := range [][]time.Duration{lat, seen, acted} {
+			for _, d := range [][]time.Duration{lat, seen, acted, news} {
 				sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 			}
 			fmt.Printf("scale slots=%d releases=%d release_p50_ms=%.0f release_p99_ms=%.0f release_max_ms=%.0f\n",
 				n, len(lat), ms(pct(lat, 50)), ms(pct(lat, 99)), ms(lat[len(lat)-1]))
 			fmt.Printf("scale slots=%d to_release_start_p50_ms=%.0f p99_ms=%.0f release_itself_p50_ms=%.0f p99_ms=%.0f\n",
 				n, ms(pct(seen, 50)), ms(pct(seen, 99)), ms(pct(acted, 50)), ms(pct(acted, 99)))
+			fmt.Printf("scale slots=%d to_watcher_news_p50_ms=%.0f p99_ms=%.0f\n", n, ms(pct(news, 50)), ms(pct(news, 99)))
 		})
 	}
 }
@@ -138,13 +139,24 @@ func scanTimes(t *testing.T, parent string, rounds int) (plugin, bare, bareTypes
 	return times[0][rounds/2], times[1][rounds/2], times[2][rounds/2]
 }
 
-// timeRelease runs a batch job that exits at once and returns the time from
-// its task's end to the plugin's "slot ready" log line for the slot it held
-// (slightly more than from the moment the server counts the slot free), and
-// the part of it before the plugin's "releasing slot" line: Nomad's report
-// of the end, the watcher's query and the slot's re-read. The rest is the
-// release's own zfs commands.
-func timeRelease(t *testing.T, a *nomadtest.Agent, job string) (total, started time.Duration) {
+// releaseTimes are one release's figures, from its holder's task's end.
+type releaseTimes struct {
+	// total: to the plugin's "slot ready" line for the slot (slightly more
+	// than to the moment the server counts the slot free).
+	total time.Duration
+	// started: to the "releasing slot" line: Nomad's report of the end, the
+	// watcher's query and the slot's re-read. The rest is the release's own
+	// zfs commands.
+	started time.Duration
+	// news: to the watcher's first "allocations changed" line since the
+	// end, the part of started that is Nomad's (the client's report, the
+	// servers' answer); zero when there is no such line before started.
+	news time.Duration
+}
+
+// timeRelease runs a batch job that exits at once and times the release of
+// the slot it held.
+func timeRelease(t *testing.T, a *nomadtest.Agent, job string) releaseTimes {
 	t.Helper()
 	alloc := runBatch(t, a, batchJob(job, "raw_exec", "s", "true", noRetry), api.AllocClientStatusComplete)
 	slot := deviceID(t, alloc)
@@ -164,7 +176,27 @@ func timeRelease(t *testing.T, a *nomadtest.Agent, job string) (total, started t
 	if startAt.Before(ended) || startAt.After(readyAt) {
 		t.Fatalf("%s: releasing slot at %s, not between the end %s and slot ready %s", job, startAt, ended, readyAt)
 	}
-	return readyAt.Sub(ended), startAt.Sub(ended)
+	r := releaseTimes{total: readyAt.Sub(ended), started: startAt.Sub(ended)}
+	if news := firstLogTime(t, a.Logs(), "allocations changed", ended); !news.IsZero() && !news.After(startAt) {
+		r.news = news.Sub(ended)
+	}
+	return r
+}
+
+// firstLogTime is the timestamp of the first agent log line containing msg
+// at or after since, the zero time if there is none.
+func firstLogTime(t *testing.T, logs, msg string, since time.Time) time.Time {
+	t.Helper()
+	for _, l := range strings.Split(logs, "\n") {
+		if !strings.Contains(l, msg) {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimSpace(l), " ")
+		if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts); err == nil && !at.Before(since) {
+			return at
+		}
+	}
+	return time.Time{}
 }
 
 // logTime is the timestamp of the last agent log line containing msg and
