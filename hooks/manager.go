@@ -135,7 +135,11 @@ func (m *Manager) SetClock(now func() time.Time, sleep func(ctx context.Context,
 func (m *Manager) Run(ctx context.Context) error {
 	var scanning sync.WaitGroup
 	defer scanning.Wait()
-	scans := make(chan model.Scan, 1)
+	type scanned struct {
+		scan model.Scan
+		took time.Duration
+	}
+	scans := make(chan scanned, 1)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	retry := time.NewTimer(time.Hour)
@@ -156,14 +160,20 @@ func (m *Manager) Run(ctx context.Context) error {
 			scanning.Add(1)
 			go func() {
 				defer scanning.Done()
-				scans <- m.Scan(ctx)
+				start := time.Now()
+				s := m.Scan(ctx)
+				scans <- scanned{s, time.Since(start)}
 			}()
 		case s := <-scans:
 			if ctx.Err() != nil {
 				return ctx.Err() // a scan cut short by the end: nothing to judge
 			}
-			m.ReconcileScanned(ctx, s)
-			timer.Reset(m.cfg.ScanInterval)
+			m.ReconcileScanned(ctx, s.scan)
+			wait := scanWait(m.cfg.ScanInterval, s.took)
+			if wait > m.cfg.ScanInterval {
+				m.logger.Debug("scan took long; next one later", "took", s.took.Round(time.Millisecond), "next_in", wait.Round(time.Second))
+			}
+			timer.Reset(wait)
 		case <-m.wake:
 			m.Settle(ctx)
 		case <-retry.C:
@@ -174,6 +184,24 @@ func (m *Manager) Run(ctx context.Context) error {
 			retry.Reset(retryWait(m.failures, m.cfg.ScanInterval))
 		}
 	}
+}
+
+// scanSpacing keeps the periodic scan to a tenth of the time: after a scan
+// that took d, the next starts no sooner than scanSpacing×d later. With
+// thousands of slots on a slow host a listing takes seconds, and nothing
+// waits for it (releases and Reserves read their own slot), so a fixed
+// interval would only spend the host's CPU on it. maxStretch bounds the
+// wait, so that a scan slowed by a passing stall does not put the next
+// one off for long.
+const (
+	scanSpacing = 9
+	maxStretch  = 10
+)
+
+// scanWait is the pause after a scan that took took: scan_interval, or
+// longer when the scan itself was slow, at most maxStretch intervals.
+func scanWait(interval, took time.Duration) time.Duration {
+	return max(interval, min(scanSpacing*took, maxStretch*interval))
 }
 
 // retryWait is the pause before retrying a failed step after failures

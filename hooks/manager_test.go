@@ -265,3 +265,28 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestPassWaits(t *testing.T) {
+	const s = time.Second
+	cases := []struct {
+		name string
+		got  time.Duration
+		want time.Duration
+	}{
+		{"a quick scan keeps the interval", scanWait(15*s, 200*time.Millisecond), 15 * s},
+		{"a scan of a tenth of the interval still keeps it", scanWait(15*s, 1500*time.Millisecond), 15 * s},
+		{"a slow scan keeps scans to a tenth of the time", scanWait(15*s, 6*s), 54 * s},
+		{"a stalled scan puts the next off by ten intervals at most", scanWait(15*s, 2*time.Minute), 150 * s},
+		{"first retry after a second", retryWait(1, 15*s), s},
+		{"retries double", retryWait(3, 15*s), 4 * s},
+		{"retries wait the scan interval at most", retryWait(10, 15*s), 15 * s},
+		{"retries wait a second at least", retryWait(1, 100*time.Millisecond), s},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Errorf("got %s, want %s", tc.got, tc.want)
+			}
+		})
+	}
+}
