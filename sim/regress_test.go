@@ -123,7 +123,6 @@ func TestRegressions(t *testing.T) {
 		s.step(a) // the client stops a: 20s kill timeout
 		s.step(b) // pull
 		s.step(b) // start: Reserve waits for a to end, then must see it
-		t.Log(strings.Join(s.w.timeline, "\n"))
 		if s.phase(b) != running {
 			t.Fatalf("replacement is %v\n%s", s.phase(b), strings.Join(s.w.timeline, "\n"))
 		}
