@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +36,15 @@ func newScript(t *testing.T) *script {
 	w.launch("test configuration")
 	w.fingerprint()
 	return &script{t: t, w: w}
+}
+
+// scratchSlots gives the node n scratch slots: the agent restarts with
+// the new configuration.
+func (s *script) scratchSlots(n int) {
+	s.w.cfg.Classes[1].Slots = n
+	s.w.kill(fmt.Sprintf("%d scratch slots", n))
+	s.w.launch(fmt.Sprintf("%d scratch slots", n))
+	s.w.fingerprint()
 }
 
 // submit registers a one-task job asking one scratch slot and returns the
@@ -197,10 +207,7 @@ func TestRegressions(t *testing.T) {
 	})
 	t.Run("an allocation holding two slots of a class that retains failed data", func(t *testing.T) {
 		s := newScript(t)
-		s.w.cfg.Classes[1].Slots = 2
-		s.w.kill("two slots")
-		s.w.launch("two slots")
-		s.w.fingerprint()
+		s.scratchSlots(2)
 		j := scheduler.Job{ID: "two", Groups: []scheduler.Group{{Name: "g", Count: 1,
 			Tasks: []scheduler.Task{{Name: "main", Version: "1", Devices: []scheduler.Ask{{Class: "scratch", Count: 2}}}}}}}
 		s.w.jobs["two"] = &jobSpec{job: j}
@@ -236,10 +243,7 @@ func TestRegressions(t *testing.T) {
 	})
 	t.Run("a class made sticky under a replacement already recorded on its own slot", func(t *testing.T) {
 		s := newScript(t)
-		s.w.cfg.Classes[1].Slots = 2
-		s.w.kill("two slots")
-		s.w.launch("two slots")
-		s.w.fingerprint()
+		s.scratchSlots(2)
 		a := s.submit("j1", "", 80, 30*time.Second)[0]
 		js := s.w.jobs["j1"]
 		js.job.Groups[0].Tasks[0].Version = "2" // a destructive update: b replaces a
