@@ -33,7 +33,7 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 		marked = true
 	}
 	s.State, s.Holder, s.Outcome = model.StateReleasing, holder.ID, outcome
-	if c.Parks(s, holder, outcome, m.slotsNamed(c.ReplacementNames(holder, m.snapshot()))) {
+	if c.Parks(s, holder, outcome, m.snapshot(), m.currentSlot) {
 		if err := m.park(ctx, s, c, holder, holderIndex); err != nil {
 			return fmt.Errorf("parking %s for the replacement of %s: %w", s.Dataset, holder.ID, err)
 		}

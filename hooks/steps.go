@@ -187,14 +187,10 @@ func (m *Manager) current(id string) (*model.Slot, *model.ClassView) {
 	return &cp, cv
 }
 
-// slotsNamed returns the slots ids name, as last read (current); those
-// the view does not have are left out.
-func (m *Manager) slotsNamed(ids []string) []model.Slot {
-	var slots []model.Slot
-	for _, id := range ids {
-		if s, _ := m.current(id); s != nil {
-			slots = append(slots, *s)
-		}
+// currentSlot is current's slot alone, for the model's lookups.
+func (m *Manager) currentSlot(id string) (model.Slot, bool) {
+	if s, _ := m.current(id); s != nil {
+		return *s, true
 	}
-	return slots
+	return model.Slot{}, false
 }

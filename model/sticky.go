@@ -38,13 +38,14 @@ const parkedPrefix = "parked-"
 // An operator's release, a holder gone from Nomad (no record of a
 // replacement) and a completed one that nothing replaces get the policy.
 //
-// named are the slots, as last read, that the replacement's devices name:
-// a replacement already recorded on one of them got it as its own (it was
-// placed while the class was not sticky yet, or its Reserve gave up
-// waiting), and no Reserve of it will claim anything now. Its
+// A replacement already recorded on a slot of its own got it as its own
+// (it was placed while the class was not sticky yet, or its Reserve gave
+// up waiting), and no Reserve of it will claim anything now: its
 // predecessor's data gets the policy at once rather than parked data that
-// only PlanParked's next look releases.
-func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string, named []Slot) bool {
+// only PlanParked's next look releases. Parks looks at the slots of the
+// class that the replacement names in snap, as slot gives them (as last
+// read), and only when everything else calls for parking.
+func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string, snap *allocwatch.Snapshot, slot func(id string) (Slot, bool)) bool {
 	if !c.Sticky || s.Orphan {
 		return false
 	}
@@ -53,27 +54,32 @@ func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string, named []Sl
 		return false
 	}
 	if holder.NextAllocation != "" {
-		_, started := recordedOn(named, holder.NextAllocation)
+		_, started := recordedOn(c.replacementSlots(holder, snap, slot), holder.NextAllocation)
 		return !started
 	}
 	return (outcome == OutcomeFailed || outcome == OutcomeLost) && !holder.ServerTerminal()
 }
 
-// ReplacementNames lists the slots of class c that holder's replacement
-// names, as snap shows it: what Parks looks at. None when snap does not
+// replacementSlots are the slots of class c that holder's replacement
+// names, as snap shows it and slot gives them; none when snap does not
 // show the replacement.
-func (c Class) ReplacementNames(holder allocwatch.Alloc, snap *allocwatch.Snapshot) []string {
+func (c Class) replacementSlots(holder allocwatch.Alloc, snap *allocwatch.Snapshot, slot func(id string) (Slot, bool)) []Slot {
 	next, ok := findAlloc(snap, holder.NextAllocation)
-	if !ok || holder.NextAllocation == "" {
+	if !ok {
 		return nil
 	}
-	var ids []string
+	var slots []Slot
 	for _, d := range next.Devices {
-		if d.Vendor == Vendor && d.Type == DeviceType && d.Name == c.Name {
-			ids = append(ids, d.IDs...)
+		if d.Vendor != Vendor || d.Type != DeviceType || d.Name != c.Name {
+			continue
+		}
+		for _, id := range d.IDs {
+			if s, ok := slot(id); ok {
+				slots = append(slots, s)
+			}
 		}
 	}
-	return ids
+	return slots
 }
 
 // recordedOn finds the slot among slots that records allocation id as its

@@ -40,13 +40,25 @@ func TestParks(t *testing.T) {
 			[]Slot{{ID: "pg-2", Exists: true, State: StateHeld, Holder: "B"}}, false},
 		{"replacement's own slot releasing", sticky, Slot{}, stickyAlloc("A", "failed", "stop", "", "B", "pg-1"), OutcomeFailed,
 			[]Slot{{ID: "pg-2", Exists: true, State: StateReleasing, Holder: "B"}}, false},
+		{"replacement recorded on a slot it does not name", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
+			[]Slot{{ID: "pg-3", Exists: true, State: StateHeld, Holder: "B"}}, true},
 		{"another allocation on the named slot", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
 			[]Slot{{ID: "pg-2", Exists: true, State: StateHeld, Holder: "C"}}, true},
 		{"not sticky", Class{Name: "pg"}, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
 	}
+	// B, the replacement, names pg-2; named are the slots as last read.
+	snap := &allocwatch.Snapshot{NodeID: "node", Allocs: []allocwatch.Alloc{stickyAlloc("B", "pending", "run", "A", "", "pg-2")}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.class.Parks(tc.slot, tc.holder, tc.outcome, tc.named); got != tc.want {
+			slot := func(id string) (Slot, bool) {
+				for _, s := range tc.named {
+					if s.ID == id {
+						return s, true
+					}
+				}
+				return Slot{}, false
+			}
+			if got := tc.class.Parks(tc.slot, tc.holder, tc.outcome, snap, slot); got != tc.want {
 				t.Errorf("Parks = %v, want %v", got, tc.want)
 			}
 		})
