@@ -16,10 +16,12 @@ import (
 // class it parks the data of a replaced holder instead. Every step
 // tolerates having been done already, so a crash between any two resumes
 // here from the recorded state (releasing, with holder and outcome). A
-// release that begins by destroying the slot, whatever the outcome, records
-// nothing first (model.Class.MarksRelease): one zfs process less, and a
-// crash before the destroy leaves the slot held by an ended holder, which
-// is released the same way. The caller holds the slot's lock.
+// release that begins by destroying the slot or rolling it back, whatever
+// the outcome, records nothing first (model.Class.MarksRelease): one zfs
+// process less. A crash before that first change leaves the slot held by
+// an ended holder, which is released the same way; a crash after a
+// rollback, a pristine slot held by an ended holder, released again. The
+// caller holds the slot's lock.
 func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder allocwatch.Alloc, outcome string) error {
 	if err := model.CheckRelease(m.cfg, s); err != nil {
 		return err // nothing changed; the slot's health says what to do
@@ -48,7 +50,7 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 	var err error
 	switch policy {
 	case model.PolicyRollback:
-		err = m.rollback(ctx, s, holderIndex)
+		err = m.rollback(ctx, s, holderIndex, marked)
 	case model.PolicySnapshot:
 		err = m.retain(ctx, s, c, holderIndex)
 	default:
@@ -111,7 +113,9 @@ func (m *Manager) replace(ctx context.Context, s model.Slot, c model.Class, hold
 // newer snapshots (the held @retained of a retain that was interrupted, its
 // class's policy changed since) go first; it never destroys anyone else's:
 // ZFS refuses the rollback if someone took one since the slot was read.
-func (m *Manager) rollback(ctx context.Context, s model.Slot, holderIndex uint64) error {
+// Then the slot is marked ready, and the properties of its last holding
+// cleared (marked: this release wrote a releasing mark).
+func (m *Manager) rollback(ctx context.Context, s model.Slot, holderIndex uint64, marked bool) error {
 	for _, snap := range s.OwnSnapshots {
 		if snap == s.Dataset+"@"+model.PristineSnapshot {
 			continue
@@ -126,7 +130,7 @@ func (m *Manager) rollback(ctx context.Context, s model.Slot, holderIndex uint64
 	if err := m.zfs.Set(ctx, s.Dataset, model.RolledBackProps(s.Generation+1, holderIndex, m.now())); err != nil {
 		return err
 	}
-	for _, p := range model.ClearedOnReady(s) {
+	for _, p := range model.ClearedOnReady(s, marked) {
 		if err := m.zfs.Inherit(ctx, s.Dataset, p); err != nil {
 			return err
 		}

@@ -15,40 +15,62 @@ import (
 
 // TestSettleTouchesOnlyTheSlotsItReleases: the watcher's news of an ended
 // holder releases its slot and publishes it without a scan of the tree:
-// every zfs command names that slot, and there is no zpool list.
+// every zfs command names that slot, and there is no zpool list. A release
+// whose first change removes the data, whatever the outcome, writes no
+// releasing mark first (model.Class.MarksRelease).
 func TestSettleTouchesOnlyTheSlotsItReleases(t *testing.T) {
-	r := newRig(t, model.Release{}, func(c *model.Class) { c.Slots = 3 })
-	r.sync(alloc("A", 10, "running", "run", "scratch-2"))
-	v, updated := r.m.View()
-	if s, _ := v.Slot("scratch-2"); s.State != model.StateHeld {
-		t.Fatalf("scratch-2 %s, want held", s.State)
+	cases := []struct {
+		name    string
+		release model.Release
+		// verbs are the release's zfs commands, from the slot's re-read
+		// to the read back of the ready slot.
+		verbs string
+	}{
+		{name: "destroy", release: model.Release{}, verbs: "list destroy create list"},
+		{name: "rollback clears only the holder it recorded", release: model.Release{Policy: model.PolicyRollback}, verbs: "list rollback set inherit list"},
+		{name: "keeping failed data marks first", release: model.Release{Policy: model.PolicyRollback, OnFailure: model.PolicySnapshot, Retain: time.Hour},
+			verbs: "list set rollback set inherit inherit list"},
 	}
-	r.f.ResetCalls()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tc.release, func(c *model.Class) { c.Slots = 3 })
+			r.sync(alloc("A", 10, "running", "run", "scratch-2"))
+			v, updated := r.m.View()
+			if s, _ := v.Slot("scratch-2"); s.State != model.StateHeld {
+				t.Fatalf("scratch-2 %s, want held", s.State)
+			}
+			r.f.ResetCalls()
 
-	r.allocs.set(alloc("A", 10, "complete", "run", "scratch-2"))
-	r.m.storeSnapshot(r.allocs.snap())
-	r.m.Settle(t.Context())
+			r.allocs.set(alloc("A", 10, "complete", "run", "scratch-2"))
+			r.m.storeSnapshot(r.allocs.snap())
+			r.m.Settle(t.Context())
 
-	select {
-	case <-updated:
-	default:
-		t.Fatal("the release was not published")
-	}
-	v, _ = r.m.View()
-	if s, _ := v.Slot("scratch-2"); s.State != model.StateReady || s.Generation != 2 {
-		t.Fatalf("published scratch-2: %s generation %d, want ready generation 2", s.State, s.Generation)
-	}
-	var verbs []string
-	for _, call := range r.f.Calls() {
-		if call[0] == "zpool" || !strings.Contains(strings.Join(call, " "), "tank/nomad/scratch/scratch-2") {
-			t.Errorf("ran %q: a release touches only its slot", call)
-		}
-		verbs = append(verbs, call[1])
-	}
-	// Read, destroy, create, read back: a destroy for every outcome needs
-	// no releasing mark first (model.Class.MarksRelease).
-	if got := strings.Join(verbs, " "); got != "list destroy create list" {
-		t.Errorf("a release ran zfs %s, want list destroy create list", got)
+			select {
+			case <-updated:
+			default:
+				t.Fatal("the release was not published")
+			}
+			v, _ = r.m.View()
+			s, _ := v.Slot("scratch-2")
+			if s.State != model.StateReady || s.Generation != 2 {
+				t.Fatalf("published scratch-2: %s generation %d, want ready generation 2", s.State, s.Generation)
+			}
+			for _, p := range []string{model.PropHolder, model.PropOutcome} {
+				if v := s.Info.User.Get(p); v != "" {
+					t.Errorf("ready scratch-2 still has %s=%s", p, v)
+				}
+			}
+			var verbs []string
+			for _, call := range r.f.Calls() {
+				if call[0] == "zpool" || !strings.Contains(strings.Join(call, " "), "tank/nomad/scratch/scratch-2") {
+					t.Errorf("ran %q: a release touches only its slot", call)
+				}
+				verbs = append(verbs, call[1])
+			}
+			if got := strings.Join(verbs, " "); got != tc.verbs {
+				t.Errorf("a release ran zfs %s, want %s", got, tc.verbs)
+			}
+		})
 	}
 }
 

@@ -89,18 +89,20 @@ func (c Class) PolicyFor(s Slot, outcome string) Policy {
 
 // MarksRelease reports whether a release of s must first record itself on
 // the slot (StateReleasing, with its holder and outcome), so that a crash
-// midway resumes it as it began. A release whose first change destroys the
-// slot, by a policy every outcome shares, need not: until the destroy the
-// slot is as it was and a resumed release decides the same, since the
-// outcome makes no difference; after it, nothing is left to mark. That
-// spares the commonest release one zfs process. A sticky class always
-// marks: whether it parks depends on the outcome.
+// midway resumes it as it began. A release whose first change removes the
+// holder's data, by a destroy or a rollback whatever the outcome, need not:
+// until that change the slot is as it was, and a resumed release decides
+// the same, since the outcome makes no difference to the data; after it,
+// the data is gone, and a release resumed with another outcome only
+// destroys or rolls back a pristine slot. That spares the commonest
+// releases a zfs process. A sticky class always marks: whether it parks
+// depends on the outcome.
 func (c Class) MarksRelease(s Slot) bool {
 	if c.Sticky {
 		return true
 	}
 	for _, o := range []string{OutcomeComplete, OutcomeFailed, OutcomeLost, OutcomeGone, OutcomeOperator, OutcomeRetired} {
-		if c.PolicyFor(s, o) != PolicyDestroy {
+		if p := c.PolicyFor(s, o); p != PolicyDestroy && p != PolicyRollback {
 			return true
 		}
 	}

@@ -1,6 +1,11 @@
 package model
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
 
 func TestMarksRelease(t *testing.T) {
 	ready := Slot{HasPristine: true}
@@ -12,7 +17,9 @@ func TestMarksRelease(t *testing.T) {
 	}{
 		{name: "destroy for every outcome", class: Class{}, slot: ready, want: false},
 		{name: "destroy, written out", class: Class{Release: Release{Policy: PolicyDestroy}}, slot: ready, want: false},
-		{name: "rollback", class: Class{Release: Release{Policy: PolicyRollback}}, slot: ready, want: true},
+		{name: "rollback removes the data first", class: Class{Release: Release{Policy: PolicyRollback}}, slot: ready, want: false},
+		{name: "rollback, destroy on failure", class: Class{Release: Release{Policy: PolicyRollback, OnFailure: PolicyDestroy}}, slot: ready, want: false},
+		{name: "rollback, keep on failure", class: Class{Release: Release{Policy: PolicyRollback, OnFailure: PolicySnapshot}}, slot: ready, want: true},
 		{name: "rollback without its pristine snapshot destroys", class: Class{Release: Release{Policy: PolicyRollback}}, slot: Slot{}, want: false},
 		{name: "snapshot", class: Class{Release: Release{Policy: PolicySnapshot}}, slot: ready, want: true},
 		{name: "on_failure keeps data", class: Class{Release: Release{Policy: PolicyDestroy, OnFailure: PolicySnapshot}}, slot: ready, want: true},
@@ -24,6 +31,33 @@ func TestMarksRelease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.class.MarksRelease(tc.slot); got != tc.want {
 				t.Fatalf("MarksRelease = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClearedOnReady(t *testing.T) {
+	carrying := func(props map[string]string) Slot {
+		return Slot{Info: InfoOf(&zfs.Dataset{Name: "tank/nomad/scratch/scratch-1", User: zfs.UserPropsOf(props)})}
+	}
+	cases := []struct {
+		name   string
+		slot   Slot
+		marked bool
+		want   []string
+	}{
+		{name: "held, unmarked release", slot: carrying(map[string]string{PropState: "held", PropHolder: "a"}), want: []string{PropHolder}},
+		{name: "held, this release marked it", slot: carrying(map[string]string{PropState: "held", PropHolder: "a"}), marked: true, want: []string{PropHolder, PropOutcome}},
+		{name: "marked by an earlier pass", slot: carrying(map[string]string{PropState: "releasing", PropHolder: "a", PropOutcome: "failed"}), marked: true, want: []string{PropHolder, PropOutcome}},
+		{name: "ready with an unrecorded holder's data", slot: carrying(map[string]string{PropState: "ready"}), want: nil},
+		{name: "an interrupted retain's leftovers", slot: carrying(map[string]string{PropState: "releasing", PropHolder: "a", PropOutcome: "failed", PropRetainAs: "x", PropExpires: "1"}), marked: true,
+			want: []string{PropHolder, PropOutcome, PropRetainAs, PropExpires}},
+		{name: "claimed parked data still carrying its outcome", slot: carrying(map[string]string{PropState: "held", PropHolder: "b", PropOutcome: "lost"}), want: []string{PropHolder, PropOutcome}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClearedOnReady(tc.slot, tc.marked); !slices.Equal(got, tc.want) {
+				t.Fatalf("ClearedOnReady = %q, want %q", got, tc.want)
 			}
 		})
 	}

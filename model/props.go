@@ -95,11 +95,14 @@ func RolledBackProps(generation int, holderIndex uint64, now time.Time) map[stri
 
 // ClearedOnReady are the properties slot s no longer carries once it is
 // ready again: its holder and outcome, and what an interrupted retain left
-// (the name it was to be renamed to, and that data's expiry).
-func ClearedOnReady(s Slot) []string {
-	props := []string{PropHolder, PropOutcome}
-	for _, p := range []string{PropRetainAs, PropExpires} {
-		if s.Info.User.Get(p) != "" {
+// (the name it was to be renamed to, and that data's expiry). Only those it
+// carries, each a zfs process: as the slot was last read, and the holder
+// and outcome a releasing mark wrote (marked).
+func ClearedOnReady(s Slot, marked bool) []string {
+	var props []string
+	for _, p := range []string{PropHolder, PropOutcome, PropRetainAs, PropExpires} {
+		written := marked && (p == PropHolder || p == PropOutcome)
+		if written || s.Info.User.Get(p) != "" {
 			props = append(props, p)
 		}
 	}
