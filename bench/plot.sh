@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 command -v gnuplot >/dev/null || { apt-get install -y -qq gnuplot-nox >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq gnuplot-nox >/dev/null; }; }
 data=$(mktemp)
 trap 'rm -f "$data"' EXIT
-cat "$@" | sed -n 's/^scale slots=\([0-9]*\) releases=[0-9]* release_p50_ms=\([0-9]*\) release_p99_ms=\([0-9]*\).*/\1 \2 \3/p' | sort -n >"$data"
+cat "$@" | sed -n 's/^scale slots=\([0-9]*\) \(policy=destroy \)\{0,1\}releases=[0-9]* release_p50_ms=\([0-9]*\) release_p99_ms=\([0-9]*\).*/\1 \3 \4/p' | sort -n >"$data"
 [ -s "$data" ] || { echo "plot.sh: no release lines in the input" >&2; exit 1; }
 gnuplot <<GP
 set terminal pngcairo size 800,480 font "sans,11" noenhanced

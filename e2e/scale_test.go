@@ -28,6 +28,7 @@ import (
 var (
 	scaleSlots    = flag.String("ndz.scale", "", "comma-separated slot counts to measure at (empty: skip the scale tests)")
 	scaleReleases = flag.Int("ndz.releases", 20, "releases timed per slot count")
+	scalePolicy   = flag.String("ndz.policy", "destroy", "the measured class's release policy (destroy, rollback, snapshot)")
 )
 
 func scaleCounts(t *testing.T) []int {
@@ -55,7 +56,7 @@ func TestScale(t *testing.T) {
 	for _, n := range scaleCounts(t) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			p := newPool(t, fmt.Sprintf("e2escale%d", n), false)
-			a := startAgentScan(t, p, 15*time.Second, fmt.Sprintf("class \"s\" {\n  slots = %d\n}", n))
+			a := startAgentScan(t, p, 15*time.Second, fmt.Sprintf("class \"s\" {\n  slots = %d\n  release { policy = %q }\n}", n, *scalePolicy))
 			var started time.Time
 			waitFor(t, deviceTimeout, "the plugin's start in the agent log", func() (bool, string) {
 				started = logTime(t, a.Logs(), "managing slots", "")
@@ -77,8 +78,8 @@ func TestScale(t *testing.T) {
 			for _, d := range [][]time.Duration{lat, seen, acted, news} {
 				sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 			}
-			fmt.Printf("scale slots=%d releases=%d release_p50_ms=%.0f release_p99_ms=%.0f release_max_ms=%.0f\n",
-				n, len(lat), ms(pct(lat, 50)), ms(pct(lat, 99)), ms(lat[len(lat)-1]))
+			fmt.Printf("scale slots=%d policy=%s releases=%d release_p50_ms=%.0f release_p99_ms=%.0f release_max_ms=%.0f\n",
+				n, *scalePolicy, len(lat), ms(pct(lat, 50)), ms(pct(lat, 99)), ms(lat[len(lat)-1]))
 			fmt.Printf("scale slots=%d to_release_start_p50_ms=%.0f p99_ms=%.0f release_itself_p50_ms=%.0f p99_ms=%.0f\n",
 				n, ms(pct(seen, 50)), ms(pct(seen, 99)), ms(pct(acted, 50)), ms(pct(acted, 99)))
 			fmt.Printf("scale slots=%d to_watcher_news_p50_ms=%.0f p99_ms=%.0f\n", n, ms(pct(news, 50)), ms(pct(news, 99)))
