@@ -37,8 +37,11 @@ func (w *World) editConfig() {
 	case 2:
 		policies := []model.Policy{model.PolicyDestroy, model.PolicyRollback, model.PolicySnapshot}
 		c.Release.Policy = policies[w.rng.IntN(3)]
+		// On failure: the same policy, or one of its own (a class that
+		// destroys or rolls back for every outcome marks no release).
+		c.Release.OnFailure = append([]model.Policy{""}, policies...)[w.rng.IntN(4)]
 		c.Release.Retain = 10 * time.Minute
-		what = fmt.Sprintf("%s policy = %s", c.Name, c.Release.Policy)
+		what = fmt.Sprintf("%s policy = %s, on_failure = %q", c.Name, c.Release.Policy, c.Release.OnFailure)
 	case 4:
 		c.Sticky, c.StickyWait = !c.Sticky, 10*time.Minute
 		what = fmt.Sprintf("%s sticky = %v", c.Name, c.Sticky)

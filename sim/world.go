@@ -122,12 +122,19 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	}
 	// pg is sticky in half the worlds: its replacements inherit its data.
 	sticky := w.rng.IntN(2) == 0
+	// scratch keeps failed data in half the worlds; in the others it rolls
+	// back for every outcome, and so writes no releasing mark first.
+	onFailure := model.PolicySnapshot
+	if w.rng.IntN(2) == 0 {
+		onFailure = ""
+	}
 	w.cfg = model.Config{Parent: parent, ScanInterval: 15 * time.Second, Classes: []model.Class{
 		{Name: "pg", Slots: 2, MountPath: "/data", Release: model.Release{Policy: model.PolicyDestroy},
 			Sticky: sticky, StickyWait: 10 * time.Minute},
-		{Name: "scratch", Slots: 2, MountPath: "/scratch", Release: model.Release{Policy: model.PolicyRollback, OnFailure: model.PolicySnapshot, Retain: 10 * time.Minute, RetainMax: 2}},
+		{Name: "scratch", Slots: 2, MountPath: "/scratch", Release: model.Release{Policy: model.PolicyRollback, OnFailure: onFailure, Retain: 10 * time.Minute, RetainMax: 2}},
 	}}
 	w.noteSticky()
+	w.logf("world: pg sticky = %v; scratch rollback, on_failure = %q", sticky, onFailure)
 	if err := w.setupZFS(); err != nil {
 		return nil, err
 	}
