@@ -67,6 +67,10 @@ bench: nomad ## Benchmarks (long): Go benchmarks, the plugin's memory, the churn
 	set -o pipefail; $(GO) test -tags bench -count=1 -timeout 60m -run TestPluginMemory -v ./bench | grep '^rss '
 	$(MAKE) --no-print-directory bench-churn
 	bench/vm.sh
+	bench/scan-columns.sh
+
+bench-scan: ## The scan's cost column by column, on real OpenZFS in the VM (about 20 min). docs/performance.md.
+	bench/scan-columns.sh
 
 bench-churn: nomad ## The churn run of make bench alone (10 min; NDZ_BENCH_CHURN=2m for less): allocations a minute, the plugin's CPU.
 	set -o pipefail; NOMAD_BINARY=$$(tools/nomad-bin.sh) $(GO) test -tags bench -count=1 -timeout 30m -run TestChurn -v ./bench | grep '^churn '
@@ -103,4 +107,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn fuzz sim check clean
+.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn bench-scan fuzz sim check clean
