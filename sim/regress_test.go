@@ -32,6 +32,7 @@ func newScript(t *testing.T) *script {
 	}
 	t.Cleanup(w.Close)
 	w.cfg.Classes[1].Slots = 1
+	w.cfg.Classes[1].Release.OnFailure = model.PolicySnapshot // what the scripts were written against
 	w.kill("test configuration")
 	w.launch("test configuration")
 	w.fingerprint()

@@ -123,9 +123,10 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	// pg is sticky in half the worlds: its replacements inherit its data.
 	sticky := w.rng.IntN(2) == 0
 	// scratch keeps failed data in half the worlds; in the others it rolls
-	// back for every outcome, and so writes no releasing mark first.
+	// back for every outcome, and so writes no releasing mark first. Drawn
+	// from a stream of its own: the schedule a seed gives is unchanged.
 	onFailure := model.PolicySnapshot
-	if w.rng.IntN(2) == 0 {
+	if rand.New(rand.NewPCG(seed, 2)).IntN(2) == 0 {
 		onFailure = ""
 	}
 	w.cfg = model.Config{Parent: parent, ScanInterval: 15 * time.Second, Classes: []model.Class{
