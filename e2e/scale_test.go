@@ -192,8 +192,7 @@ func firstLogTime(t *testing.T, logs, msg string, since time.Time) time.Time {
 		if !strings.Contains(l, msg) {
 			continue
 		}
-		ts, _, _ := strings.Cut(strings.TrimSpace(l), " ")
-		if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts); err == nil && !at.Before(since) {
+		if at, ok := lineTime(l); ok && !at.Before(since) {
 			return at
 		}
 	}
@@ -209,12 +208,18 @@ func logTime(t *testing.T, logs, msg, also string) time.Time {
 		if !strings.Contains(l, msg) || (also != "" && !strings.Contains(l, also)) {
 			continue
 		}
-		ts, _, _ := strings.Cut(strings.TrimSpace(l), " ") // the agent's lines are indented
-		if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts); err == nil {
+		if at, ok := lineTime(l); ok {
 			last = at
 		}
 	}
 	return last
+}
+
+// lineTime is the timestamp an agent log line starts with.
+func lineTime(l string) (time.Time, bool) {
+	ts, _, _ := strings.Cut(strings.TrimSpace(l), " ") // the agent's lines are indented
+	at, err := time.Parse("2006-01-02T15:04:05.000Z0700", ts)
+	return at, err == nil
 }
 
 func pct(sorted []time.Duration, p int) time.Duration {
