@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 func TestConvertAlloc(t *testing.T) {
@@ -14,7 +15,7 @@ func TestConvertAlloc(t *testing.T) {
 	cases := []struct {
 		name string
 		in   *api.Allocation
-		want Alloc
+		want model.Alloc
 	}{
 		{
 			name: "devices of several tasks, pending, in task then group order",
@@ -35,11 +36,11 @@ func TestConvertAlloc(t *testing.T) {
 					"nil":     nil,
 				}},
 			},
-			want: Alloc{
+			want: model.Alloc{
 				ID: id(1), Namespace: "prod", JobID: "db", JobType: "service", TaskGroup: "g", NodeID: id(9),
 				ClientStatus: "pending", DesiredStatus: "run", ModifyIndex: 40, CreateIndex: 30,
 				PreviousAllocation: id(7), ModifyTime: modified,
-				Devices: []Device{
+				Devices: []model.Device{
 					{Task: "db", Vendor: "zfs", Type: "dataset", Name: "fast", IDs: []string{"fast-1", "fast-3"}},
 					{Task: "web", Vendor: "nvidia", Type: "gpu", Name: "t4", IDs: []string{"GPU-1"}},
 					{Task: "web", Vendor: "zfs", Type: "dataset", Name: "slow", IDs: []string{"slow-2"}},
@@ -54,7 +55,7 @@ func TestConvertAlloc(t *testing.T) {
 					"main": {State: "running"}, "init": {State: "dead"}, "broken": nil,
 				},
 			},
-			want: Alloc{
+			want: model.Alloc{
 				ID: id(2), ClientStatus: "running", DesiredStatus: "stop", NextAllocation: id(3),
 				TaskStates: map[string]string{"main": "running", "init": "dead"},
 			},
@@ -62,12 +63,12 @@ func TestConvertAlloc(t *testing.T) {
 		{
 			name: "nothing optional: no job, resources, states or time",
 			in:   &api.Allocation{ID: id(4), ClientStatus: "lost", DesiredStatus: "stop"},
-			want: Alloc{ID: id(4), ClientStatus: "lost", DesiredStatus: "stop"},
+			want: model.Alloc{ID: id(4), ClientStatus: "lost", DesiredStatus: "stop"},
 		},
 		{
 			name: "job without type",
 			in:   &api.Allocation{ID: id(5), Job: &api.Job{}},
-			want: Alloc{ID: id(5)},
+			want: model.Alloc{ID: id(5)},
 		},
 	}
 	for _, tc := range cases {
@@ -109,7 +110,7 @@ func TestAllocTerminal(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Alloc{ClientStatus: tc.client, DesiredStatus: tc.desired}
+			a := model.Alloc{ClientStatus: tc.client, DesiredStatus: tc.desired}
 			if got := a.ClientTerminal(); got != tc.clientTerm {
 				t.Errorf("ClientTerminal() = %t, want %t", got, tc.clientTerm)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/nomad/nomad/mock"
 	"github.com/hashicorp/nomad/nomad/structs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // These benchmarks count HTTP requests, not seconds: what the watcher costs
@@ -46,7 +47,7 @@ func BenchmarkRequestsPerStateChange(b *testing.B) {
 			}
 			snaps, stop := runWatcher(b, w)
 			defer stop()
-			waitFor(b, snaps, func(Snapshot) bool { return true })
+			waitFor(b, snaps, func(model.Snapshot) bool { return true })
 
 			before := totalRequests(w)
 			b.ResetTimer()
@@ -60,7 +61,7 @@ func BenchmarkRequestsPerStateChange(b *testing.B) {
 					want = fmt.Sprintf("state-%d", changes)
 					f.setStatus(id(1), want)
 				}
-				waitFor(b, snaps, func(s Snapshot) bool { return statusOf(s, id(1)) == want })
+				waitFor(b, snaps, func(s model.Snapshot) bool { return statusOf(s, id(1)) == want })
 			}
 			b.StopTimer()
 			reqs := totalRequests(w) - before
@@ -82,7 +83,7 @@ func BenchmarkRequestsIdle(b *testing.B) {
 	}
 	snaps, stop := runWatcher(b, w)
 	defer stop()
-	waitFor(b, snaps, func(Snapshot) bool { return true })
+	waitFor(b, snaps, func(model.Snapshot) bool { return true })
 
 	before := totalRequests(w)
 	b.ResetTimer()
@@ -95,7 +96,7 @@ func BenchmarkRequestsIdle(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-func waitFor(b *testing.B, snaps <-chan Snapshot, pred func(Snapshot) bool) {
+func waitFor(b *testing.B, snaps <-chan model.Snapshot, pred func(model.Snapshot) bool) {
 	b.Helper()
 	timeout := time.After(testTimeout)
 	for {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // seedAllocs is a node's allocation list as Nomad answers it: one running
@@ -55,7 +56,7 @@ func FuzzDecodeAllocs(f *testing.F) {
 		if len(s.Allocs) != nonNil {
 			t.Fatalf("%d allocations from %d non-nil", len(s.Allocs), nonNil)
 		}
-		if !slices.IsSortedFunc(s.Allocs, func(x, y Alloc) int { return strings.Compare(x.ID, y.ID) }) {
+		if !slices.IsSortedFunc(s.Allocs, func(x, y model.Alloc) int { return strings.Compare(x.ID, y.ID) }) {
 			t.Fatal("snapshot not sorted by ID")
 		}
 		for _, a := range s.Allocs {
@@ -68,7 +69,7 @@ func FuzzDecodeAllocs(f *testing.F) {
 				t.Fatalf("running allocation %s read as client-terminal", a.ID)
 			}
 		}
-		if c := s.clone(); !s.sameContent(c) {
+		if c := cloneSnapshot(s); !sameContent(s, c) {
 			t.Fatal("a clone differs from its snapshot")
 		}
 		// What the watcher decodes (nodeAlloc, the job skipped, with
@@ -84,7 +85,7 @@ func FuzzDecodeAllocs(f *testing.F) {
 				converted = append(converted, n.allocation())
 			}
 		}
-		if p := newSnapshot("node", 7, converted, time.Unix(0, 0)); !p.sameContent(s) {
+		if p := newSnapshot("node", 7, converted, time.Unix(0, 0)); !sameContent(p, s) {
 			t.Fatalf("decoding only what the watcher reads gives %+v, the whole allocation %+v", p.Allocs, s.Allocs)
 		}
 	})

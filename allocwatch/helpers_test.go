@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // testTimeout bounds every channel read in these tests.
@@ -126,13 +127,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // runWatcher runs w.Run in a goroutine and sends its snapshots to the
 // returned channel; stop cancels Run and returns its error.
-func runWatcher(t testing.TB, w *Watcher) (snaps <-chan Snapshot, stop func() error) {
+func runWatcher(t testing.TB, w *Watcher) (snaps <-chan model.Snapshot, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan Snapshot, 64)
+	ch := make(chan model.Snapshot, 64)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- w.Run(ctx, func(s Snapshot) {
+		errc <- w.Run(ctx, func(s model.Snapshot) {
 			select {
 			case ch <- s:
 			case <-ctx.Done():
@@ -158,16 +159,16 @@ func runWatcher(t testing.TB, w *Watcher) (snaps <-chan Snapshot, stop func() er
 
 // next waits for a snapshot that pred accepts, dropping others, and fails
 // the test after testTimeout.
-func next(t *testing.T, snaps <-chan Snapshot, what string, pred func(Snapshot) bool) Snapshot {
+func next(t *testing.T, snaps <-chan model.Snapshot, what string, pred func(model.Snapshot) bool) model.Snapshot {
 	t.Helper()
 	return nextWithin(t, snaps, testTimeout, what, pred)
 }
 
 // nextWithin is next with its own timeout.
-func nextWithin(t *testing.T, snaps <-chan Snapshot, d time.Duration, what string, pred func(Snapshot) bool) Snapshot {
+func nextWithin(t *testing.T, snaps <-chan model.Snapshot, d time.Duration, what string, pred func(model.Snapshot) bool) model.Snapshot {
 	t.Helper()
 	timeout := time.After(d)
-	var last Snapshot
+	var last model.Snapshot
 	for {
 		select {
 		case s := <-snaps:
@@ -177,13 +178,13 @@ func nextWithin(t *testing.T, snaps <-chan Snapshot, d time.Duration, what strin
 			last = s
 		case <-timeout:
 			t.Fatalf("no snapshot with %s within %s; last: %s", what, d, describe(last))
-			return Snapshot{}
+			return model.Snapshot{}
 		}
 	}
 }
 
 // none checks that no snapshot arrives within d.
-func none(t *testing.T, snaps <-chan Snapshot, d time.Duration) {
+func none(t *testing.T, snaps <-chan model.Snapshot, d time.Duration) {
 	t.Helper()
 	select {
 	case s := <-snaps:
@@ -193,7 +194,7 @@ func none(t *testing.T, snaps <-chan Snapshot, d time.Duration) {
 }
 
 // statusOf returns the client status of allocation allocID in s, or "".
-func statusOf(s Snapshot, allocID string) string {
+func statusOf(s model.Snapshot, allocID string) string {
 	for _, a := range s.Allocs {
 		if a.ID == allocID {
 			return a.ClientStatus
@@ -202,7 +203,7 @@ func statusOf(s Snapshot, allocID string) string {
 	return ""
 }
 
-func describe(s Snapshot) string {
+func describe(s model.Snapshot) string {
 	out := fmt.Sprintf("index %d:", s.Index)
 	for _, a := range s.Allocs {
 		out += fmt.Sprintf(" %s/%s/%s", a.ID[len(a.ID)-4:], a.ClientStatus, a.DesiredStatus)

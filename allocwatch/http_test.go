@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // overHTTP builds a watcher of f through the real nomad/api client, with
@@ -36,7 +38,7 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 	w := overHTTP(t, f, Config{}, nil)
 	snaps, stop := runWatcher(t, w)
 
-	first := next(t, snaps, "the first, empty answer", func(Snapshot) bool { return true })
+	first := next(t, snaps, "the first, empty answer", func(model.Snapshot) bool { return true })
 	if first.NodeID != id(9) || len(first.Allocs) != 0 || first.Index == 0 {
 		t.Errorf("first snapshot %s of node %s, want empty of %s", describe(first), first.NodeID, id(9))
 	}
@@ -44,7 +46,7 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 	f.upsert(apiAlloc(1, "pending",
 		withDevice("db", "zfs", "dataset", "fast", "fast-2"),
 		withDevice("web", "zfs", "dataset", "slow", "slow-1")))
-	s := next(t, snaps, "alloc 1 pending", func(s Snapshot) bool { return statusOf(s, id(1)) == "pending" })
+	s := next(t, snaps, "alloc 1 pending", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "pending" })
 	a := s.Allocs[0]
 	if !a.HoldsDevice("zfs", "dataset", "fast-2") || !a.HoldsDevice("zfs", "dataset", "slow-1") || a.JobType != "service" {
 		t.Errorf("pending alloc %+v: want both devices and job type service", a)
@@ -52,10 +54,10 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 
 	for _, status := range []string{"running", "complete"} {
 		f.setStatus(id(1), status)
-		next(t, snaps, "alloc 1 "+status, func(s Snapshot) bool { return statusOf(s, id(1)) == status })
+		next(t, snaps, "alloc 1 "+status, func(s model.Snapshot) bool { return statusOf(s, id(1)) == status })
 	}
 	f.gc(id(1))
-	next(t, snaps, "alloc 1 gone", func(s Snapshot) bool { return len(s.Allocs) == 0 })
+	next(t, snaps, "alloc 1 gone", func(s model.Snapshot) bool { return len(s.Allocs) == 0 })
 
 	// Let the next query reach the fake before stopping, so both counts
 	// include it.
@@ -90,7 +92,7 @@ func TestHTTPRunDropsDuplicatesAndWakeups(t *testing.T) {
 	f.upsert(apiAlloc(1, "running"))
 	w := overHTTP(t, f, Config{}, nil)
 	snaps, _ := runWatcher(t, w)
-	next(t, snaps, "first", func(Snapshot) bool { return true })
+	next(t, snaps, "first", func(model.Snapshot) bool { return true })
 
 	// A write that leaves this node's allocations alone keeps the query
 	// blocked, as Nomad does; one in a namespace the token cannot see
@@ -155,7 +157,7 @@ func TestHTTPDiscovery(t *testing.T) {
 					}
 				}
 			}
-			s := next(t, snaps, "the first answer", func(Snapshot) bool { return true })
+			s := next(t, snaps, "the first answer", func(model.Snapshot) bool { return true })
 			if s.NodeID != id(9) || len(s.Allocs) != 1 {
 				t.Errorf("snapshot %s of node %s, want alloc 1 on %s", describe(s), s.NodeID, id(9))
 			}
@@ -214,7 +216,7 @@ func TestHTTPOutage(t *testing.T) {
 			logs := &logBuffer{}
 			w := overHTTP(t, f, Config{NodeID: id(9)}, logs)
 			snaps, stop := runWatcher(t, w)
-			next(t, snaps, "first", func(Snapshot) bool { return true })
+			next(t, snaps, "first", func(model.Snapshot) bool { return true })
 
 			f.setFault(tc.fault, -1)
 			f.setStatus(id(1), "complete")
@@ -227,7 +229,7 @@ func TestHTTPOutage(t *testing.T) {
 			}
 			failed := f.count(kindNodeAllocs)
 			f.setFault(faultNone, 0)
-			s := next(t, snaps, "alloc 1 complete", func(s Snapshot) bool { return statusOf(s, id(1)) == "complete" })
+			s := next(t, snaps, "alloc 1 complete", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "complete" })
 			if len(s.Allocs) != 1 {
 				t.Errorf("after the outage: %s", describe(s))
 			}
@@ -419,7 +421,7 @@ func TestHTTPTokenFile(t *testing.T) {
 	backoffs := 0
 	w.backoff = func(int) time.Duration { mu.Lock(); backoffs++; mu.Unlock(); return 10 * time.Millisecond }
 	snaps, stop := runWatcher(t, w)
-	next(t, snaps, "first", func(Snapshot) bool { return true })
+	next(t, snaps, "first", func(model.Snapshot) bool { return true })
 	write("t3")
 	f.set(func(f *fakeNomad) {
 		f.tokens = map[string]fakeToken{"t3": {node: true, agent: true, namespaces: []string{"*"}}}
@@ -427,9 +429,9 @@ func TestHTTPTokenFile(t *testing.T) {
 	// The query in flight was accepted with t2 and still answers; the one
 	// after it meets the 403.
 	f.setStatus(id(1), "complete")
-	next(t, snaps, "alloc 1 complete", func(s Snapshot) bool { return statusOf(s, id(1)) == "complete" })
+	next(t, snaps, "alloc 1 complete", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "complete" })
 	f.setStatus(id(1), "failed")
-	next(t, snaps, "alloc 1 failed", func(s Snapshot) bool { return statusOf(s, id(1)) == "failed" })
+	next(t, snaps, "alloc 1 failed", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "failed" })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()
@@ -449,11 +451,11 @@ func TestHTTPNodePurged(t *testing.T) {
 	f.upsert(apiAlloc(1, "running"))
 	w := overHTTP(t, f, Config{NodeID: id(9)}, nil)
 	snaps, _ := runWatcher(t, w)
-	next(t, snaps, "first", func(s Snapshot) bool { return len(s.Allocs) == 1 })
+	next(t, snaps, "first", func(s model.Snapshot) bool { return len(s.Allocs) == 1 })
 
 	f.set(func(f *fakeNomad) { f.registered = false })
 	f.gc(id(1))
 	none(t, snaps, 300*time.Millisecond)
 	f.set(func(f *fakeNomad) { f.registered = true })
-	next(t, snaps, "empty, once the node is back", func(s Snapshot) bool { return len(s.Allocs) == 0 })
+	next(t, snaps, "empty, once the node is back", func(s model.Snapshot) bool { return len(s.Allocs) == 0 })
 }

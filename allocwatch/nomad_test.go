@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // Tests against a real Nomad agent (server and client in one process).
@@ -146,12 +147,12 @@ func TestNomadBatchJob(t *testing.T) {
 	}
 	ctx := context.Background()
 	snaps, stop := runWatcher(t, w)
-	next(t, snaps, "the first answer", func(Snapshot) bool { return true })
+	next(t, snaps, "the first answer", func(model.Snapshot) bool { return true })
 
 	a.RunJob(t, sleepJob("sleeper", "default", 8))
 	var allocID string
 	var seen []string
-	running := nextWithin(t, snaps, agentTimeout, "the allocation running", func(s Snapshot) bool {
+	running := nextWithin(t, snaps, agentTimeout, "the allocation running", func(s model.Snapshot) bool {
 		if len(s.Allocs) == 1 {
 			allocID = s.Allocs[0].ID
 			if st := s.Allocs[0].ClientStatus; len(seen) == 0 || seen[len(seen)-1] != st {
@@ -170,7 +171,7 @@ func TestNomadBatchJob(t *testing.T) {
 		t.Errorf("Lookup while running = %+v, %t, %v", al, found, err)
 	}
 
-	nextWithin(t, snaps, agentTimeout, "the allocation complete", func(s Snapshot) bool {
+	nextWithin(t, snaps, agentTimeout, "the allocation complete", func(s model.Snapshot) bool {
 		if st := statusOf(s, allocID); st != "" && seen[len(seen)-1] != st {
 			seen = append(seen, st)
 		}
@@ -209,7 +210,7 @@ func TestNomadBatchJob(t *testing.T) {
 		}
 		return nil
 	})
-	nextWithin(t, snaps, agentTimeout, "the allocation gone", func(s Snapshot) bool { return statusOf(s, allocID) == "" })
+	nextWithin(t, snaps, agentTimeout, "the allocation gone", func(s model.Snapshot) bool { return statusOf(s, allocID) == "" })
 	stop()
 
 	// The exact answers the lifecycle relies on, for an ID never placed.
@@ -252,14 +253,14 @@ func TestNomadAgentRestart(t *testing.T) {
 	snaps, stop := runWatcher(t, w)
 	a.RunJob(t, sleepJob("long", "default", 600))
 	allocID := waitRunning(t, a, "default", "long")
-	nextWithin(t, snaps, agentTimeout, "the allocation running", func(s Snapshot) bool {
+	nextWithin(t, snaps, agentTimeout, "the allocation running", func(s model.Snapshot) bool {
 		return statusOf(s, allocID) == api.AllocClientStatusRunning
 	})
 
 	a.Restart(t)
 	// The task survives the restart; stopping the job now must reach Run.
 	a.StopJob(t, "long", false)
-	s := nextWithin(t, snaps, 2*agentTimeout, "the allocation stopping or complete", func(s Snapshot) bool {
+	s := nextWithin(t, snaps, 2*agentTimeout, "the allocation stopping or complete", func(s model.Snapshot) bool {
 		for _, al := range s.Allocs {
 			if al.ID == allocID && al.ServerTerminal() {
 				return true

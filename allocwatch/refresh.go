@@ -3,6 +3,8 @@ package allocwatch
 import (
 	"context"
 	"sync"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // refreshes coalesces Refresh calls. A caller needs an answer that Nomad
@@ -23,7 +25,7 @@ type refreshes struct {
 
 type refreshCall struct {
 	done chan struct{}
-	snap Snapshot
+	snap model.Snapshot
 	err  error
 }
 
@@ -31,7 +33,7 @@ type refreshCall struct {
 // it starts, or one it joins that had not started when it joined. fetch
 // runs under the context of the call that leads the request; if that call
 // gives up, the request fails for those who joined it, who may ask again.
-func (r *refreshes) do(ctx context.Context, fetch func(context.Context) (Snapshot, error)) (Snapshot, error) {
+func (r *refreshes) do(ctx context.Context, fetch func(context.Context) (model.Snapshot, error)) (model.Snapshot, error) {
 	r.mu.Lock()
 	if c := r.queued; c != nil {
 		r.mu.Unlock()
@@ -64,11 +66,11 @@ func (r *refreshes) do(ctx context.Context, fetch func(context.Context) (Snapsho
 	return c.snap, c.err
 }
 
-func (c *refreshCall) wait(ctx context.Context) (Snapshot, error) {
+func (c *refreshCall) wait(ctx context.Context) (model.Snapshot, error) {
 	select {
 	case <-c.done:
 		return c.snap, c.err
 	case <-ctx.Done():
-		return Snapshot{}, ctx.Err()
+		return model.Snapshot{}, ctx.Err()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // gatedFetch is a Refresh request that records its start and waits for
@@ -18,20 +19,20 @@ type gatedFetch struct {
 	release chan struct{}
 }
 
-func (g *gatedFetch) fetch(ctx context.Context) (Snapshot, error) {
+func (g *gatedFetch) fetch(ctx context.Context) (model.Snapshot, error) {
 	g.mu.Lock()
 	g.started++
 	n := g.started
 	g.mu.Unlock()
 	g.startCh <- n
 	if err := ctx.Err(); err != nil {
-		return Snapshot{}, err // as an HTTP request on a context already done
+		return model.Snapshot{}, err // as an HTTP request on a context already done
 	}
 	select {
 	case <-g.release:
-		return Snapshot{Index: uint64(n)}, nil
+		return model.Snapshot{Index: uint64(n)}, nil
 	case <-ctx.Done():
-		return Snapshot{}, ctx.Err()
+		return model.Snapshot{}, ctx.Err()
 	}
 }
 

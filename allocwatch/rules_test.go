@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 func TestNextWaitIndex(t *testing.T) {
@@ -122,7 +123,7 @@ func TestSnapshotSameContent(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		other Snapshot
+		other model.Snapshot
 		want  bool
 	}{
 		{name: "identical", other: newSnapshot(id(9), 5, base(), at), want: true},
@@ -146,7 +147,7 @@ func TestSnapshotSameContent(t *testing.T) {
 	s := newSnapshot(id(9), 5, base(), at)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := s.sameContent(tc.other); got != tc.want {
+			if got := sameContent(s, tc.other); got != tc.want {
 				t.Errorf("sameContent = %t, want %t\n a: %+v\n b: %+v", got, tc.want, s.Allocs, tc.other.Allocs)
 			}
 		})
@@ -158,7 +159,7 @@ func TestSnapshotCloneIsDeep(t *testing.T) {
 	s := newSnapshot(id(9), 5, []*api.Allocation{
 		apiAlloc(1, "running", withDevice("db", "zfs", "dataset", "fast", "tank/a"), withTaskState("db", "running")),
 	}, time.Unix(0, 0))
-	c := s.clone()
+	c := cloneSnapshot(s)
 	s.Allocs[0].Devices[0].IDs[0] = "tank/x"
 	s.Allocs[0].TaskStates["db"] = "dead"
 	s.Allocs[0].ClientStatus = "complete"

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // Watcher watches this node's allocations. Run is its long-running part;
@@ -94,7 +95,7 @@ func newWatcher(cfg Config, logger hclog.Logger, src source, counts *counter) *W
 // allocation GC'd, seen when the wait times out) is delivered too.
 //
 // Run must not be called again before an earlier call has returned.
-func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
+func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) error {
 	if onSnapshot == nil {
 		return errors.New("allocwatch: Run needs an onSnapshot callback")
 	}
@@ -105,7 +106,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
 	}
 	var (
 		waitIndex uint64
-		last      Snapshot
+		last      model.Snapshot
 		lastAt    time.Time
 		delivered bool
 		attempt   int
@@ -142,7 +143,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
 		if snap.Index < prev {
 			w.logger.Debug("index went backwards; starting over", "wait_index", prev, "index", snap.Index)
 		}
-		changed := !delivered || !snap.sameContent(last)
+		changed := !delivered || !sameContent(snap, last)
 		if !shouldDeliver(delivered, changed, w.now().Sub(lastAt), w.resyncEvery) {
 			w.logger.Trace("answer unchanged", "index", snap.Index, "timed_out", timedOut)
 			continue
@@ -153,7 +154,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
 			// answer); after it, the plugin.
 			w.logger.Debug("allocations changed", "index", snap.Index, "allocs", len(snap.Allocs))
 		}
-		last, lastAt, delivered = snap.clone(), snap.At, true
+		last, lastAt, delivered = cloneSnapshot(snap), snap.At, true
 		onSnapshot(snap)
 	}
 }
@@ -162,15 +163,15 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(Snapshot)) error {
 // empty list for a node it does not know (purged, state rebuilt), so an
 // empty answer after a non-empty one counts only once the node is confirmed
 // registered; otherwise it is an error.
-func (w *Watcher) fetch(ctx context.Context, nodeID string, waitIndex uint64, wait time.Duration, hadAllocs bool) (Snapshot, error) {
+func (w *Watcher) fetch(ctx context.Context, nodeID string, waitIndex uint64, wait time.Duration, hadAllocs bool) (model.Snapshot, error) {
 	allocs, index, err := w.src.NodeAllocs(ctx, nodeID, waitIndex, wait)
 	if err != nil {
-		return Snapshot{}, err
+		return model.Snapshot{}, err
 	}
 	snap := newSnapshot(nodeID, index, allocs, w.now())
 	if len(snap.Allocs) == 0 && hadAllocs {
 		if err := w.src.Node(ctx, nodeID); err != nil {
-			return Snapshot{}, err
+			return model.Snapshot{}, err
 		}
 	}
 	return snap, nil
@@ -180,19 +181,19 @@ func (w *Watcher) fetch(ctx context.Context, nodeID string, waitIndex uint64, wa
 // the call: Reserve's fresh answer, to decide who calls it. Calls made
 // while a query runs share the next one (refreshes). It discovers the node
 // ID once if Run has not yet, without retrying.
-func (w *Watcher) Refresh(ctx context.Context) (Snapshot, error) {
+func (w *Watcher) Refresh(ctx context.Context) (model.Snapshot, error) {
 	return w.refreshes.do(ctx, w.refresh)
 }
 
 // refresh makes one non-blocking query now and returns its snapshot.
-func (w *Watcher) refresh(ctx context.Context) (Snapshot, error) {
+func (w *Watcher) refresh(ctx context.Context) (model.Snapshot, error) {
 	nodeID, err := w.discover(ctx)
 	if err != nil {
-		return Snapshot{}, err
+		return model.Snapshot{}, err
 	}
 	allocs, index, err := w.src.NodeAllocs(ctx, nodeID, 0, 0)
 	if err != nil {
-		return Snapshot{}, err
+		return model.Snapshot{}, err
 	}
 	return newSnapshot(nodeID, index, allocs, w.now()), nil
 }
@@ -201,16 +202,16 @@ func (w *Watcher) refresh(ctx context.Context) (Snapshot, error) {
 // anything is destroyed. found is false only on a definite 404 "alloc not
 // found" (never placed, or garbage-collected). An allocation the token may
 // not read is an error wrapping ErrPermissionDenied, never "not found".
-func (w *Watcher) Lookup(ctx context.Context, allocID string) (a Alloc, found bool, err error) {
+func (w *Watcher) Lookup(ctx context.Context, allocID string) (a model.Alloc, found bool, err error) {
 	if !isUUID(allocID) {
-		return Alloc{}, false, fmt.Errorf("allocation ID %q is not a UUID", allocID)
+		return model.Alloc{}, false, fmt.Errorf("allocation ID %q is not a UUID", allocID)
 	}
 	al, err := w.src.Alloc(ctx, allocID)
 	switch {
 	case errors.Is(err, errAllocNotFound):
-		return Alloc{}, false, nil
+		return model.Alloc{}, false, nil
 	case err != nil:
-		return Alloc{}, false, err
+		return model.Alloc{}, false, err
 	}
 	return convertAlloc(al), true, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 var (
@@ -42,13 +43,13 @@ func scripted(t *testing.T, src *scriptSource, cfg Config) (*Watcher, *[]int) {
 
 // runScript runs w until src's script is used up, then cancels it, and
 // returns the delivered snapshots and Run's error.
-func runScript(t *testing.T, w *Watcher, src *scriptSource) ([]Snapshot, error) {
+func runScript(t *testing.T, w *Watcher, src *scriptSource) ([]model.Snapshot, error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var got []Snapshot // written by Run's goroutine, read after it returned
+	var got []model.Snapshot // written by Run's goroutine, read after it returned
 	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx, func(s Snapshot) { got = append(got, s) }) }()
+	go func() { errc <- w.Run(ctx, func(s model.Snapshot) { got = append(got, s) }) }()
 	select {
 	case <-src.done:
 	case err := <-errc:
@@ -294,7 +295,7 @@ func TestRunDiscovery(t *testing.T) {
 		w.backoff = func(int) time.Duration { mu.Lock(); n++; mu.Unlock(); return time.Millisecond }
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		err := w.Run(ctx, func(Snapshot) { t.Error("delivered without a node ID") })
+		err := w.Run(ctx, func(model.Snapshot) { t.Error("delivered without a node ID") })
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Run = %v, want context.DeadlineExceeded", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // apiFlags are the nomad CLI's connection flags. Each one set overrides the
@@ -67,7 +68,7 @@ type holder struct {
 	Err   error  `json:"-"`
 	Error string `json:"error,omitempty"`
 	// alloc is Nomad's answer, for the model's rules.
-	alloc allocwatch.Alloc
+	alloc model.Alloc
 }
 
 // nomadAPI answers questions about holders through the allocation

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
@@ -26,9 +26,9 @@ func gcRig(t *testing.T) (f *zfstest.Fake, c *zfs.Client, cfg, cfgMax1 string) {
   }`))
 	st := settingsOf(t, cfg)
 	p := startPlugin(t, st.Slots, c, time.Hour)
-	ended := func(id string, index uint64, slot string) allocwatch.Alloc {
-		return allocwatch.Alloc{ID: id, ClientStatus: "complete", CreateIndex: index,
-			Devices: []allocwatch.Device{{Task: "t", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{slot}}}}
+	ended := func(id string, index uint64, slot string) model.Alloc {
+		return model.Alloc{ID: id, ClientStatus: "complete", CreateIndex: index,
+			Devices: []model.Device{{Task: "t", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{slot}}}}
 	}
 	hold(t, c, slot1, allocA, 10)
 	hold(t, c, "tank/nomad/scratch/scratch-2", allocB, 11)

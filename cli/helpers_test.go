@@ -140,16 +140,16 @@ type testPlugin struct {
 // holder, so it keeps the slot until someone decides).
 type pluginAllocs struct {
 	mu   sync.Mutex
-	snap allocwatch.Snapshot
+	snap model.Snapshot
 }
 
-func (p *pluginAllocs) Refresh(context.Context) (allocwatch.Snapshot, error) {
+func (p *pluginAllocs) Refresh(context.Context) (model.Snapshot, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.snap, nil
 }
 
-func (p *pluginAllocs) Lookup(_ context.Context, id string) (allocwatch.Alloc, bool, error) {
+func (p *pluginAllocs) Lookup(_ context.Context, id string) (model.Alloc, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range p.snap.Allocs {
@@ -157,17 +157,17 @@ func (p *pluginAllocs) Lookup(_ context.Context, id string) (allocwatch.Alloc, b
 			return a, true, nil
 		}
 	}
-	return allocwatch.Alloc{}, false, fmt.Errorf("%w: the test plugin cannot read %s", allocwatch.ErrPermissionDenied, id)
+	return model.Alloc{}, false, fmt.Errorf("%w: the test plugin cannot read %s", allocwatch.ErrPermissionDenied, id)
 }
 
 func (p *pluginAllocs) RunningLocally(context.Context, string) (bool, error) { return false, nil }
 
 // startPlugin runs a manager for cfg until the test ends, with allocs as
 // its snapshot; scan is its scan interval.
-func startPlugin(t testing.TB, cfg model.Config, c *zfs.Client, scan time.Duration, allocs ...allocwatch.Alloc) *testPlugin {
+func startPlugin(t testing.TB, cfg model.Config, c *zfs.Client, scan time.Duration, allocs ...model.Alloc) *testPlugin {
 	t.Helper()
 	cfg.ScanInterval = scan
-	pa := &pluginAllocs{snap: allocwatch.Snapshot{NodeID: nodeID, Index: 100, Allocs: allocs, At: time.Now()}}
+	pa := &pluginAllocs{snap: model.Snapshot{NodeID: nodeID, Index: 100, Allocs: allocs, At: time.Now()}}
 	m := hooks.NewManager(&cfg, c, pa, hclog.NewNullLogger())
 	m.OnAllocs(pa.snap)
 	m.Reconcile(context.Background())
@@ -186,9 +186,9 @@ func startPlugin(t testing.TB, cfg model.Config, c *zfs.Client, scan time.Durati
 }
 
 // setAllocs changes what the test plugin sees and wakes it.
-func (p *testPlugin) setAllocs(allocs ...allocwatch.Alloc) {
+func (p *testPlugin) setAllocs(allocs ...model.Alloc) {
 	p.allocs.mu.Lock()
-	p.allocs.snap = allocwatch.Snapshot{NodeID: nodeID, Index: p.allocs.snap.Index + 1, Allocs: allocs, At: time.Now()}
+	p.allocs.snap = model.Snapshot{NodeID: nodeID, Index: p.allocs.snap.Index + 1, Allocs: allocs, At: time.Now()}
 	s := p.allocs.snap
 	p.allocs.mu.Unlock()
 	p.m.OnAllocs(s)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfsexec"
 )
 
 // Name is the operator CLI's binary, cmd/nomad-device-zfs-ctl.
@@ -57,7 +58,7 @@ func (e *env) zfs(timeout time.Duration) *zfs.Client {
 	if e.runner != nil {
 		return zfs.NewClient(e.runner)
 	}
-	return zfs.NewClient(&zfs.ExecRunner{Timeout: timeout})
+	return zfs.NewClient(&zfsexec.Runner{Timeout: timeout})
 }
 
 func (e *env) clock() time.Time {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // statusRig: scratch-1 held by allocA (running in Nomad), and the data of
@@ -21,8 +21,8 @@ func statusRig(t *testing.T, parent string) (*env, string, *fakeNomad) {
 		p := startPlugin(t, st.Slots, c, time.Hour)
 		hold(t, c, slot1, allocA, 10)
 		hold(t, c, "tank/nomad/scratch/scratch-2", allocB, 11)
-		p.setAllocs(allocwatch.Alloc{ID: allocB, ClientStatus: "complete", CreateIndex: 11,
-			Devices: []allocwatch.Device{{Task: "t", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{"scratch-2"}}}})
+		p.setAllocs(model.Alloc{ID: allocB, ClientStatus: "complete", CreateIndex: 11,
+			Devices: []model.Device{{Task: "t", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{"scratch-2"}}}})
 		waitFor(t, 10*time.Second, "allocB's data retained", func() bool {
 			return slotOf(t, c, &st.Slots, "scratch-2").Generation == 2
 		})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfsexec"
 )
 
 // The plugin's user properties, as the README documents them.
@@ -41,7 +42,7 @@ const (
 )
 
 // zc is the project's zfs client on the real binaries.
-var zc = zfs.NewClient(&zfs.ExecRunner{Timeout: time.Minute})
+var zc = zfs.NewClient(&zfsexec.Runner{Timeout: time.Minute})
 
 // run runs a command (zfs, zpool, ...) and returns its stdout; a failure
 // fails the test with the command's output.

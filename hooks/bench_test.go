@@ -9,7 +9,6 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -58,7 +57,7 @@ func BenchmarkReserve(b *testing.B) {
 			fa.set(alloc("B", 10, "pending", "run", id))
 			m := NewManager(cfg, rowsZFS{rows: rows}, fa, hclog.NewNullLogger())
 			m.publish(model.BuildView(cfg, model.Scan{At: time.Now(), Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE"}}, Sets: sets}, nil), time.Now())
-			m.storeSnapshot(allocwatch.Snapshot{})
+			m.storeSnapshot(model.Snapshot{})
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := m.Reserve(b.Context(), []string{id}); err != nil {

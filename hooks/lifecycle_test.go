@@ -12,7 +12,6 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -21,7 +20,7 @@ import (
 // fakeAllocs is the allocation source below the lifecycle's Allocs seam.
 type fakeAllocs struct {
 	mu      sync.Mutex
-	allocs  []allocwatch.Alloc
+	allocs  []model.Alloc
 	gone    map[string]bool // Lookup says not found
 	forbid  map[string]bool // Lookup says 403
 	running map[string]bool // RunningLocally
@@ -32,19 +31,19 @@ type fakeAllocs struct {
 	lookups   int
 }
 
-func (f *fakeAllocs) set(as ...allocwatch.Alloc) {
+func (f *fakeAllocs) set(as ...model.Alloc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.allocs = as
 }
 
-func (f *fakeAllocs) snap() allocwatch.Snapshot {
+func (f *fakeAllocs) snap() model.Snapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return allocwatch.Snapshot{NodeID: "node", Index: 100, Allocs: append([]allocwatch.Alloc(nil), f.allocs...), At: time.Now()}
+	return model.Snapshot{NodeID: "node", Index: 100, Allocs: append([]model.Alloc(nil), f.allocs...), At: time.Now()}
 }
 
-func (f *fakeAllocs) Refresh(context.Context) (allocwatch.Snapshot, error) {
+func (f *fakeAllocs) Refresh(context.Context) (model.Snapshot, error) {
 	f.mu.Lock()
 	f.refresh++
 	fail := f.failNext > 0
@@ -53,17 +52,17 @@ func (f *fakeAllocs) Refresh(context.Context) (allocwatch.Snapshot, error) {
 	}
 	f.mu.Unlock()
 	if fail {
-		return allocwatch.Snapshot{}, errors.New("connection refused")
+		return model.Snapshot{}, errors.New("connection refused")
 	}
 	return f.snap(), nil
 }
 
-func (f *fakeAllocs) Lookup(_ context.Context, id string) (allocwatch.Alloc, bool, error) {
+func (f *fakeAllocs) Lookup(_ context.Context, id string) (model.Alloc, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lookups++
 	if f.forbid[id] {
-		return allocwatch.Alloc{}, false, errors.New("Unexpected response code: 403 (Permission denied)")
+		return model.Alloc{}, false, errors.New("Unexpected response code: 403 (Permission denied)")
 	}
 	for _, a := range f.allocs {
 		if a.ID == id {
@@ -71,12 +70,12 @@ func (f *fakeAllocs) Lookup(_ context.Context, id string) (allocwatch.Alloc, boo
 		}
 	}
 	if f.gone[id] {
-		return allocwatch.Alloc{}, false, nil
+		return model.Alloc{}, false, nil
 	}
 	if f.elsewhere[id] {
-		return allocwatch.Alloc{ID: id, NodeID: "other", ClientStatus: "pending", DesiredStatus: "run"}, true, nil
+		return model.Alloc{ID: id, NodeID: "other", ClientStatus: "pending", DesiredStatus: "run"}, true, nil
 	}
-	return allocwatch.Alloc{}, false, errors.New("unexpected lookup of " + id)
+	return model.Alloc{}, false, errors.New("unexpected lookup of " + id)
 }
 
 func (f *fakeAllocs) RunningLocally(_ context.Context, id string) (bool, error) {
@@ -86,11 +85,11 @@ func (f *fakeAllocs) RunningLocally(_ context.Context, id string) (bool, error) 
 }
 
 // alloc builds an allocation holding one scratch slot.
-func alloc(id string, createIndex uint64, client, desired string, slot string) allocwatch.Alloc {
-	return allocwatch.Alloc{
+func alloc(id string, createIndex uint64, client, desired string, slot string) model.Alloc {
+	return model.Alloc{
 		ID: id, Namespace: "default", JobID: "job-" + id, CreateIndex: createIndex, ModifyIndex: createIndex,
 		ClientStatus: client, DesiredStatus: desired,
-		Devices: []allocwatch.Device{{Task: "t", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{slot}}},
+		Devices: []model.Device{{Task: "t", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{slot}}},
 	}
 }
 
@@ -119,7 +118,7 @@ func newRig(t *testing.T, release model.Release, mods ...func(*model.Class)) *li
 
 // sync delivers the current allocations to the manager and reconciles, as
 // the watcher's callback and the Run loop would.
-func (r *lifecycleRig) sync(as ...allocwatch.Alloc) {
+func (r *lifecycleRig) sync(as ...model.Alloc) {
 	r.allocs.set(as...)
 	r.m.OnAllocs(r.allocs.snap())
 	r.m.Reconcile(r.t.Context())

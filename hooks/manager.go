@@ -37,8 +37,8 @@ var _ ZFS = (*zfs.Client)(nil)
 // Allocs is what the lifecycle needs from the allocation watcher;
 // *allocwatch.Watcher is the real one.
 type Allocs interface {
-	Refresh(ctx context.Context) (allocwatch.Snapshot, error)
-	Lookup(ctx context.Context, allocID string) (allocwatch.Alloc, bool, error)
+	Refresh(ctx context.Context) (model.Snapshot, error)
+	Lookup(ctx context.Context, allocID string) (model.Alloc, bool, error)
 	RunningLocally(ctx context.Context, allocID string) (bool, error)
 }
 
@@ -68,12 +68,12 @@ type Manager struct {
 	// updated is closed and replaced on every publish.
 	updated chan struct{}
 	// snap is the watcher's latest snapshot of this node's allocations.
-	snap *allocwatch.Snapshot
+	snap *model.Snapshot
 	// ended remembers the allocations holding a slot that any snapshot
 	// showed client-terminal, by ID: a holder the servers garbage-collect
 	// before a pass acts on its end is still released by how it ended
 	// (on_failure depends on it), not as "gone". At most maxEnded.
-	ended map[string]allocwatch.Alloc
+	ended map[string]model.Alloc
 	// overrides are slots re-read after a change made under their lock,
 	// newer than the published view until the next full scan.
 	overrides map[string]*override
@@ -111,7 +111,7 @@ func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *M
 		sleep:       pause.For,
 		wake:        make(chan struct{}, 1),
 		updated:     make(chan struct{}),
-		ended:       map[string]allocwatch.Alloc{},
+		ended:       map[string]model.Alloc{},
 		overrides:   map[string]*override{},
 		concurrency: createConcurrency,
 	}
@@ -243,12 +243,12 @@ func (m *Manager) Trigger() {
 
 // OnAllocs takes the watcher's snapshot of this node's allocations and
 // asks for a reconcile. It is the watcher's callback.
-func (m *Manager) OnAllocs(s allocwatch.Snapshot) {
+func (m *Manager) OnAllocs(s model.Snapshot) {
 	m.storeSnapshot(s)
 	m.Trigger()
 }
 
-func (m *Manager) storeSnapshot(s allocwatch.Snapshot) {
+func (m *Manager) storeSnapshot(s model.Snapshot) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.snap == nil || !s.At.Before(m.snap.At) {
@@ -265,7 +265,7 @@ const maxEnded = 4096
 
 // rememberEnded records the client-terminal slot holders in s; when the
 // memory is full, it forgets those s no longer lists. The caller holds mu.
-func (m *Manager) rememberEnded(s allocwatch.Snapshot) {
+func (m *Manager) rememberEnded(s model.Snapshot) {
 	listed := make(map[string]bool, len(s.Allocs))
 	for _, a := range s.Allocs {
 		listed[a.ID] = true
@@ -284,14 +284,14 @@ func (m *Manager) rememberEnded(s allocwatch.Snapshot) {
 }
 
 // endedAlloc is allocation id as a snapshot last showed it ended.
-func (m *Manager) endedAlloc(id string) (allocwatch.Alloc, bool) {
+func (m *Manager) endedAlloc(id string) (model.Alloc, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	a, ok := m.ended[id]
 	return a, ok
 }
 
-func (m *Manager) snapshot() *allocwatch.Snapshot {
+func (m *Manager) snapshot() *model.Snapshot {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.snap

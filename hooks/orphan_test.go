@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -51,7 +50,7 @@ func newOrphanRig(t *testing.T, release model.Release) *orphanRig {
 	return &orphanRig{r}
 }
 
-func holding(id string, createIndex uint64, client, class, slot string) allocwatch.Alloc {
+func holding(id string, createIndex uint64, client, class, slot string) model.Alloc {
 	a := alloc(id, createIndex, client, "run", slot)
 	a.Devices[0].Name = class
 	return a

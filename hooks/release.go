@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -22,7 +21,7 @@ import (
 // an ended holder, which is released the same way; a crash after a
 // rollback, a pristine slot held by an ended holder, released again. The
 // caller holds the slot's lock.
-func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder allocwatch.Alloc, outcome string) error {
+func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder model.Alloc, outcome string) error {
 	if err := model.CheckRelease(m.cfg, s); err != nil {
 		return err // nothing changed; the slot's health says what to do
 	}
@@ -76,7 +75,7 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 
 // markReleasing records a release on the slot: releasing, with its holder
 // and outcome, so a crash midway resumes it as it began.
-func (m *Manager) markReleasing(ctx context.Context, s model.Slot, holder allocwatch.Alloc, holderIndex uint64, outcome string) error {
+func (m *Manager) markReleasing(ctx context.Context, s model.Slot, holder model.Alloc, holderIndex uint64, outcome string) error {
 	if err := m.zfs.Set(ctx, s.Dataset, model.ReleasingProps(holder.ID, holderIndex, outcome, m.now())); err != nil {
 		return fmt.Errorf("marking %s releasing: %w", s.Dataset, err)
 	}
@@ -201,7 +200,7 @@ func (m *Manager) createSlot(ctx context.Context, c model.Class, dataset string,
 // a sticky class one whose ended holder a, its replacement, inherits. A
 // slot that is parked data at the slot's name (a claim a crash
 // interrupted) is finished as the claim would have.
-func (m *Manager) recordHolder(ctx context.Context, s model.Slot, a allocwatch.Alloc) error {
+func (m *Manager) recordHolder(ctx context.Context, s model.Slot, a model.Alloc) error {
 	m.logger.Info("slot held", "slot", s.ID, "alloc_id", a.ID, "job_id", a.JobID, "namespace", a.Namespace)
 	if s.State != model.StateParked {
 		return m.zfs.Set(ctx, s.Dataset, model.HeldProps(a.ID, a.CreateIndex, m.now()))

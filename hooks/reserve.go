@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -165,7 +164,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 // ready slot that no allocation names, for the next one to read). While the
 // predecessor's data is still in its own slot, it waits a step and fetches
 // a fresh answer instead. It returns whether the snapshot is fresh.
-func (m *Manager) takeReady(ctx context.Context, s model.Slot, c model.Class, caller allocwatch.Alloc, fresh bool) (bool, error) {
+func (m *Manager) takeReady(ctx context.Context, s model.Slot, c model.Class, caller model.Alloc, fresh bool) (bool, error) {
 	claimed, err := m.inherit(ctx, s, c, caller)
 	switch {
 	case errors.Is(err, errWaitPark):

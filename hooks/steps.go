@@ -7,7 +7,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -31,7 +30,7 @@ func (m *Manager) runLifecycle(ctx context.Context, v *model.View) (changed, fai
 // lock is taken is being fenced by a Reserve, which may wait up to
 // reserve_timeout for a predecessor: the pass skips it rather than stall
 // every other slot, and the next pass looks again.
-func (m *Manager) runStep(ctx context.Context, id, class string, snap *allocwatch.Snapshot) (changed, failed bool) {
+func (m *Manager) runStep(ctx context.Context, id, class string, snap *model.Snapshot) (changed, failed bool) {
 	lock := m.locks.get(id)
 	if !lock.TryLock() {
 		m.logger.Debug("slot busy in Reserve; next pass", "slot", id)
@@ -78,7 +77,7 @@ var errKeep = errors.New("holder may still run")
 // gone from the servers only once the local client confirms it does not run
 // the allocation: a lost allocation keeps running on a node that was cut
 // off from the servers, and the servers collect lost allocations too.
-func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, c model.Class, a allocwatch.Alloc, outcome string) error {
+func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, c model.Class, a model.Alloc, outcome string) error {
 	running, err := m.allocs.RunningLocally(ctx, a.ID)
 	if err != nil {
 		return fmt.Errorf("cannot ask the local client about %s allocation %s: %w", outcome, a.ID, err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -22,7 +21,7 @@ import (
 // and creates a fresh slot in its place. Marked before the rename, so a
 // crash between any two steps resumes: the release again, or runParked
 // finishing the renamed data.
-func (m *Manager) park(ctx context.Context, s model.Slot, c model.Class, holder allocwatch.Alloc, holderIndex uint64) error {
+func (m *Manager) park(ctx context.Context, s model.Slot, c model.Class, holder model.Alloc, holderIndex uint64) error {
 	aside := m.cfg.ParkedName(s.Class, holder.ID, s.ID)
 	if err := m.zfs.Set(ctx, s.Dataset, model.ParkAsProps(aside)); err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return err
@@ -67,7 +66,7 @@ func (m *Manager) readParked(ctx context.Context, name string) (*model.Retained,
 // inherits its predecessor's data, and claims it if so. It reports whether
 // the slot changed (read it again), or errWaitPark while the data is still
 // in the predecessor's slot. The caller holds s's lock.
-func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, caller allocwatch.Alloc) (bool, error) {
+func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, caller model.Alloc) (bool, error) {
 	prev, prevID, ok := model.Predecessor(c, caller, s.ID, m.snapshot())
 	if !ok {
 		return false, nil
@@ -114,7 +113,7 @@ var errWaitPark = errors.New("waiting for the predecessor's data to be parked")
 // renamed onto its name, and recorded held by caller. A rename, whatever
 // the size. The caller holds s's lock; p's lock orders it against a pass
 // releasing p.
-func (m *Manager) claim(ctx context.Context, s model.Slot, caller allocwatch.Alloc, p model.Retained) error {
+func (m *Manager) claim(ctx context.Context, s model.Slot, caller model.Alloc, p model.Retained) error {
 	lock := m.locks.get(p.Dataset)
 	lock.Lock()
 	defer lock.Unlock()
@@ -152,7 +151,7 @@ func (m *Manager) claim(ctx context.Context, s model.Slot, caller allocwatch.All
 // naming the slot, expires, outcome) is left: the slot's next release
 // rewrites or clears it (model.ClearedOnReady), and nothing reads it on a
 // held slot.
-func (m *Manager) setClaimed(ctx context.Context, dataset string, caller allocwatch.Alloc, generation int) error {
+func (m *Manager) setClaimed(ctx context.Context, dataset string, caller model.Alloc, generation int) error {
 	return m.zfs.Set(ctx, dataset, model.ClaimedProps(dataset, caller, generation, m.now()))
 }
 
@@ -175,7 +174,7 @@ func (m *Manager) runParked(ctx context.Context, cv *model.ClassView) bool {
 		if m.allocs == nil {
 			continue
 		}
-		looked := map[string]allocwatch.Alloc{}
+		looked := map[string]model.Alloc{}
 		step := model.PlanParked(cv.Class, p, cv.Slots, snap, looked, m.now())
 		for range 2 {
 			if step.Kind != model.ParkedLookup {
@@ -187,7 +186,7 @@ func (m *Manager) runParked(ctx context.Context, cv *model.ClassView) bool {
 				break
 			}
 			if !found {
-				a = allocwatch.Alloc{}
+				a = model.Alloc{}
 			}
 			looked[step.Lookup] = a
 			step = model.PlanParked(cv.Class, p, cv.Slots, snap, looked, m.now())

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -23,13 +22,13 @@ func stickyRig(t *testing.T, release model.Release) *lifecycleRig {
 }
 
 // replacing returns a copy of a, replaced by next (Nomad links both ways).
-func replacing(a allocwatch.Alloc, next string) allocwatch.Alloc {
+func replacing(a model.Alloc, next string) model.Alloc {
 	a.NextAllocation = next
 	return a
 }
 
 // successor is allocation id, replacing prev, on slot.
-func successor(id string, createIndex uint64, client, slot, prev string) allocwatch.Alloc {
+func successor(id string, createIndex uint64, client, slot, prev string) model.Alloc {
 	a := alloc(id, createIndex, client, "run", slot)
 	a.PreviousAllocation = prev
 	return a
@@ -161,29 +160,29 @@ func TestStickyUnclaimed(t *testing.T) {
 		release model.Release
 		// ended is how A ends; then is the state after, and wait how long
 		// passes before the last pass.
-		ended []allocwatch.Alloc
+		ended []model.Alloc
 		wait  time.Duration
 		// parked: the data is still parked; retained: kept as retained.
 		parked, retained bool
 	}{
 		{name: "job stopped: released at once",
-			ended: []allocwatch.Alloc{alloc("A", 10, "complete", "stop", "scratch-1")}},
+			ended: []model.Alloc{alloc("A", 10, "complete", "stop", "scratch-1")}},
 		{name: "batch complete: released at once",
-			ended: []allocwatch.Alloc{alloc("A", 10, "complete", "run", "scratch-1")}},
+			ended: []model.Alloc{alloc("A", 10, "complete", "run", "scratch-1")}},
 		{name: "failed, reschedule pending: parked",
-			ended:  []allocwatch.Alloc{alloc("A", 10, "failed", "run", "scratch-1")},
+			ended:  []model.Alloc{alloc("A", 10, "failed", "run", "scratch-1")},
 			parked: true},
 		{name: "failed, no replacement within sticky_wait: released",
-			ended: []allocwatch.Alloc{alloc("A", 10, "failed", "run", "scratch-1")}, wait: 2 * time.Hour},
+			ended: []model.Alloc{alloc("A", 10, "failed", "run", "scratch-1")}, wait: 2 * time.Hour},
 		{name: "failed, no replacement, snapshot policy: retained",
 			release: model.Release{Policy: model.PolicySnapshot, Retain: 24 * time.Hour},
-			ended:   []allocwatch.Alloc{alloc("A", 10, "failed", "run", "scratch-1")}, wait: 2 * time.Hour, retained: true},
+			ended:   []model.Alloc{alloc("A", 10, "failed", "run", "scratch-1")}, wait: 2 * time.Hour, retained: true},
 		{name: "replacement on another node: released",
-			ended: []allocwatch.Alloc{replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "elsewhere")}},
+			ended: []model.Alloc{replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "elsewhere")}},
 		{name: "replacement started without it: released",
-			ended: []allocwatch.Alloc{replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "running", "scratch-2", "A")}},
+			ended: []model.Alloc{replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "running", "scratch-2", "A")}},
 		{name: "replacement pending: parked",
-			ended:  []allocwatch.Alloc{replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "pending", "scratch-2", "A")},
+			ended:  []model.Alloc{replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "pending", "scratch-2", "A")},
 			parked: true},
 	}
 	for _, tc := range cases {
@@ -197,7 +196,7 @@ func TestStickyUnclaimed(t *testing.T) {
 			r.allocs.elsewhere = map[string]bool{"elsewhere": true}
 			r.allocs.mu.Unlock()
 			r.sync(tc.ended...)
-			if slices.ContainsFunc(tc.ended, func(a allocwatch.Alloc) bool { return a.ID == "B" && a.ClientStatus == "running" }) {
+			if slices.ContainsFunc(tc.ended, func(a model.Alloc) bool { return a.ID == "B" && a.ClientStatus == "running" }) {
 				// B started on scratch-2 (recorded) without claiming.
 				r.sync(tc.ended...)
 			}
@@ -233,7 +232,7 @@ func TestStickyClaimInterrupted(t *testing.T) {
 			r := stickyRig(t, model.Release{})
 			r.sync(alloc("A", 10, "running", "run", "scratch-1"))
 			r.write("state", "A's data")
-			ended := []allocwatch.Alloc{replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "pending", "scratch-2", "A")}
+			ended := []model.Alloc{replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "pending", "scratch-2", "A")}
 			r.allocs.set(ended...)
 			r.m.OnAllocs(r.allocs.snap())
 			r.m.Settle(t.Context()) // parks, without the pass's scan after
@@ -266,9 +265,9 @@ func TestStickyClaimInterrupted(t *testing.T) {
 // same task of its predecessor, even when Nomad swapped their slots.
 func TestStickyPairsByTask(t *testing.T) {
 	r := stickyRig(t, model.Release{})
-	twoTasks := func(id string, idx uint64, client, desired, mainSlot, sideSlot string) allocwatch.Alloc {
+	twoTasks := func(id string, idx uint64, client, desired, mainSlot, sideSlot string) model.Alloc {
 		a := alloc(id, idx, client, desired, mainSlot)
-		a.Devices = []allocwatch.Device{
+		a.Devices = []model.Device{
 			{Task: "main", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{mainSlot}},
 			{Task: "side", Vendor: "zfs", Type: "dataset", Name: "scratch", IDs: []string{sideSlot}},
 		}

@@ -2,8 +2,6 @@ package model
 
 import (
 	"sort"
-
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 )
 
 // Liveness answers the one question every release depends on: may this
@@ -32,7 +30,7 @@ func (l Liveness) String() string {
 // and how it ended when it has. found false is Nomad's definite "no such
 // allocation"; an allocation missing from the node's list is not that
 // (a token without read-job in its namespace hides it): look it up first.
-func Judge(a allocwatch.Alloc, found bool) (Liveness, string) {
+func Judge(a Alloc, found bool) (Liveness, string) {
 	switch {
 	case !found:
 		return AskClient, OutcomeGone
@@ -45,7 +43,7 @@ func Judge(a allocwatch.Alloc, found bool) (Liveness, string) {
 }
 
 // OutcomeOf names how a client-terminal allocation ended.
-func OutcomeOf(a allocwatch.Alloc) string {
+func OutcomeOf(a Alloc) string {
 	switch a.ClientStatus {
 	case "complete":
 		return OutcomeComplete
@@ -66,13 +64,13 @@ const (
 // refs are the allocations that name one slot, split by whether they may
 // still run.
 type refs struct {
-	live     []allocwatch.Alloc // not client-terminal: pending, running, unknown
-	terminal []allocwatch.Alloc // complete, failed, lost
+	live     []Alloc // not client-terminal: pending, running, unknown
+	terminal []Alloc // complete, failed, lost
 }
 
 // refsFor finds the allocations holding device id of class in snap, oldest
 // placement first.
-func refsFor(snap *allocwatch.Snapshot, class, id string) refs {
+func refsFor(snap *Snapshot, class, id string) refs {
 	var r refs
 	if snap == nil {
 		return r
@@ -87,7 +85,7 @@ func refsFor(snap *allocwatch.Snapshot, class, id string) refs {
 			r.live = append(r.live, a)
 		}
 	}
-	byCreate := func(s []allocwatch.Alloc) {
+	byCreate := func(s []Alloc) {
 		sort.Slice(s, func(i, j int) bool { return s[i].CreateIndex < s[j].CreateIndex })
 	}
 	byCreate(r.live)
@@ -96,7 +94,7 @@ func refsFor(snap *allocwatch.Snapshot, class, id string) refs {
 }
 
 // HoldsSlot reports whether a was assigned any of the plugin's devices.
-func HoldsSlot(a allocwatch.Alloc) bool {
+func HoldsSlot(a Alloc) bool {
 	for _, d := range a.Devices {
 		if d.Vendor == Vendor && d.Type == DeviceType {
 			return true
@@ -105,7 +103,7 @@ func HoldsSlot(a allocwatch.Alloc) bool {
 	return false
 }
 
-func holdsClass(a allocwatch.Alloc, class string) bool {
+func holdsClass(a Alloc, class string) bool {
 	for _, d := range a.Devices {
 		if d.Vendor == Vendor && d.Type == DeviceType && d.Name == class {
 			return true
@@ -115,7 +113,7 @@ func holdsClass(a allocwatch.Alloc, class string) bool {
 }
 
 // findAlloc finds allocation id in snap.
-func findAlloc(snap *allocwatch.Snapshot, id string) (allocwatch.Alloc, bool) {
+func findAlloc(snap *Snapshot, id string) (Alloc, bool) {
 	if snap != nil {
 		for _, a := range snap.Allocs {
 			if a.ID == id {
@@ -123,11 +121,11 @@ func findAlloc(snap *allocwatch.Snapshot, id string) (allocwatch.Alloc, bool) {
 			}
 		}
 	}
-	return allocwatch.Alloc{}, false
+	return Alloc{}, false
 }
 
 // holderOf is the slot's recorded holder as snap shows it, or just its ID.
-func holderOf(snap *allocwatch.Snapshot, s Slot) allocwatch.Alloc {
+func holderOf(snap *Snapshot, s Slot) Alloc {
 	a, _ := findAlloc(snap, s.Holder)
 	a.ID = s.Holder
 	return a
@@ -135,18 +133,18 @@ func holderOf(snap *allocwatch.Snapshot, s Slot) allocwatch.Alloc {
 
 // firstLost finds a lost allocation among ended ones: it may still run on
 // this node.
-func firstLost(as []allocwatch.Alloc) (allocwatch.Alloc, bool) {
+func firstLost(as []Alloc) (Alloc, bool) {
 	for _, a := range as {
 		if a.ClientStatus == "lost" {
 			return a, true
 		}
 	}
-	return allocwatch.Alloc{}, false
+	return Alloc{}, false
 }
 
 // newer keeps the allocations placed after the slot's last recorded holder.
-func newer(as []allocwatch.Alloc, holderIndex uint64) []allocwatch.Alloc {
-	var out []allocwatch.Alloc
+func newer(as []Alloc, holderIndex uint64) []Alloc {
+	var out []Alloc
 	for _, a := range as {
 		if a.CreateIndex > holderIndex {
 			out = append(out, a)
@@ -157,7 +155,7 @@ func newer(as []allocwatch.Alloc, holderIndex uint64) []allocwatch.Alloc {
 
 // anyRunning reports whether an allocation has started: its client says
 // running, or one of its tasks runs.
-func anyRunning(as []allocwatch.Alloc) bool {
+func anyRunning(as []Alloc) bool {
 	for _, a := range as {
 		if a.ClientStatus == "running" {
 			return true

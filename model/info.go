@@ -4,8 +4,6 @@ import (
 	"strings"
 	"unique"
 
-	gozfs "github.com/mistifyio/go-zfs/v3"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -113,7 +111,7 @@ func (s *Slot) row() *zfs.Dataset {
 	}
 	i := &s.Info
 	return &zfs.Dataset{
-		Name: s.Dataset, Type: gozfs.DatasetFilesystem,
+		Name: s.Dataset, Type: zfs.DatasetFilesystem,
 		Used: i.Used, Available: i.Available, Referenced: i.Referenced,
 		Mountpoint: s.Mountpoint, Mounted: s.Mounted,
 		Quota: i.Quota, Refquota: i.Refquota, Reservation: i.Reservation, Recordsize: i.Recordsize,

@@ -1,9 +1,5 @@
 package model
 
-import (
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
-)
-
 // The slot lifecycle, as pure decisions over a slot (from ZFS) and a
 // snapshot of this node's allocations (from the watcher):
 //
@@ -46,7 +42,7 @@ type Step struct {
 	Kind StepKind
 	Slot Slot
 	// Alloc is the holder to record, release or check.
-	Alloc allocwatch.Alloc
+	Alloc Alloc
 	// Outcome is how the holder ended, for StepRelease.
 	Outcome string
 }
@@ -54,7 +50,7 @@ type Step struct {
 // PlanLifecycle decides, for every existing slot, what the watcher's latest
 // snapshot calls for. It is level-triggered: the same inputs give the same
 // steps, so a crash or a repeated snapshot is harmless.
-func PlanLifecycle(v *View, snap *allocwatch.Snapshot) []Step {
+func PlanLifecycle(v *View, snap *Snapshot) []Step {
 	if v == nil || snap == nil || v.Problem != "" {
 		return nil
 	}
@@ -81,7 +77,7 @@ func PlanLifecycle(v *View, snap *allocwatch.Snapshot) []Step {
 
 // PlanSlot decides what snap calls for on one slot of class c, if
 // anything.
-func PlanSlot(c Class, s Slot, snap *allocwatch.Snapshot) (Step, bool) {
+func PlanSlot(c Class, s Slot, snap *Snapshot) (Step, bool) {
 	switch s.State {
 	case StateReleasing:
 		// A release was under way (a crash, a busy dataset, an operator's
@@ -91,7 +87,7 @@ func PlanSlot(c Class, s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 	case StateHeld, StateParked:
 		holder, seen := findAlloc(snap, s.Holder)
 		if !seen {
-			return Step{Kind: StepCheckGone, Slot: s, Alloc: allocwatch.Alloc{ID: s.Holder}}, true
+			return Step{Kind: StepCheckGone, Slot: s, Alloc: Alloc{ID: s.Holder}}, true
 		}
 		switch live, outcome := Judge(holder, true); live {
 		case AskClient:
@@ -145,9 +141,9 @@ func PlanSlot(c Class, s Slot, snap *allocwatch.Snapshot) (Step, bool) {
 // position (Predecessor): it may run, and inherits the slot as it is. One
 // placed on it for another task inherits another slot's data instead, so
 // this one is parked for whoever pairs with it.
-func successorOn(c Class, s Slot, holder allocwatch.Alloc, snap *allocwatch.Snapshot) (allocwatch.Alloc, bool) {
+func successorOn(c Class, s Slot, holder Alloc, snap *Snapshot) (Alloc, bool) {
 	if !c.Sticky || s.Orphan {
-		return allocwatch.Alloc{}, false
+		return Alloc{}, false
 	}
 	origin := s.ID
 	if s.State == StateParked {
@@ -160,15 +156,15 @@ func successorOn(c Class, s Slot, holder allocwatch.Alloc, snap *allocwatch.Snap
 			return a, true
 		}
 	}
-	return allocwatch.Alloc{}, false
+	return Alloc{}, false
 }
 
 // inheritsAtReserve reports whether allocation a, which names ready slot id
 // and has not started, is a sticky class's replacement whose Reserve is to
 // claim its predecessor's data: recording it now would make the slot its
 // own, fresh, before the claim.
-func inheritsAtReserve(c Class, a allocwatch.Alloc, id string, snap *allocwatch.Snapshot) bool {
-	if anyRunning([]allocwatch.Alloc{a}) {
+func inheritsAtReserve(c Class, a Alloc, id string, snap *Snapshot) bool {
+	if anyRunning([]Alloc{a}) {
 		return false
 	}
 	_, _, ok := Predecessor(c, a, id, snap)

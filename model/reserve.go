@@ -2,8 +2,6 @@ package model
 
 import (
 	"fmt"
-
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 )
 
 // ReserveKind is what Reserve must do before it can hand a slot out.
@@ -40,7 +38,7 @@ type ReserveDecision struct {
 	Kind ReserveKind
 	// Alloc is the previous holder, when there is one; for ReserveGrant of
 	// a ready slot, the caller, to be recorded as its holder.
-	Alloc   allocwatch.Alloc
+	Alloc   Alloc
 	Outcome string
 	Reason  string
 }
@@ -57,7 +55,7 @@ type ReserveDecision struct {
 // holder inherits its data (ReserveInherit) instead of waiting for a
 // release; a ready slot's caller may still inherit parked data
 // (DecideInherit).
-func DecideReserve(c Class, s Slot, snap *allocwatch.Snapshot, fresh bool) ReserveDecision {
+func DecideReserve(c Class, s Slot, snap *Snapshot, fresh bool) ReserveDecision {
 	if s.State == StateReleasing {
 		return ReserveDecision{Kind: ReserveReleaseFirst, Alloc: holderOf(snap, s), Outcome: s.Outcome}
 	}
@@ -69,7 +67,7 @@ func DecideReserve(c Class, s Slot, snap *allocwatch.Snapshot, fresh bool) Reser
 	if s.State == StateHeld || s.State == StateParked {
 		holder, seen := findAlloc(snap, s.Holder)
 		if !seen {
-			return ReserveDecision{Kind: ReserveCheckGone, Alloc: allocwatch.Alloc{ID: s.Holder}}
+			return ReserveDecision{Kind: ReserveCheckGone, Alloc: Alloc{ID: s.Holder}}
 		}
 		switch live, outcome := Judge(holder, true); live {
 		case AskClient:

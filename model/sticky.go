@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 )
 
 // Sticky data: a class with Sticky set hands an allocation's data to the
@@ -45,7 +43,7 @@ const parkedPrefix = "parked-"
 // only PlanParked's next look releases. Parks looks at the slots of the
 // class that the replacement names in snap, as slot gives them (as last
 // read), and only when everything else calls for parking.
-func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string, snap *allocwatch.Snapshot, slot func(id string) (Slot, bool)) bool {
+func (c Class) Parks(s Slot, holder Alloc, outcome string, snap *Snapshot, slot func(id string) (Slot, bool)) bool {
 	if !c.Sticky || s.Orphan {
 		return false
 	}
@@ -63,7 +61,7 @@ func (c Class) Parks(s Slot, holder allocwatch.Alloc, outcome string, snap *allo
 // replacementSlots are the slots of class c that holder's replacement
 // names, as snap shows it and slot gives them; none when snap does not
 // show the replacement.
-func (c Class) replacementSlots(holder allocwatch.Alloc, snap *allocwatch.Snapshot, slot func(id string) (Slot, bool)) []Slot {
+func (c Class) replacementSlots(holder Alloc, snap *Snapshot, slot func(id string) (Slot, bool)) []Slot {
 	next, ok := findAlloc(snap, holder.NextAllocation)
 	if !ok {
 		return nil
@@ -99,7 +97,7 @@ func recordedOn(slots []Slot, id string) (Slot, bool) {
 // task's device of the class, at the same position). ok is false when the
 // class is not sticky, caller replaces nothing, or snap does not show the
 // predecessor holding a slot of the class on this node.
-func Predecessor(c Class, caller allocwatch.Alloc, id string, snap *allocwatch.Snapshot) (prev allocwatch.Alloc, prevSlot string, ok bool) {
+func Predecessor(c Class, caller Alloc, id string, snap *Snapshot) (prev Alloc, prevSlot string, ok bool) {
 	if !c.Sticky || caller.PreviousAllocation == "" {
 		return prev, "", false
 	}
@@ -148,7 +146,7 @@ type InheritDecision struct {
 // DecideInherit decides a Reserve of ready slot s by caller, the
 // replacement of prev, whose data was in prevSlot (as last read) and may
 // be parked (parked, read just now; nil when there is none).
-func DecideInherit(s Slot, caller, prev allocwatch.Alloc, prevSlot *Slot, parked *Retained) InheritDecision {
+func DecideInherit(s Slot, caller, prev Alloc, prevSlot *Slot, parked *Retained) InheritDecision {
 	switch {
 	case parked != nil && parked.Holder == prev.ID:
 		// Parked, or renamed aside by a park a crash interrupted (its
@@ -205,7 +203,7 @@ type ParkedStep struct {
 // node's allocations (snap), the class's slots as last read, the answers
 // of earlier lookups (looked: ID → the allocation, absent from the map
 // when not looked up, a zero Alloc when Nomad has none), and now.
-func PlanParked(c Class, p Retained, slots []Slot, snap *allocwatch.Snapshot, looked map[string]allocwatch.Alloc, now time.Time) ParkedStep {
+func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[string]Alloc, now time.Time) ParkedStep {
 	release := func(why string, args ...any) ParkedStep {
 		return ParkedStep{Kind: ParkedRelease, Reason: fmt.Sprintf(why, args...)}
 	}
@@ -217,14 +215,14 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *allocwatch.Snapshot, lo
 	case snap == nil:
 		return ParkedStep{Kind: ParkedKeep}
 	}
-	find := func(id string) (allocwatch.Alloc, bool, bool) {
+	find := func(id string) (Alloc, bool, bool) {
 		if a, ok := findAlloc(snap, id); ok {
 			return a, true, true
 		}
 		if a, ok := looked[id]; ok {
 			return a, a.ID != "", true
 		}
-		return allocwatch.Alloc{}, false, false
+		return Alloc{}, false, false
 	}
 	prev, found, known := find(p.Holder)
 	switch {
@@ -288,7 +286,7 @@ func ClaimAsProps(slotDataset string) map[string]string {
 
 // ClaimedProps make claimed data, renamed onto slot dataset, that slot,
 // held by caller; generation follows the slot's it replaced.
-func ClaimedProps(dataset string, caller allocwatch.Alloc, generation int, now time.Time) map[string]string {
+func ClaimedProps(dataset string, caller Alloc, generation int, now time.Time) map[string]string {
 	return map[string]string{
 		PropOwner:       dataset,
 		PropState:       string(StateHeld),

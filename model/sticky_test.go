@@ -4,14 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-func stickyAlloc(id, client, desired, prev, next, slot string) allocwatch.Alloc {
-	return allocwatch.Alloc{ID: id, NodeID: "node", ClientStatus: client, DesiredStatus: desired,
+func stickyAlloc(id, client, desired, prev, next, slot string) Alloc {
+	return Alloc{ID: id, NodeID: "node", ClientStatus: client, DesiredStatus: desired,
 		PreviousAllocation: prev, NextAllocation: next,
-		Devices: []allocwatch.Device{{Task: "t", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{slot}}}}
+		Devices: []Device{{Task: "t", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{slot}}}}
 }
 
 func TestParks(t *testing.T) {
@@ -20,7 +19,7 @@ func TestParks(t *testing.T) {
 		name    string
 		class   Class
 		slot    Slot
-		holder  allocwatch.Alloc
+		holder  Alloc
 		outcome string
 		named   []Slot
 		want    bool
@@ -31,7 +30,7 @@ func TestParks(t *testing.T) {
 		{"failed, may be rescheduled", sticky, Slot{}, stickyAlloc("A", "failed", "run", "", "", "pg-1"), OutcomeFailed, nil, true},
 		{"failed and stopped", sticky, Slot{}, stickyAlloc("A", "failed", "stop", "", "", "pg-1"), OutcomeFailed, nil, false},
 		{"lost, replaced", sticky, Slot{}, stickyAlloc("A", "lost", "stop", "", "B", "pg-1"), OutcomeLost, nil, true},
-		{"gone from Nomad", sticky, Slot{}, allocwatch.Alloc{ID: "A"}, OutcomeGone, nil, false},
+		{"gone from Nomad", sticky, Slot{}, Alloc{ID: "A"}, OutcomeGone, nil, false},
 		{"operator's release", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeOperator, nil, false},
 		{"orphan", sticky, Slot{Orphan: true}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
 		{"replacement ready for its claim", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
@@ -47,7 +46,7 @@ func TestParks(t *testing.T) {
 		{"not sticky", Class{Name: "pg"}, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
 	}
 	// B, the replacement, names pg-2; named are the slots as last read.
-	snap := &allocwatch.Snapshot{NodeID: "node", Allocs: []allocwatch.Alloc{stickyAlloc("B", "pending", "run", "A", "", "pg-2")}}
+	snap := &Snapshot{NodeID: "node", Allocs: []Alloc{stickyAlloc("B", "pending", "run", "A", "", "pg-2")}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			slot := func(id string) (Slot, bool) {
@@ -69,17 +68,17 @@ func TestPlanParked(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	class := Class{Name: "pg", Sticky: true, StickyWait: time.Hour}
 	p := Retained{Dataset: "tank/nomad/pg/parked-A-pg-1", State: StateParked, Holder: "A", Expires: now.Add(time.Hour)}
-	snapOf := func(as ...allocwatch.Alloc) *allocwatch.Snapshot {
-		return &allocwatch.Snapshot{NodeID: "node", Allocs: as}
+	snapOf := func(as ...Alloc) *Snapshot {
+		return &Snapshot{NodeID: "node", Allocs: as}
 	}
 	heldBy := func(id, holder string) Slot { return Slot{ID: id, Exists: true, State: StateHeld, Holder: holder} }
 	cases := []struct {
 		name   string
 		class  Class
 		p      Retained
-		snap   *allocwatch.Snapshot
+		snap   *Snapshot
 		slots  []Slot
-		looked map[string]allocwatch.Alloc
+		looked map[string]Alloc
 		want   ParkedStepKind
 		lookup string
 	}{
@@ -96,16 +95,16 @@ func TestPlanParked(t *testing.T) {
 			snap: snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")), want: ParkedLookup, lookup: "B"},
 		{name: "replacement on another node: release", class: class, p: p,
 			snap:   snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")),
-			looked: map[string]allocwatch.Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "pending"}}, want: ParkedRelease},
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "pending"}}, want: ParkedRelease},
 		{name: "replacement gone: release", class: class, p: p,
 			snap:   snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")),
-			looked: map[string]allocwatch.Alloc{"B": {}}, want: ParkedRelease},
+			looked: map[string]Alloc{"B": {}}, want: ParkedRelease},
 		{name: "failed, no replacement yet: keep", class: class, p: p,
 			snap: snapOf(stickyAlloc("A", "failed", "run", "", "", "pg-1")), want: ParkedKeep},
 		{name: "job stopped since: release", class: class, p: p,
 			snap: snapOf(stickyAlloc("A", "failed", "stop", "", "", "pg-1")), want: ParkedRelease},
 		{name: "holder not listed: look it up", class: class, p: p, snap: snapOf(), want: ParkedLookup, lookup: "A"},
-		{name: "holder gone: release", class: class, p: p, snap: snapOf(), looked: map[string]allocwatch.Alloc{"A": {}}, want: ParkedRelease},
+		{name: "holder gone: release", class: class, p: p, snap: snapOf(), looked: map[string]Alloc{"A": {}}, want: ParkedRelease},
 		{name: "past sticky_wait: release", class: class, p: Retained{Dataset: p.Dataset, State: StateParked, Holder: "A", Expires: now.Add(-time.Second)},
 			snap: snapOf(stickyAlloc("A", "failed", "run", "", "", "pg-1")), want: ParkedRelease},
 		{name: "class no longer sticky: release", class: Class{Name: "pg"}, p: p,
@@ -125,13 +124,13 @@ func TestPlanParked(t *testing.T) {
 
 func TestPredecessorPairsByTaskAndPosition(t *testing.T) {
 	c := Class{Name: "pg", Sticky: true}
-	a := allocwatch.Alloc{ID: "A", Devices: []allocwatch.Device{
+	a := Alloc{ID: "A", Devices: []Device{
 		{Task: "main", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-1", "pg-3"}},
 		{Task: "side", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-2"}}}}
-	b := allocwatch.Alloc{ID: "B", PreviousAllocation: "A", Devices: []allocwatch.Device{
+	b := Alloc{ID: "B", PreviousAllocation: "A", Devices: []Device{
 		{Task: "main", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-2", "pg-4"}},
 		{Task: "side", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
-	snap := &allocwatch.Snapshot{Allocs: []allocwatch.Alloc{a, b}}
+	snap := &Snapshot{Allocs: []Alloc{a, b}}
 	for slot, want := range map[string]string{"pg-2": "pg-1", "pg-4": "pg-3", "pg-1": "pg-2"} {
 		if prev, from, ok := Predecessor(c, b, slot, snap); !ok || prev.ID != "A" || from != want {
 			t.Errorf("Predecessor(%s) = %s %s %v, want A %s", slot, prev.ID, from, ok, want)

@@ -14,6 +14,7 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfsexec"
 )
 
 const (
@@ -64,7 +65,7 @@ func New(logger hclog.Logger) *Plugin {
 	return &Plugin{
 		logger: logger.Named(Name),
 		newRunner: func(s *Settings) zfs.Runner {
-			return &zfs.ExecRunner{Logger: logger.Named("zfs"), Timeout: s.ZFSTimeout}
+			return &zfsexec.Runner{Logger: logger.Named("zfs"), Timeout: s.ZFSTimeout}
 		},
 		runCtx:    ctx,
 		runCancel: cancel,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // lazyWatcher is the lifecycle's allocation source while the watcher may
@@ -38,18 +39,18 @@ func (l *lazyWatcher) get() (*allocwatch.Watcher, error) {
 	return l.w, nil
 }
 
-func (l *lazyWatcher) Refresh(ctx context.Context) (allocwatch.Snapshot, error) {
+func (l *lazyWatcher) Refresh(ctx context.Context) (model.Snapshot, error) {
 	w, err := l.get()
 	if err != nil {
-		return allocwatch.Snapshot{}, err
+		return model.Snapshot{}, err
 	}
 	return w.Refresh(ctx)
 }
 
-func (l *lazyWatcher) Lookup(ctx context.Context, id string) (allocwatch.Alloc, bool, error) {
+func (l *lazyWatcher) Lookup(ctx context.Context, id string) (model.Alloc, bool, error) {
 	w, err := l.get()
 	if err != nil {
-		return allocwatch.Alloc{}, false, err
+		return model.Alloc{}, false, err
 	}
 	return w.Lookup(ctx, id)
 }
@@ -67,7 +68,7 @@ const watcherRetry = 10 * time.Second
 
 // run creates the watcher, retrying until its configuration's files are
 // readable, then feeds every snapshot to onSnapshot until ctx ends.
-func (l *lazyWatcher) run(ctx context.Context, cfg allocwatch.Config, logger hclog.Logger, onSnapshot func(allocwatch.Snapshot)) {
+func (l *lazyWatcher) run(ctx context.Context, cfg allocwatch.Config, logger hclog.Logger, onSnapshot func(model.Snapshot)) {
 	logged := false
 	for {
 		w, err := allocwatch.New(cfg, logger)

@@ -3,7 +3,9 @@
 #   zfs/        imports nothing from Nomad (it is the ZFS seam, nothing else)
 #   scheduler/  runs no processes (pure placement logic over Nomad's structs)
 #   model/      the pure slot model: no context, no processes, no I/O, no
-#               Nomad plugin or gRPC types (only the zfs and allocwatch data types)
+#               Nomad plugin or gRPC types; and, through everything it links
+#               (go list -deps), no process, network, HTTP, Nomad or gRPC
+#               package (only the zfs package's data types and rules)
 #   sim/        runs no processes either: zfs is the in-process fake, Nomad's API a socket
 #   hooks/      knows no Nomad plugin or gRPC types (the Manager acts on the model)
 set -euo pipefail
@@ -25,8 +27,12 @@ fi
 if go list -f '{{join .Imports "\n"}}' ./model | grep -qE '^(context|os|os/exec|net|net/http|io/fs|github.com/hashicorp/nomad/plugins.*|google.golang.org/grpc.*)$'; then
 	echo "model/ must stay pure: no context, processes, files, network, plugin or gRPC packages"; fail=1
 fi
-if go list -f '{{join .Imports "\n"}}' ./model | grep -q 'nomad-device-zfs/\(hooks\|plugin\|cli\)'; then
-	echo "model/ must not import the layers above it"; fail=1
+if bad=$(deps ./model | grep -E '^(os/exec|net|net/http|github.com/hashicorp/.*|google.golang.org/grpc.*)$'); then
+	echo "model/ must link no process, network, HTTP, Nomad or gRPC package; it does, through its imports:"
+	echo "$bad" | sed 's/^/  /'; fail=1
+fi
+if go list -f '{{join .Imports "\n"}}' ./model | grep -q 'nomad-device-zfs/\(hooks\|plugin\|cli\|allocwatch\)'; then
+	echo "model/ must not import the layers above it, nor the Nomad seam"; fail=1
 fi
 if grep -n 'time\.Now()' model/*.go | grep -v _test.go; then
 	echo "model/ takes the time as an argument; it never reads the clock"; fail=1

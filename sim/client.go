@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/nomad/nomad/structs"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -396,9 +395,9 @@ func (w *World) holderSafe(s model.Slot) bool {
 	// The CLI's rule is the model's: Judge, then the local client.
 	sa := w.cluster.Alloc(s.Holder)
 	_, local := w.localGet(s.Holder)
-	var a allocwatch.Alloc
+	var a model.Alloc
 	if sa != nil {
-		a = allocwatch.Alloc{ID: sa.ID, ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus}
+		a = model.Alloc{ID: sa.ID, ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus}
 	}
 	switch live, _ := model.Judge(a, sa != nil); live {
 	case model.Ended:

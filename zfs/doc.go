@@ -9,10 +9,11 @@
 //     and property first, so no operand can be read as a flag, and emit
 //     properties in sorted order; and parsers of `-H -p` output that check the
 //     column count of every line.
-//   - Runner, the seam: ExecRunner runs the real binaries with a context and a
-//     timeout, stdout and stderr kept apart, and classifies failures once into
-//     an *Error whose kind callers test with errors.Is (ErrNotExist, ErrBusy,
-//     ErrExists, ErrPermission, ...). An unclassified failure is never read
+//   - Runner, the seam: zfsexec.Runner (package zfs/zfsexec, apart so that
+//     the model links no process code) runs the real binaries with a
+//     context and a timeout, stdout and stderr kept apart, and classifies
+//     failures once into an *Error whose kind callers test with errors.Is
+//     (ErrNotExist, ErrBusy, ErrExists, ErrPermission, ...). An unclassified failure is never read
 //     as "does not exist". zfstest.Fake emulates the CLIs below this seam.
 //
 // Why not only github.com/mistifyio/go-zfs/v3: it runs every command with
@@ -22,9 +23,11 @@
 // scans every slot's state in one `zfs list`), has no holds, no `inherit`,
 // no `create` of a filesystem with all its properties in one call, and its
 // parser requires exactly its own 13 columns. It is used where it fits: its
-// dataset-type and pool-health constants are the ones this package reports,
-// and the e2e tests use it against the real OpenZFS to cross-check this
-// package with an independent implementation.
+// dataset-type and pool-health names are the ones this package reports
+// (spelled as constants here, held equal to go-zfs's by a test, since go-zfs
+// links os/exec and the slot model reads these types), and the e2e tests use
+// it against the real OpenZFS to cross-check this package with an
+// independent implementation.
 //
 // Captured real OpenZFS 2.1.11 output in testdata/openzfs-2.1.11 (made by
 // capture.sh there) drives the parser and classification tests.

@@ -6,8 +6,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+)
 
-	gozfs "github.com/mistifyio/go-zfs/v3"
+// Dataset types and pool health as zfs and zpool print them. They are the
+// values of github.com/mistifyio/go-zfs/v3's constants (TestNamesMatchGoZFS
+// holds them to it), spelled here so that what reads a listing (the slot
+// model) links no process code: go-zfs runs zfs with os/exec.
+const (
+	DatasetFilesystem = "filesystem"
+	DatasetSnapshot   = "snapshot"
+	DatasetVolume     = "volume"
+	PoolOnline        = "ONLINE"
+	PoolDegraded      = "DEGRADED"
+	PoolFaulted       = "FAULTED"
 )
 
 // Dataset is one row of a listing: a filesystem or a snapshot. Its strings
@@ -16,7 +27,7 @@ import (
 // output of the command that listed it.
 type Dataset struct {
 	Name string
-	// Type is gozfs.DatasetFilesystem or gozfs.DatasetSnapshot.
+	// Type is DatasetFilesystem or DatasetSnapshot.
 	Type       string
 	Used       uint64
 	Available  uint64 // 0 for snapshots
@@ -41,7 +52,7 @@ type Dataset struct {
 }
 
 // IsSnapshot reports whether d is a snapshot.
-func (d *Dataset) IsSnapshot() bool { return d.Type == gozfs.DatasetSnapshot }
+func (d *Dataset) IsSnapshot() bool { return d.Type == DatasetSnapshot }
 
 // Pool is one row of `zpool list`.
 type Pool struct {
@@ -49,14 +60,14 @@ type Pool struct {
 	Size      uint64
 	Allocated uint64
 	Free      uint64
-	// Health is one of gozfs.ZpoolOnline, ZpoolDegraded, ZpoolFaulted, ... or
+	// Health is one of PoolOnline, PoolDegraded, PoolFaulted, ... or
 	// "SUSPENDED".
 	Health   string
 	ReadOnly bool
 }
 
 // Healthy reports whether the pool can take writes safely.
-func (p *Pool) Healthy() bool { return p.Health == gozfs.ZpoolOnline && !p.ReadOnly }
+func (p *Pool) Healthy() bool { return p.Health == PoolOnline && !p.ReadOnly }
 
 // ParseList parses the -H -p output of the command built by ListArgs with the
 // same userProps. Every line must have exactly the expected column count.
@@ -125,7 +136,7 @@ var listSetters = map[string]listSetter{
 // datasetType returns the constant for the types a listing shows, so rows
 // share it instead of each keeping its own copy.
 func datasetType(s string) string {
-	for _, t := range []string{gozfs.DatasetFilesystem, gozfs.DatasetSnapshot, gozfs.DatasetVolume} {
+	for _, t := range []string{DatasetFilesystem, DatasetSnapshot, DatasetVolume} {
 		if s == t {
 			return t
 		}

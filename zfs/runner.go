@@ -1,85 +1,18 @@
 package zfs
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io/fs"
-	"os/exec"
 	"time"
-
-	hclog "github.com/hashicorp/go-hclog"
 )
 
 // Runner runs one zfs or zpool command and returns its standard output. A
 // failure is an *Error. It is the package's only seam to the outside world:
-// ExecRunner runs the real binaries, zfstest.Fake emulates them.
+// zfsexec.Runner runs the real binaries, zfstest.Fake emulates them.
 type Runner interface {
 	Run(ctx context.Context, cmd string, args ...string) ([]byte, error)
-}
-
-// ExecRunner runs the real zfs and zpool executables.
-type ExecRunner struct {
-	// Logger receives one debug line per command; nil means no logging.
-	Logger hclog.Logger
-	// Timeout bounds every command that has no earlier deadline in its
-	// context. Zero means DefaultTimeout.
-	Timeout time.Duration
-	// Paths overrides the executable for a command name, e.g.
-	// {"zfs": "/usr/sbin/zfs"}. Unset names are looked up on PATH.
-	Paths map[string]string
 }
 
 // DefaultTimeout bounds a zfs command. A pool under heavy I/O can take tens of
 // seconds for a destroy; a hung one (suspended pool, D-state) must not hang the
 // plugin forever.
 const DefaultTimeout = 2 * time.Minute
-
-var _ Runner = (*ExecRunner)(nil)
-
-// Run runs cmd with args, stdout and stderr kept apart.
-func (r *ExecRunner) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-
-	path := cmd
-	if p, ok := r.Paths[cmd]; ok && p != "" {
-		path = p
-	}
-	c := exec.CommandContext(ctx, path, args...)
-	// A zfs process stuck in the kernel may ignore SIGKILL; don't wait on its
-	// pipes forever.
-	c.WaitDelay = 5 * time.Second
-	c.Env = append(c.Environ(), "LC_ALL=C") // stderr is classified by its English text
-	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
-
-	start := time.Now()
-	err := c.Run()
-	if r.Logger != nil {
-		r.Logger.Trace("ran", "cmd", cmd, "args", args, "duration", time.Since(start), "error", err)
-	}
-	if err == nil {
-		return stdout.Bytes(), nil
-	}
-
-	var exitErr *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		e := NewError(cmd, args, stderr.String(), -1)
-		e.Kind, e.Cause = ErrTimeout, ctx.Err()
-		return nil, e
-	case errors.As(err, &exitErr):
-		e := NewError(cmd, args, stderr.String(), exitErr.ExitCode())
-		e.Cause = err
-		return nil, e
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
-		return nil, &Error{Cmd: cmd, Args: args, ExitCode: -1, Kind: ErrNotFound, Cause: err}
-	default:
-		return nil, &Error{Cmd: cmd, Args: args, ExitCode: -1, Cause: err}
-	}
-}

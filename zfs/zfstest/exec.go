@@ -65,7 +65,7 @@ type Executables struct {
 	// Env is what a child process needs: PATH=BinDir:$PATH,
 	// ZFSTEST_STATE=StateFile, and GORACE without the exit delay.
 	Env []string
-	// Paths maps "zfs" and "zpool" to the links, for zfs.ExecRunner.Paths.
+	// Paths maps "zfs" and "zpool" to the links, for zfsexec.Runner.Paths.
 	Paths map[string]string
 }
 

@@ -83,7 +83,7 @@ type Result struct {
 }
 
 // Run implements zfs.Runner: stdout on success, else the *zfs.Error that
-// zfs.ExecRunner would return for the same exit.
+// zfsexec.Runner would return for the same exit.
 func (f *Fake) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
 	r := f.Exec(ctx, cmd, args...)
 	switch {

@@ -13,7 +13,7 @@ import (
 )
 
 // TestRunnerErrors: failures come back as *zfs.Error classified from the
-// emulated stderr, exactly as zfs.ExecRunner would return them.
+// emulated stderr, exactly as zfsexec.Runner would return them.
 func TestRunnerErrors(t *testing.T) {
 	f := captureScenario(t)
 	mustRun(t, f, "zfs", "snapshot", "tank/nomad/scratch/slot-2@a")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfsexec"
 )
 
 // TestMain lets this test binary be the zfs and zpool executables of
@@ -196,13 +197,13 @@ func TestExecutables(t *testing.T) {
 	}
 }
 
-// TestExecRunner drives the executables through zfs.ExecRunner, the
+// TestExecRunner drives the executables through zfsexec.Runner, the
 // production runner, including a hang cut by its timeout.
 func TestExecRunner(t *testing.T) {
 	f := newFake(t)
 	t.Run("installed", func(t *testing.T) {
 		e := InstallExecutables(t, f)
-		r := &zfs.ExecRunner{Paths: e.Paths, Timeout: 2 * time.Second}
+		r := &zfsexec.Runner{Paths: e.Paths, Timeout: 2 * time.Second}
 		t.Setenv(StateEnv, e.StateFile)
 		t.Setenv("GORACE", "atexit_sleep_ms=0")
 		ctx := context.Background()

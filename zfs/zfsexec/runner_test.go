@@ -1,4 +1,4 @@
-package zfs
+package zfsexec
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // TestMain lets the test binary impersonate a zfs executable (the os/exec
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestExecRunner(t *testing.T) {
+func TestRunner(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -44,10 +46,10 @@ func TestExecRunner(t *testing.T) {
 	}{
 		{name: "success keeps stderr out of stdout", stderr: "a warning", rc: "0", wantOut: "list -H tank\tLC_ALL=C\n"},
 		{name: "failure is classified", stderr: "cannot open 'tank/x': dataset does not exist\n", rc: "1",
-			wantKind: ErrNotExist, wantStderr: "cannot open 'tank/x': dataset does not exist"},
+			wantKind: zfs.ErrNotExist, wantStderr: "cannot open 'tank/x': dataset does not exist"},
 		{name: "unclassified failure has no kind", stderr: "something odd", rc: "3", wantStderr: "something odd"},
-		{name: "deadline", rc: "0", sleep: "5s", timeout: 200 * time.Millisecond, wantKind: ErrTimeout},
-		{name: "missing executable", path: "/nonexistent/zfs", wantKind: ErrNotFound},
+		{name: "deadline", rc: "0", sleep: "5s", timeout: 200 * time.Millisecond, wantKind: zfs.ErrTimeout},
+		{name: "missing executable", path: "/nonexistent/zfs", wantKind: zfs.ErrNotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +61,7 @@ func TestExecRunner(t *testing.T) {
 			if tc.path != "" {
 				path = tc.path
 			}
-			r := &ExecRunner{Timeout: tc.timeout, Paths: map[string]string{"zfs": path}}
+			r := &Runner{Timeout: tc.timeout, Paths: map[string]string{"zfs": path}}
 			out, err := r.Run(t.Context(), "zfs", "list", "-H", "tank")
 			if tc.wantKind == nil && tc.wantStderr == "" {
 				if err != nil {
@@ -70,9 +72,9 @@ func TestExecRunner(t *testing.T) {
 				}
 				return
 			}
-			var e *Error
+			var e *zfs.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("got %v, want *Error", err)
+				t.Fatalf("got %v, want *zfs.Error", err)
 			}
 			if tc.wantKind != nil && !errors.Is(err, tc.wantKind) {
 				t.Errorf("kind: got %v, want %v", e.Kind, tc.wantKind)

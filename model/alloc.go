@@ -1,0 +1,94 @@
+package model
+
+import (
+	"slices"
+	"time"
+)
+
+// What the slot lifecycle knows of Nomad's allocations: the watcher
+// (package allocwatch) converts each answer of the Nomad API into these
+// types, and every rule here takes them. They are plain data, so the model
+// links no HTTP client and no Nomad API package.
+
+// Device is one device block's assignment for one task.
+type Device struct {
+	Task, Vendor, Type, Name string
+	// IDs are the instance IDs, sorted. The scheduler fixes them at
+	// placement, so a pending allocation carries them before Reserve runs.
+	IDs []string
+}
+
+// Alloc is the part of an allocation the slot lifecycle needs.
+type Alloc struct {
+	ID, Namespace, JobID, JobType, TaskGroup, NodeID string
+	// ClientStatus: pending, running, complete, failed, lost, unknown.
+	// DesiredStatus: run, stop, evict.
+	ClientStatus, DesiredStatus string
+	// Devices come from AllocatedResources.Tasks[*].Devices, in task order.
+	Devices                  []Device
+	ModifyIndex, CreateIndex uint64
+	// PreviousAllocation is the allocation this one replaces on a
+	// reschedule or destructive update; NextAllocation its replacement.
+	PreviousAllocation, NextAllocation string
+	// TaskStates maps a task name to its state ("pending", "running",
+	// "dead") as the client reported it.
+	TaskStates map[string]string
+	ModifyTime time.Time
+}
+
+// Nomad's allocation statuses (nomad/structs: AllocClientStatus*,
+// AllocDesiredStatus*), as the API reports them.
+const (
+	ClientPending  = "pending"
+	ClientRunning  = "running"
+	ClientComplete = "complete"
+	ClientFailed   = "failed"
+	ClientLost     = "lost"
+	ClientUnknown  = "unknown"
+
+	DesiredRun   = "run"
+	DesiredStop  = "stop"
+	DesiredEvict = "evict"
+)
+
+// ClientTerminal reports whether the client is done with the allocation
+// (complete, failed, lost). The scheduler frees its devices at this point.
+func (a *Alloc) ClientTerminal() bool {
+	switch a.ClientStatus {
+	case ClientComplete, ClientFailed, ClientLost:
+		return true
+	}
+	return false
+}
+
+// ServerTerminal reports whether the servers want it gone (desired stop or
+// evict). Its tasks may still be running: "stopping".
+func (a *Alloc) ServerTerminal() bool {
+	switch a.DesiredStatus {
+	case DesiredStop, DesiredEvict:
+		return true
+	}
+	return false
+}
+
+// HoldsDevice reports whether any task of a was assigned the instance id of
+// a vendor/typ device group.
+func (a *Alloc) HoldsDevice(vendor, typ, id string) bool {
+	for _, d := range a.Devices {
+		if d.Vendor == vendor && d.Type == typ && slices.Contains(d.IDs, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// Snapshot is one successful answer: all allocations on the node that the
+// token can see, sorted by ID.
+type Snapshot struct {
+	NodeID string
+	// Index is the answer's X-Nomad-Index.
+	Index  uint64
+	Allocs []Alloc
+	// At is when the answer arrived.
+	At time.Time
+}
