@@ -47,12 +47,7 @@ func (m *Manager) apply(ctx context.Context, v *model.View, acts []model.Action)
 			slots = append(slots, a)
 			continue
 		}
-		var err error
-		if a.Kind == model.CreateClass {
-			err = m.zfs.Create(ctx, a.Dataset, a.Props)
-		} else {
-			err = m.zfs.Mount(ctx, a.Dataset)
-		}
+		err := m.run(ctx, model.Plan{Ops: a.Ops})
 		if reason := m.logAction(a, true, err); reason != "" {
 			failed[a.Dataset] = reason
 			badClass[a.Class] = "class dataset " + a.Dataset + ": " + reason
@@ -154,11 +149,7 @@ func (m *Manager) slotAction(ctx context.Context, a model.Action) (done bool, er
 		return false, nil
 	}
 	defer lock.Unlock()
-	if a.Kind == model.CreateSlot {
-		err = m.createSlot(ctx, m.cfg.Class(a.Class), a.Dataset, a.Props)
-	} else {
-		err = m.zfs.Mount(ctx, a.Dataset)
-	}
+	err = m.run(ctx, model.Plan{Ops: a.Ops})
 	return err == nil, err
 }
 

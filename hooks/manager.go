@@ -19,17 +19,11 @@ type ZFS interface {
 	List(ctx context.Context, root string, userProps []string) ([]zfs.Dataset, error)
 	ListMany(ctx context.Context, roots []string, userProps []string) ([]zfs.Dataset, error)
 	Pools(ctx context.Context, pools ...string) ([]zfs.Pool, error)
-	Create(ctx context.Context, name string, props map[string]string) error
-	Clone(ctx context.Context, snap, name string, props map[string]string) error
-	Mount(ctx context.Context, name string) error
+	// Exec runs one command of a plan (model.Plan); every change goes
+	// through it.
+	Exec(ctx context.Context, cmd zfs.Command) error
+	// Set is the operator CLI's one change (MarkReleasing).
 	Set(ctx context.Context, name string, props map[string]string) error
-	Inherit(ctx context.Context, name, prop string) error
-	Snapshot(ctx context.Context, name string, props map[string]string) error
-	Rollback(ctx context.Context, snap string, destroyNewer bool) error
-	Rename(ctx context.Context, oldName, newName string) error
-	Destroy(ctx context.Context, name string, o zfs.DestroyOptions) error
-	Hold(ctx context.Context, tag, snap string) error
-	Release(ctx context.Context, tag, snap string) error
 }
 
 var _ ZFS = (*zfs.Client)(nil)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -16,38 +15,6 @@ import (
 // Sticky data (model/sticky.go has the rules): a release parks the data of
 // a replaced holder, a Reserve by the replacement claims it, and a pass
 // releases what no replacement will claim.
-
-// park renames the releasing slot's data aside for holder's replacement
-// and creates a fresh slot in its place. Marked before the rename, so a
-// crash between any two steps resumes: the release again, or runParked
-// finishing the renamed data.
-func (m *Manager) park(ctx context.Context, s model.Slot, c model.Class, holder model.Alloc, holderIndex uint64) error {
-	aside := m.cfg.ParkedName(s.Class, holder.ID, s.ID)
-	if err := m.zfs.Set(ctx, s.Dataset, model.ParkAsProps(aside)); err != nil && !errors.Is(err, zfs.ErrNotExist) {
-		return err
-	}
-	err := m.zfs.Rename(ctx, s.Dataset, aside)
-	if errors.Is(err, zfs.ErrExists) {
-		// Parked already, then a crash before the fresh slot was created:
-		// the slot made since holds nothing of holder's (it ended before
-		// the park), so it is released as an ordinary one.
-		if p, rerr := m.readParked(ctx, aside); rerr != nil || p == nil || p.Holder != holder.ID {
-			return fmt.Errorf("cannot park %s as %s: it exists and is not %s's parked data", s.Dataset, aside, holder.ID)
-		}
-		m.logger.Info("data already parked; releasing the slot made since", "slot", s.ID, "parked", aside)
-		return m.destroyAndRecreate(ctx, s, c, holderIndex)
-	}
-	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
-		return err
-	}
-	now := m.now()
-	if err := m.zfs.Set(ctx, aside, model.ParkedProps(aside, now, now.Add(c.StickyWait))); err != nil {
-		return err
-	}
-	m.logger.Info("slot data parked for the allocation's replacement", "slot", s.ID, "alloc_id", holder.ID,
-		"next_alloc_id", holder.NextAllocation, "parked", aside)
-	return m.replace(ctx, s, c, holderIndex)
-}
 
 // readParked reads parked data by name (one zfs process); nil when there
 // is none.
@@ -108,51 +75,13 @@ func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, call
 // errWaitPark: the predecessor's data is not parked yet.
 var errWaitPark = errors.New("waiting for the predecessor's data to be parked")
 
-// claim hands parked data p to caller as ready slot s: the fresh dataset is
-// destroyed (it holds nothing: Reserve found no one's data in it), p is
-// renamed onto its name, and recorded held by caller. A rename, whatever
-// the size. The caller holds s's lock; p's lock orders it against a pass
-// releasing p.
+// claim hands parked data p to caller as ready slot s (model.PlanClaim).
+// The caller holds s's lock; p's lock orders it against a pass releasing p.
 func (m *Manager) claim(ctx context.Context, s model.Slot, caller model.Alloc, p model.Retained) error {
 	lock := m.locks.get(p.Dataset)
 	lock.Lock()
 	defer lock.Unlock()
-	start := time.Now()
-	for _, snap := range s.OwnSnapshots {
-		if err := destroySnapshot(ctx, m.zfs, snap); err != nil {
-			return err
-		}
-	}
-	if err := m.zfs.Destroy(ctx, s.Dataset, zfs.DestroyOptions{}); err != nil && !errors.Is(err, zfs.ErrNotExist) {
-		// A destroy refused as busy may have unmounted the fresh slot
-		// first (seen on OpenZFS under load): mount it again, so that it
-		// stays healthy for Reserve's next try instead of failing it.
-		if merr := m.zfs.Mount(ctx, s.Dataset); merr != nil {
-			m.logger.Debug("remounting a slot a refused destroy left", "slot", s.ID, "error", merr)
-		}
-		return foreignBelow(err, s.Dataset)
-	}
-	if err := m.zfs.Set(ctx, p.Dataset, model.ClaimAsProps(s.Dataset)); err != nil {
-		return err
-	}
-	if err := m.zfs.Rename(ctx, p.Dataset, s.Dataset); err != nil {
-		return err
-	}
-	if err := m.setClaimed(ctx, s.Dataset, caller, s.Generation+1); err != nil {
-		return err
-	}
-	m.logger.Info("claimed parked data", "slot", s.ID, "alloc_id", caller.ID, "from", p.Dataset,
-		"took", time.Since(start).Round(time.Millisecond).String())
-	return nil
-}
-
-// setClaimed records claimed data, renamed onto slot dataset, held by
-// caller: one zfs set. What the parked data still carries (retain_as
-// naming the slot, expires, outcome) is left: the slot's next release
-// rewrites or clears it (model.ClearedOnReady), and nothing reads it on a
-// held slot.
-func (m *Manager) setClaimed(ctx context.Context, dataset string, caller model.Alloc, generation int) error {
-	return m.zfs.Set(ctx, dataset, model.ClaimedProps(dataset, caller, generation, m.now()))
+	return m.run(ctx, model.PlanClaim(s, caller, p, m.now()))
 }
 
 // runParked settles every class's parked data: finished after a crash,
@@ -162,20 +91,19 @@ func (m *Manager) runParked(ctx context.Context, cv *model.ClassView) bool {
 	changed := false
 	snap := m.snapshot()
 	for _, p := range cv.Parked {
-		if p.State != model.StateParked {
-			if err := m.zfs.Set(ctx, p.Dataset, model.ParkedProps(p.Dataset, m.now(), m.now().Add(cv.Class.StickyWait))); err != nil {
+		looked := map[string]model.Alloc{}
+		step := model.PlanParked(cv.Class, p, cv.Slots, snap, looked, m.now())
+		if step.Kind == model.ParkedFinish {
+			if err := m.run(ctx, model.PlanFinishParked(cv.Class, p, m.now())); err != nil {
 				m.logger.Error("cannot finish parked data", "dataset", p.Dataset, "error", err)
 				continue
 			}
-			m.logger.Info("finished parked data after a crash", "dataset", p.Dataset)
 			changed = true
 			continue
 		}
 		if m.allocs == nil {
 			continue
 		}
-		looked := map[string]model.Alloc{}
-		step := model.PlanParked(cv.Class, p, cv.Slots, snap, looked, m.now())
 		for range 2 {
 			if step.Kind != model.ParkedLookup {
 				break
@@ -250,32 +178,12 @@ func (m *Manager) releaseParked(ctx context.Context, c model.Class, p model.Reta
 	if err != nil {
 		return err
 	}
-	if cur == nil || cur.State != p.State || cur.Holder != p.Holder || cur.Info.GUID != p.Info.GUID {
+	if cur == nil || !cur.Same(p) {
 		return fmt.Errorf("%w: %s", errParkedMoved, p.Dataset)
 	}
-	p = *cur
-	if err := model.CheckDestroyRetained(m.cfg, p); err != nil {
+	plan, err := model.PlanReleaseParked(m.cfg, c, *cur, why, m.now())
+	if err != nil {
 		return err
 	}
-	policy := c.Release.PolicyFor(p.Outcome)
-	m.logger.Info("releasing parked data", "dataset", p.Dataset, "alloc_id", p.Holder, "policy", policy, "why", why)
-	if policy == model.PolicySnapshot {
-		snap := p.Dataset + "@" + model.RetainedSnapshot
-		if err := m.zfs.Snapshot(ctx, snap, nil); err != nil && !errors.Is(err, zfs.ErrExists) {
-			return err
-		}
-		if err := m.zfs.Hold(ctx, model.HoldTag, snap); err != nil {
-			return err
-		}
-		return m.zfs.Set(ctx, p.Dataset, model.RetainedParkedProps(p.Dataset, m.now(), m.now().Add(c.Release.Retain)))
-	}
-	for _, snap := range p.OwnSnapshots {
-		if err := destroySnapshot(ctx, m.zfs, snap); err != nil {
-			return err
-		}
-	}
-	if err := m.zfs.Destroy(ctx, p.Dataset, zfs.DestroyOptions{}); err != nil && !errors.Is(err, zfs.ErrNotExist) {
-		return fmt.Errorf("destroying %s: %w", p.Dataset, foreignBelow(err, p.Dataset))
-	}
-	return nil
+	return m.run(ctx, plan)
 }

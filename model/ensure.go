@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // ActionKind is one step that brings the datasets toward the configuration.
@@ -23,13 +25,13 @@ func (k ActionKind) String() string {
 	return [...]string{"create class dataset", "create slot", "mount slot", "mount class dataset"}[k]
 }
 
-// Action is one zfs command to run, planned from a View.
+// Action is one dataset to create or mount, planned from a View: its
+// commands, in order.
 type Action struct {
 	Kind    ActionKind
 	Class   string
 	Dataset string
-	// Props are set by a create, in the same command.
-	Props map[string]string
+	Ops     []Op
 }
 
 // PlanEnsure lists what to do so every class has its ready slots. It plans nothing while the view has a node-wide problem, nothing for
@@ -49,11 +51,12 @@ func PlanEnsure(v *View, now time.Time) (acts []Action, blocked map[string]strin
 		avail := cv.Info.Available
 		if cv.Exists && unmounted(&cv.Info) {
 			// Top-down: the class dataset first, its slots after it.
-			acts = append(acts, Action{Kind: MountClass, Class: cv.Class.Name, Dataset: cv.Dataset})
+			acts = append(acts, Action{Kind: MountClass, Class: cv.Class.Name, Dataset: cv.Dataset, Ops: []Op{mountOp(cv.Dataset)}})
 		}
 		if !cv.Exists {
-			acts = append(acts, Action{Kind: CreateClass, Class: cv.Class.Name, Dataset: cv.Dataset,
-				Props: ClassProps(cv.Dataset)})
+			// Not done if it exists: someone else's, made since the scan.
+			create := Op{Command: zfs.Command{Verb: zfs.VerbCreate, Name: cv.Dataset, Props: ClassProps(cv.Dataset)}}
+			acts = append(acts, Action{Kind: CreateClass, Class: cv.Class.Name, Dataset: cv.Dataset, Ops: []Op{create}})
 			avail = ^uint64(0) // unknown until created: let zfs decide
 		}
 		for si := range cv.Slots {
@@ -68,9 +71,9 @@ func PlanEnsure(v *View, now time.Time) (acts []Action, blocked map[string]strin
 				}
 				avail -= cv.Class.NeedBytes
 				acts = append(acts, Action{Kind: CreateSlot, Class: cv.Class.Name, Dataset: s.Dataset,
-					Props: NewSlotProps(cv.Class, s.Dataset, 1, 0, now)})
+					Ops: CreateSlotOps(cv.Class, s.Dataset, NewSlotProps(cv.Class, s.Dataset, 1, 0, now))})
 			case (s.State == StateReady || s.State == StateHeld) && !s.Mounted && s.MountpointOK():
-				acts = append(acts, Action{Kind: MountSlot, Class: cv.Class.Name, Dataset: s.Dataset})
+				acts = append(acts, Action{Kind: MountSlot, Class: cv.Class.Name, Dataset: s.Dataset, Ops: []Op{mountOp(s.Dataset)}})
 			}
 		}
 	}

@@ -189,6 +189,9 @@ const (
 	// ParkedLookup: the allocation Lookup names is not in the node's
 	// list; ask Nomad for it and decide again with the answer.
 	ParkedLookup
+	// ParkedFinish: a crash came between the park's rename and the rewrite
+	// of the data's own marks; finish them (PlanFinishParked).
+	ParkedFinish
 )
 
 // ParkedStep is PlanParked's answer.
@@ -208,6 +211,8 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[st
 		return ParkedStep{Kind: ParkedRelease, Reason: fmt.Sprintf(why, args...)}
 	}
 	switch {
+	case p.State != StateParked:
+		return ParkedStep{Kind: ParkedFinish}
 	case !c.Sticky:
 		return release("the class is no longer sticky")
 	case !p.Expires.IsZero() && now.After(p.Expires):

@@ -85,6 +85,13 @@ type Retained struct {
 	Strangers []string
 }
 
+// Same reports whether two readings of data kept aside are of the same
+// dataset in the same state, held for the same allocation: what a pass that
+// planned from one may act on in the other.
+func (r Retained) Same(o Retained) bool {
+	return r.State == o.State && r.Holder == o.Holder && r.Info.GUID == o.Info.GUID
+}
+
 // SlotIndex finds a slot by ID: its class's index in Classes and its index
 // in that class's Slots.
 func (v *View) SlotIndex(id string) (class, slot int, ok bool) {

@@ -189,8 +189,8 @@ func TestPlanEnsure(t *testing.T) {
 			var got []string
 			for _, a := range acts {
 				got = append(got, a.Kind.String()+" "+a.Dataset)
-				if (a.Kind == CreateClass || a.Kind == CreateSlot) && a.Props[PropOwner] != a.Dataset {
-					t.Errorf("%s created without its ownership mark: %v", a.Dataset, a.Props)
+				if (a.Kind == CreateClass || a.Kind == CreateSlot) && a.Ops[0].Props[PropOwner] != a.Dataset {
+					t.Errorf("%s created without its ownership mark: %v", a.Dataset, a.Ops[0].Props)
 				}
 			}
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {

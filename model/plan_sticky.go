@@ -1,0 +1,112 @@
+package model
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// Plans of sticky data (sticky.go has the rules): a release parks the data
+// of a replaced holder, a Reserve by the replacement claims it, a pass
+// finishes what a crash left and releases what no replacement will claim.
+
+// planPark renames the releasing slot's data aside for the holder's
+// replacement and creates a fresh slot in its place, after p's ops (the
+// releasing mark). The slot is marked with the parked name before the
+// rename, so a crash between any two commands resumes: the release again,
+// or the pass finishing the renamed data (PlanFinishParked).
+//
+// The parked name is taken when the data was parked already and a crash
+// came before the fresh slot was created: the rename asks to plan again,
+// and with the name seen to hold the holder's parked data, the slot made
+// since (which holds nothing of the holder's: it ended before the park) is
+// released as an ordinary one.
+func planPark(in ReleaseInput, s Slot, holderIndex uint64, p Plan) (Plan, error) {
+	aside := in.Config.ParkedName(s.Class, in.Holder.ID, s.ID)
+	p.Doing = fmt.Sprintf("parking %s for the replacement of %s", s.Dataset, in.Holder.ID)
+	if rows, looked := in.Seen[aside]; looked {
+		if pk := ParkedFromRows(aside, rows); pk == nil || pk.Holder != in.Holder.ID {
+			return Plan{}, fmt.Errorf("%s: cannot park %s as %s: it exists and is not %s's parked data", p.Doing, s.Dataset, aside, in.Holder.ID)
+		}
+		p.Notes = append(p.Notes, Note{Msg: "data already parked; releasing the slot made since", KV: []any{"slot", s.ID, "parked", aside}})
+		p.Ops = append(p.Ops, destroyAndRecreateOps(in.Config, in.Class, s, holderIndex, in.Now)...)
+		return p, nil
+	}
+	rename := renameOp(s.Dataset, aside)
+	rename.Done, rename.Replan, rename.Check = []error{zfs.ErrNotExist}, []error{zfs.ErrExists}, aside
+	p.Ops = append(p.Ops, setGoneOK(s.Dataset, ParkAsProps(aside)), rename,
+		setOp(aside, ParkedProps(aside, in.Now, in.Now.Add(in.Class.StickyWait))))
+	p.Ops = append(p.Ops, replaceOps(in.Class, s, holderIndex, in.Now)...)
+	p.Done = Note{Msg: "slot data parked for the allocation's replacement", KV: []any{"slot", s.ID, "alloc_id", in.Holder.ID,
+		"next_alloc_id", in.Holder.NextAllocation, "parked", aside}}
+	return p, nil
+}
+
+// PlanRecord records live allocation a as the holder of slot s: a ready
+// one, or in a sticky class one whose ended holder a replaces and inherits
+// in place. A slot that is parked data at the slot's name (a claim a crash
+// interrupted) is finished as the claim would have.
+func PlanRecord(s Slot, a Alloc, now time.Time) Plan {
+	props := HeldProps(a.ID, a.CreateIndex, now)
+	if s.State == StateParked {
+		props = ClaimedProps(s.Dataset, a, s.Generation+1, now)
+	}
+	return Plan{
+		Ops:   []Op{setOp(s.Dataset, props)},
+		Notes: []Note{{Msg: "slot held", KV: []any{"slot", s.ID, "alloc_id", a.ID, "job_id", a.JobID, "namespace", a.Namespace}}},
+	}
+}
+
+// PlanClaim hands parked data p to caller as ready slot s: the fresh
+// dataset is destroyed (it holds nothing: Reserve found no one's data in
+// it), p is marked with the slot's name and renamed onto it, and recorded
+// held by caller. A rename, whatever the size.
+//
+// A destroy refused as busy may have unmounted the fresh slot first (seen
+// on OpenZFS under load): it is mounted again, so that it stays healthy for
+// Reserve's next try instead of failing it. What the parked data still
+// carries (retain_as naming the slot, expires, outcome) is left: the slot's
+// next release rewrites or clears it (ClearedOnReady), and nothing reads it
+// on a held slot.
+func PlanClaim(s Slot, caller Alloc, p Retained, now time.Time) Plan {
+	destroy := destroyOp(s.Dataset)
+	destroy.Recover = []zfs.Command{{Verb: zfs.VerbMount, Name: s.Dataset}}
+	ops := append(dropSnapshots(s.OwnSnapshots), destroy,
+		setOp(p.Dataset, ClaimAsProps(s.Dataset)),
+		renameOp(p.Dataset, s.Dataset),
+		setOp(s.Dataset, ClaimedProps(s.Dataset, caller, s.Generation+1, now)))
+	return Plan{
+		Ops:  ops,
+		Done: Note{Msg: "claimed parked data", KV: []any{"slot", s.ID, "alloc_id", caller.ID, "from", p.Dataset}},
+	}
+}
+
+// PlanFinishParked completes parked data a crash left between its rename
+// and the rewrite of its own marks (still in the slot's state, recognised
+// by PropRetainAs and its name): parked, waiting sticky_wait from now.
+func PlanFinishParked(c Class, p Retained, now time.Time) Plan {
+	return Plan{
+		Ops:  []Op{setOp(p.Dataset, ParkedProps(p.Dataset, now, now.Add(c.StickyWait)))},
+		Done: Note{Msg: "finished parked data after a crash", KV: []any{"dataset", p.Dataset}},
+	}
+}
+
+// PlanReleaseParked gives parked data p that no replacement will claim
+// (PlanParked said why) back by the class's policy for its holder's
+// outcome: the snapshot policy keeps it as retained data, the others
+// destroy it. Nothing is planned for data with anything foreign below it.
+func PlanReleaseParked(cfg *Config, c Class, p Retained, why string, now time.Time) (Plan, error) {
+	if err := CheckDestroyRetained(cfg, p); err != nil {
+		return Plan{}, err
+	}
+	policy := c.Release.PolicyFor(p.Outcome)
+	plan := Plan{Notes: []Note{{Msg: "releasing parked data", KV: []any{"dataset", p.Dataset, "alloc_id", p.Holder, "policy", policy, "why", why}}}}
+	if policy == PolicySnapshot {
+		snap := p.Dataset + "@" + RetainedSnapshot
+		plan.Ops = []Op{snapshotOp(snap), holdOp(snap), setOp(p.Dataset, RetainedParkedProps(p.Dataset, now, now.Add(c.Release.Retain)))}
+		return plan, nil
+	}
+	plan.Ops = append(dropSnapshots(p.OwnSnapshots), destroyOp(p.Dataset))
+	return plan, nil
+}
