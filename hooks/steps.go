@@ -57,6 +57,10 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *model.Sna
 		err = m.releaseIfNotRunningLocally(ctx, s, c, st.Alloc, model.OutcomeLost)
 	case model.StepCheckGone:
 		err = m.releaseIfGone(ctx, s, c, st.Alloc.ID)
+	case model.StepTidy:
+		err = m.run(ctx, model.PlanTidy(s))
+	case model.StepPristine:
+		err = m.run(ctx, model.PlanPristine(s))
 	}
 	if errors.Is(err, errKeep) {
 		return false, false

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -70,14 +71,42 @@ func PlanEnsure(v *View, now time.Time) (acts []Action, blocked map[string]strin
 					continue
 				}
 				avail -= cv.Class.NeedBytes
+				gen, holderIndex := successorOf(cv, s.Dataset)
 				acts = append(acts, Action{Kind: CreateSlot, Class: cv.Class.Name, Dataset: s.Dataset,
-					Ops: CreateSlotOps(cv.Class, s.Dataset, NewSlotProps(cv.Class, s.Dataset, 1, 0, now))})
+					Ops: CreateSlotOps(cv.Class, s.Dataset, NewSlotProps(cv.Class, s.Dataset, gen, holderIndex, now))})
 			case (s.State == StateReady || s.State == StateHeld) && !s.Mounted && s.MountpointOK():
 				acts = append(acts, Action{Kind: MountSlot, Class: cv.Class.Name, Dataset: s.Dataset, Ops: []Op{mountOp(s.Dataset)}})
 			}
 		}
 	}
 	return acts, blocked
+}
+
+// successorOf is the generation and holder index of a missing slot's new
+// dataset: 1 and none, unless a release renamed the slot's data aside and a
+// crash came before it created the slot again. That data's marks are not
+// rewritten yet (its owner mark still names the slot): the slot is created
+// as the release would have, one generation on, recording the ended
+// holder's index, so the holder is not taken for a newer, unrecorded one
+// whose data would be in the fresh slot (it would be released again, and
+// by the snapshot policy kept aside, empty, under the holder's name).
+func successorOf(cv *ClassView, dataset string) (generation int, holderIndex uint64) {
+	generation = 1
+	for _, list := range [][]Retained{cv.Retained, cv.Parked} {
+		for _, r := range list {
+			u := r.Info.User
+			if r.State != StateReleasing || u.Get(PropOwner) != dataset {
+				continue
+			}
+			if g, err := strconv.Atoi(u.Get(PropGeneration)); err == nil && g+1 > generation {
+				generation = g + 1
+			}
+			if i, err := strconv.ParseUint(u.Get(PropHolderIndex), 10, 64); err == nil {
+				holderIndex = max(holderIndex, i)
+			}
+		}
+	}
+	return generation, holderIndex
 }
 
 // Mountable reports whether a mountpoint value is one zfs mounts itself.

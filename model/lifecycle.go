@@ -31,10 +31,17 @@ const (
 	// list no longer shows it: a narrow token hides allocations, so absence
 	// alone never releases anything.
 	StepCheckGone
+	// StepTidy clears what a release left on a ready slot (a crash between
+	// its last writes): PlanTidy.
+	StepTidy
+	// StepPristine takes the @pristine snapshot a ready slot of a class
+	// that rolls back lacks (a crash between its create and its snapshot):
+	// PlanPristine.
+	StepPristine
 )
 
 func (k StepKind) String() string {
-	return [...]string{"record holder", "release", "check lost holder", "check vanished holder"}[k]
+	return [...]string{"record holder", "release", "check lost holder", "check vanished holder", "tidy", "take pristine snapshot"}[k]
 }
 
 // Step is one lifecycle action on one slot.
@@ -131,6 +138,16 @@ func PlanSlot(c Class, s Slot, snap *Snapshot) (Step, bool) {
 			// so it goes (Class.PolicyFor destroys it, without re-creating).
 			// Any allocation that names it and may run keeps it.
 			return Step{Kind: StepRelease, Slot: s, Outcome: OutcomeRetired}, true
+		}
+		if len(ClearedOnReady(s, false)) > 0 {
+			return Step{Kind: StepTidy, Slot: s}, true
+		}
+		if len(r.live) == 0 && len(dirty) == 0 && !s.Orphan && !s.HasPristine && c.NeedsPristine() && len(s.Strangers) == 0 {
+			// Ready and clean (Reserve records a holder before it grants the
+			// slot, and no allocation names it since it was made ready), so
+			// its content is what the class makes a slot with: what a
+			// rollback must return to.
+			return Step{Kind: StepPristine, Slot: s}, true
 		}
 	}
 	return Step{}, false

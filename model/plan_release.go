@@ -91,6 +91,29 @@ func readyNote(s Slot) Note {
 	return Note{Msg: "slot ready", KV: []any{"slot", s.ID, "generation", s.Generation + 1}}
 }
 
+// PlanTidy clears what a release left on ready slot s: its last holder and
+// outcome, and an interrupted retain's name and expiry
+// (ClearedOnReady). A crash between a rollback's write of the ready state
+// and these leaves them; nothing reads them on a ready slot, but the slot
+// would show a holder it no longer has.
+func PlanTidy(s Slot) Plan {
+	var p Plan
+	for _, prop := range ClearedOnReady(s, false) {
+		p.Ops = append(p.Ops, inheritOp(s.Dataset, prop))
+	}
+	p.Done = Note{Msg: "cleared what an interrupted release left on a ready slot", KV: []any{"slot", s.ID}}
+	return p
+}
+
+// PlanPristine takes the @pristine snapshot of ready slot s, which its
+// class's rollbacks return to (StepPristine says when that is safe).
+func PlanPristine(s Slot) Plan {
+	return Plan{
+		Ops:  []Op{snapshotOp(s.Dataset + "@" + PristineSnapshot)},
+		Done: Note{Msg: "took the pristine snapshot a crash kept from a new slot", KV: []any{"slot", s.ID}},
+	}
+}
+
 // destroyAndRecreateOps destroy the slot's own snapshots, then the slot
 // (without -r: ZFS refuses if anything foreign appeared below it since it
 // was read; a busy dataset is not forced either), and create a fresh one.
@@ -147,8 +170,8 @@ func rollbackOps(s Slot, holderIndex uint64, marked bool, now time.Time) []Op {
 }
 
 // retainOps keep the holder's data: the slot is marked with the name it
-// will have, snapshotted under a hold, renamed aside, marked retained there,
-// and a fresh slot created in its place.
+// will have, snapshotted under a hold, renamed aside, a fresh slot created
+// in its place, and the data marked retained where it is.
 //
 // The name is the holder's (Config.RetainedName). It is taken when the
 // holder's data from another slot (an allocation holding two slots of the
@@ -176,6 +199,11 @@ func retainOps(in ReleaseInput, s Slot, holderIndex uint64) []Op {
 		rename.Replan, rename.Check = []error{zfs.ErrExists}, aside
 		ops = append(ops, setGoneOK(s.Dataset, RetainAsProps(aside, expires)), snapshot, hold)
 	}
-	ops = append(ops, rename, setOp(aside, RetainedProps(aside, in.Now)))
-	return append(ops, replaceOps(in.Class, s, holderIndex, in.Now)...)
+	// The fresh slot comes before the retained data's own marks: until
+	// they are written, its owner mark still names the slot, and a crash
+	// after the rename has the slot created as this plan would
+	// (PlanEnsure), whatever it interrupted.
+	ops = append(ops, rename)
+	ops = append(ops, replaceOps(in.Class, s, holderIndex, in.Now)...)
+	return append(ops, setOp(aside, RetainedProps(aside, in.Now)))
 }

@@ -12,8 +12,8 @@ import (
 // finishes what a crash left and releases what no replacement will claim.
 
 // planPark renames the releasing slot's data aside for the holder's
-// replacement and creates a fresh slot in its place, after p's ops (the
-// releasing mark). The slot is marked with the parked name before the
+// replacement, creates a fresh slot in its place and marks the data parked,
+// after p's ops (the releasing mark). The slot is marked with the parked name before the
 // rename, so a crash between any two commands resumes: the release again,
 // or the pass finishing the renamed data (PlanFinishParked).
 //
@@ -35,9 +35,11 @@ func planPark(in ReleaseInput, s Slot, holderIndex uint64, p Plan) (Plan, error)
 	}
 	rename := renameOp(s.Dataset, aside)
 	rename.Done, rename.Replan, rename.Check = []error{zfs.ErrNotExist}, []error{zfs.ErrExists}, aside
-	p.Ops = append(p.Ops, setGoneOK(s.Dataset, ParkAsProps(aside)), rename,
-		setOp(aside, ParkedProps(aside, in.Now, in.Now.Add(in.Class.StickyWait))))
+	// The fresh slot before the parked data's own marks, as a retain does
+	// it (retainOps).
+	p.Ops = append(p.Ops, setGoneOK(s.Dataset, ParkAsProps(aside)), rename)
 	p.Ops = append(p.Ops, replaceOps(in.Class, s, holderIndex, in.Now)...)
+	p.Ops = append(p.Ops, setOp(aside, ParkedProps(aside, in.Now, in.Now.Add(in.Class.StickyWait))))
 	p.Done = Note{Msg: "slot data parked for the allocation's replacement", KV: []any{"slot", s.ID, "alloc_id", in.Holder.ID,
 		"next_alloc_id", in.Holder.NextAllocation, "parked", aside}}
 	return p, nil

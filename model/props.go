@@ -125,6 +125,53 @@ func RetainedProps(aside string, now time.Time) map[string]string {
 	}
 }
 
+// Sticky data (sticky.go): a park, and a claim.
+
+// ParkAsProps mark a releasing slot with the name its data is about to be
+// parked under, before the rename, so that a crash between the two leaves
+// data that is still recognisably the plugin's.
+func ParkAsProps(aside string) map[string]string {
+	return map[string]string{PropRetainAs: aside}
+}
+
+// ParkedProps make a renamed slot parked data of its own, waiting for a
+// replacement until expires.
+func ParkedProps(aside string, now, expires time.Time) map[string]string {
+	return map[string]string{
+		PropOwner:   aside,
+		PropState:   string(StateParked),
+		PropSince:   unix(now),
+		PropExpires: unix(expires),
+	}
+}
+
+// RetainedParkedProps make parked data that no replacement claimed
+// retained data of the snapshot policy, kept until expires.
+func RetainedParkedProps(name string, now, expires time.Time) map[string]string {
+	props := RetainedProps(name, now)
+	props[PropExpires] = unix(expires)
+	return props
+}
+
+// ClaimAsProps mark parked data with the slot it is about to be renamed
+// onto, before the rename.
+func ClaimAsProps(slotDataset string) map[string]string {
+	return map[string]string{PropRetainAs: slotDataset}
+}
+
+// ClaimedProps make claimed data, renamed onto slot dataset, that slot,
+// held by caller; generation follows the slot's it replaced.
+func ClaimedProps(dataset string, caller Alloc, generation int, now time.Time) map[string]string {
+	return map[string]string{
+		PropOwner:       dataset,
+		PropState:       string(StateHeld),
+		PropHolder:      caller.ID,
+		PropHolderIndex: strconv.FormatUint(caller.CreateIndex, 10),
+		PropGeneration:  strconv.Itoa(generation),
+		PropSince:       unix(now),
+	}
+}
+
 // ReleaseIndex is the holder index a release records: the newer of the
 // slot's and the ending holder's.
 func ReleaseIndex(s Slot, holderCreateIndex uint64) uint64 {

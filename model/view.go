@@ -194,8 +194,7 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 		v.ParentMountpoint = prev.ParentMountpoint
 	}
 
-	below := belowIndex(cfg, byName)
-	kids := childIndex(cfg, byName)
+	kids, below := treeIndex(cfg, byName)
 	v.classes = make(map[string]int, len(cfg.Classes))
 	v.Classes = make([]ClassView, 0, len(cfg.Classes))
 	for ci, c := range cfg.Classes {
@@ -206,24 +205,31 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 	return v
 }
 
-// childIndex groups the datasets directly below the class datasets
-// (<parent>/<class>/<name>: slots, retained data, anyone's) by class
-// dataset. One pass over the scan.
-func childIndex(cfg *Config, byName map[string]*zfs.Dataset) map[string][]*zfs.Dataset {
-	kids := map[string][]*zfs.Dataset{}
+// treeIndex sorts the scan's rows below the class datasets, in one pass:
+// kids are the datasets directly below each class dataset
+// (<parent>/<class>/<name>: slots, retained and parked data, anyone's), by
+// class dataset; below are the rows below each of those (their snapshots,
+// and anything created below them), by that dataset.
+func treeIndex(cfg *Config, byName map[string]*zfs.Dataset) (kids, below map[string][]*zfs.Dataset) {
+	kids, below = map[string][]*zfs.Dataset{}, map[string][]*zfs.Dataset{}
 	prefix := cfg.Parent + "/"
 	for name, d := range byName {
 		rest, ok := strings.CutPrefix(name, prefix)
-		if !ok || d.IsSnapshot() {
+		if !ok {
 			continue
 		}
-		class, child, ok := strings.Cut(rest, "/")
-		if !ok || child == "" || strings.Contains(child, "/") {
+		class, rest, ok := strings.Cut(rest, "/")
+		if !ok || rest == "" {
+			continue // the parent's own snapshots, class datasets and theirs
+		}
+		if end := strings.IndexAny(rest, "/@"); end >= 0 {
+			key := prefix + class + "/" + rest[:end]
+			below[key] = append(below[key], d)
 			continue
 		}
 		kids[prefix+class] = append(kids[prefix+class], d)
 	}
-	return kids
+	return kids, below
 }
 
 // removedClasses lists the plugin's class datasets below the parent that
@@ -284,31 +290,6 @@ func orphans(cfg *Config, class string, byName map[string]*zfs.Dataset, kids []*
 		return ni < nj
 	})
 	return out
-}
-
-// belowIndex groups the rows below the plugin's per-slot datasets
-// (<parent>/<class>/<name>, slots and retained data alike) by that dataset:
-// their snapshots and anything created below them. One pass over the scan.
-func belowIndex(cfg *Config, byName map[string]*zfs.Dataset) map[string][]*zfs.Dataset {
-	below := map[string][]*zfs.Dataset{}
-	prefix := cfg.Parent + "/"
-	for name, d := range byName {
-		rest, ok := strings.CutPrefix(name, prefix)
-		if !ok {
-			continue
-		}
-		class, rest, ok := strings.Cut(rest, "/")
-		if !ok {
-			continue // the parent's own snapshots, class datasets and theirs
-		}
-		end := strings.IndexAny(rest, "/@")
-		if end < 0 {
-			continue // the per-slot dataset itself
-		}
-		key := prefix + class + "/" + rest[:end]
-		below[key] = append(below[key], d)
-	}
-	return below
 }
 
 func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, kids []*zfs.Dataset, below map[string][]*zfs.Dataset,
