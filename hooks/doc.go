@@ -2,16 +2,25 @@
 // changes ZFS. Each pass reads top to bottom as scan → decide → act: it
 // scans the parent (one zpool and one zfs process), asks the slot model
 // (package model) what the scan and the watcher's latest snapshot call for,
-// and carries that out under each slot's lock.
+// and runs the plans the model returns under each slot's lock. It decides
+// nothing a plan could say: what to run, in which order, and what each
+// command's failure means are the model's (model/plan*.go).
 //
-//   - manager.go: the Manager, its Run loop, the reconcile and Settle passes.
+//   - manager.go: the Manager, its Run loop, the reconcile and Settle passes,
+//     the slot locks.
+//   - exec.go: the executor: runs a plan's commands, and makes it again from
+//     a fresh reading when a command asks (runPlan, carryOut).
 //   - create.go: creating and mounting slots, four at a time, offered as they
 //     come.
 //   - publish.go: the published View, and the slots re-read since its scan.
-//   - steps.go: one lifecycle step on one slot: re-read, re-decide, act.
-//   - release.go: the release policies as zfs commands, and slot creation.
+//   - steps.go: one lifecycle step on one slot: re-read, re-decide, act; and
+//     the questions to Nomad a step asks first (a lost or vanished holder).
+//   - release.go: a release, and recording a holder, as plans.
 //   - reserve.go: the Reserve fence (model.DecideReserve) and its waits.
-//   - prune.go: retained data past its retention.
+//   - sticky.go: a Reserve's claim of parked data, and the pass over parked
+//     data.
+//   - prune.go: retained data past its retention, crash finishes, removed
+//     classes; DestroyRetained for the operator's gc.
 //   - inspect.go: what the operator CLI may do from another process: read
 //     the slots, and record a release request with one zfs set.
 package hooks

@@ -1,11 +1,16 @@
 // Package model is the slot model: every rule of the slot lifecycle, in one
 // place, as pure functions of what was read. It runs no process, takes no
-// context and reads no clock it is not given.
+// context, reads no clock it is not given, and links no process, network
+// or Nomad package (scripts/check-imports.sh holds it to that).
 //
 //   - config.go: the configuration types (Config, Class) and slot naming.
+//   - alloc.go: what the lifecycle knows of Nomad's allocations (Alloc,
+//     Device, Snapshot), as the watcher converts them.
 //   - slot.go, props.go: a slot's state in ZFS user properties — how it is
-//     read back (Owned, SlotFromRows) and every property set the lifecycle
-//     writes (its state machine's edges).
+//     read back (SlotFromRows) and every property set the lifecycle writes
+//     (its state machine's edges).
+//   - info.go: what a view keeps of a scanned row.
+//   - ownership.go: what is the plugin's, and what keeps it from acting.
 //   - view.go, ensure.go: one scan → the View the plugin fingerprints, and
 //     what to create or mount (PlanEnsure).
 //   - holder.go: "may this holder still run?" (Judge), from Nomad's answer.
@@ -13,6 +18,13 @@
 //     (PlanSlot); reserve.go: the fence a Reserve must pass (DecideReserve).
 //   - policy.go: release policies, the policy a release carries out, and
 //     which retained data is due (RetainedDue).
+//   - sticky.go: sticky classes' rules: who parks, who inherits, what
+//     becomes of parked data (Parks, Predecessor, DecideInherit,
+//     PlanParked).
+//   - plan.go: a Plan, the zfs commands of one step with what each failure
+//     means; plan_release.go, plan_sticky.go, plan_aside.go: the planners
+//     (a release by each policy, a park, a claim, a record, a tidy, a
+//     prune, a finish after a crash, a removed class).
 //
 // hooks.Manager is the only code that acts on these decisions; the plugin,
 // the operator CLI and the tests call the same functions, so no rule is
