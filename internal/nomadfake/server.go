@@ -27,9 +27,6 @@ const (
 	StatusLeader    = "status_leader"           // GET /v1/status/leader
 )
 
-// DefaultNodeID is the node New registers when given none.
-const DefaultNodeID = "8b1c2f3a-0000-4000-8000-000000000001"
-
 // Server is one Nomad agent (server and client in one process, as
 // internal/nomadtest runs it) seen through its HTTP API. Its methods are
 // safe for concurrent use; every change to the cluster is one raft write
@@ -49,8 +46,8 @@ type Server struct {
 	waits     []uint64 // ?index= of each node allocations query
 }
 
-// New starts a fake agent whose client is registered as node nodeID (""
-// for DefaultNodeID), with ACLs disabled, and stops it when the test ends.
+// New starts a fake agent whose client is registered as node nodeID, with
+// ACLs disabled, and stops it when the test ends.
 func New(t testing.TB, nodeID string) *Server {
 	t.Helper()
 	s := NewServer(nodeID)
@@ -63,9 +60,6 @@ func New(t testing.TB, nodeID string) *Server {
 // serves Handler on a listener of its own (a unix socket, as the simulation
 // uses). New is the usual way in.
 func NewServer(nodeID string) *Server {
-	if nodeID == "" {
-		nodeID = DefaultNodeID
-	}
 	return &Server{changed: make(chan struct{}), c: newCluster(nodeID), requests: map[string]int{}}
 }
 
