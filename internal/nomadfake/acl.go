@@ -97,7 +97,8 @@ func (s *Server) resolveLocked(secret string) caller {
 // (conformance_test.go): the token's name, type and policies; accessor
 // "anonymous" without a secret; 403 for a secret the servers do not know.
 // With ACLs disabled, 200 and structs.ACLsDisabledToken (accessor
-// "acls-disabled"), not the 400 "ACL support disabled" older Nomads gave.
+// "acls-disabled"), not the 400 "ACL support disabled" of the ACL
+// endpoints that need ACLs.
 func (s *Server) tokenSelf(w http.ResponseWriter, _ *http.Request, who caller) {
 	if !who.known {
 		fail(w, http.StatusForbidden, errPermissionDenied)
