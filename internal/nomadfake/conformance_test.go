@@ -26,8 +26,9 @@ const agentTimeout = 90 * time.Second
 
 // IDs no agent knows.
 const (
-	unknownAlloc = "11111111-2222-4333-8444-555555555555"
-	unknownNode  = "66666666-7777-4888-8999-000000000000"
+	unknownAlloc  = "11111111-2222-4333-8444-555555555555"
+	unknownNode   = "66666666-7777-4888-8999-000000000000"
+	unknownSecret = "deadbeef-0000-4000-8000-000000000000"
 )
 
 // conformanceTokens are the tokens asked with, by name: the README's
@@ -77,11 +78,11 @@ var conformanceRequests = []struct {
 // TestConformanceACL: ACLs on, the README's policy and its variants.
 func TestConformanceACL(t *testing.T) {
 	t.Parallel()
-	real, fake := twoWorlds(t, true)
+	agent, fake := twoWorlds(t, true)
 	for _, tc := range conformanceRequests {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, tok := range conformanceTokens {
-				want := real.ask(t, tc.path, tok.name, tc.body)
+				want := agent.ask(t, tc.path, tok.name, tc.body)
 				got := fake.ask(t, tc.path, tok.name, tc.body)
 				t.Logf("%-12s real agent: %s", tok.name, want)
 				if got != want {
@@ -95,11 +96,11 @@ func TestConformanceACL(t *testing.T) {
 // TestConformanceNoACL: ACLs disabled, any token or none.
 func TestConformanceNoACL(t *testing.T) {
 	t.Parallel()
-	real, fake := twoWorlds(t, false)
+	agent, fake := twoWorlds(t, false)
 	for _, tc := range conformanceRequests {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, tok := range []string{"unknown", "anonymous"} {
-				want := real.ask(t, tc.path, tok, tc.body)
+				want := agent.ask(t, tc.path, tok, tc.body)
 				got := fake.ask(t, tc.path, tok, tc.body)
 				t.Logf("%-12s real agent: %s", tok, want)
 				if got != want {
@@ -120,10 +121,10 @@ type world struct {
 	index   uint64            // the node's allocations' X-Nomad-Index
 }
 
-// twoWorlds starts a real agent, runs a service job in "default", one in
-// "hidden" and a batch job that completes, and loads a fake with what the
-// real agent then holds.
-func twoWorlds(t *testing.T, acl bool) (real, fake *world) {
+// twoWorlds starts a real agent, runs a job in "default" and one in
+// "hidden" that keep running and one that completes, and loads a fake with
+// what the real agent then holds.
+func twoWorlds(t *testing.T, acl bool) (agent, fake *world) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a real Nomad agent; skipped with -short")
@@ -133,16 +134,16 @@ func twoWorlds(t *testing.T, acl bool) (real, fake *world) {
 	if _, err := mgmt.Namespaces().Register(&api.Namespace{Name: "hidden"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	a.RunJob(t, job("visible", "default", "service", 600))
-	a.RunJob(t, job("secret", "hidden", "service", 600))
-	a.RunJob(t, job("done", "default", "batch", 0))
+	a.RunJob(t, job("visible", "default", 600))
+	a.RunJob(t, job("secret", "hidden", 600))
+	a.RunJob(t, job("done", "default", 0))
 	allocs := settled(t, mgmt, a.NodeID())
 
-	real = &world{addr: a.Address(), node: a.NodeID(), ids: map[string]string{}, secrets: map[string]string{"unknown": unknownAlloc}}
+	agent = &world{addr: a.Address(), node: a.NodeID(), ids: map[string]string{}, secrets: map[string]string{"unknown": unknownSecret}}
 	f := nomadfake.New(t, a.NodeID())
-	fake = &world{addr: f.URL(), node: a.NodeID(), ids: real.ids, secrets: real.secrets}
+	fake = &world{addr: f.URL(), node: a.NodeID(), ids: agent.ids, secrets: agent.secrets}
 	for _, al := range allocs {
-		real.ids["{"+al.JobID+"}"] = al.ID
+		agent.ids["{"+al.JobID+"}"] = al.ID
 		f.Upsert(al)
 	}
 	if acl {
@@ -154,20 +155,23 @@ func twoWorlds(t *testing.T, acl bool) (real, fake *world) {
 			tok := *tc.tok
 			tok.Name, tok.Policies = tc.name+"-token", []string{tc.name}
 			secret := a.CreateToken(t, tc.name, tok.Policy())
-			real.secrets[tc.name] = secret
+			agent.secrets[tc.name] = secret
 			tokens[secret] = tok
 		}
 		f.SetTokens(tokens)
 	}
-	real.index = real.nodeIndex(t)
+	agent.index = agent.nodeIndex(t)
 	fake.index = fake.nodeIndex(t)
-	return real, fake
+	return agent, fake
 }
 
-func job(name, ns, typ string, secs int) string {
+// job is a batch job in namespace ns that sleeps secs. Batch: a service
+// job's deployment would mark its allocation healthy some seconds later, a
+// write that moves the index while the table runs.
+func job(name, ns string, secs int) string {
 	return fmt.Sprintf(`job %q {
   namespace = %q
-  type      = %q
+  type      = "batch"
   group "g" {
     task "t" {
       driver = "raw_exec"
@@ -177,7 +181,7 @@ func job(name, ns, typ string, secs int) string {
       }
     }
   }
-}`, name, ns, typ, secs)
+}`, name, ns, secs)
 }
 
 // settled waits until the node runs visible and secret and has completed
