@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/nomad/nomad/mock"
 	"github.com/hashicorp/nomad/nomad/structs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -39,9 +40,9 @@ func BenchmarkRequestsPerStateChange(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			f := newFakeNomad(b, id(9))
-			f.upsert(apiAlloc(1, "pending"))
-			w, err := New(Config{Address: f.srv.URL, NodeID: id(9), MinInterval: tc.minInterval, WaitTime: time.Minute}, nil)
+			f := nomadfake.New(b, id(9))
+			f.Upsert(apiAlloc(1, "pending"))
+			w, err := New(Config{Address: f.URL(), NodeID: id(9), MinInterval: tc.minInterval, WaitTime: time.Minute}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -59,7 +60,7 @@ func BenchmarkRequestsPerStateChange(b *testing.B) {
 				for range tc.burst {
 					changes++
 					want = fmt.Sprintf("state-%d", changes)
-					f.setStatus(id(1), want)
+					f.SetStatus(id(1), want)
 				}
 				waitFor(b, snaps, func(s model.Snapshot) bool { return statusOf(s, id(1)) == want })
 			}
@@ -75,9 +76,9 @@ func BenchmarkRequestsPerStateChange(b *testing.B) {
 // request per wait period: with the default 5m WaitTime, 12 an hour.
 func BenchmarkRequestsIdle(b *testing.B) {
 	const wait = 20 * time.Millisecond
-	f := newFakeNomad(b, id(9))
-	f.upsert(apiAlloc(1, "running"))
-	w, err := New(Config{Address: f.srv.URL, NodeID: id(9), MinInterval: time.Millisecond, WaitTime: wait}, nil)
+	f := nomadfake.New(b, id(9))
+	f.Upsert(apiAlloc(1, "running"))
+	w, err := New(Config{Address: f.URL(), NodeID: id(9), MinInterval: time.Millisecond, WaitTime: wait}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

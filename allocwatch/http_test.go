@@ -10,14 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // overHTTP builds a watcher of f through the real nomad/api client, with
 // fast retries.
-func overHTTP(t *testing.T, f *fakeNomad, cfg Config, logs *logBuffer) *Watcher {
+func overHTTP(t *testing.T, f *nomadfake.Server, cfg Config, logs *logBuffer) *Watcher {
 	t.Helper()
-	cfg.Address = f.srv.URL
+	cfg.Address = f.URL()
 	if cfg.MinInterval == 0 {
 		cfg.MinInterval = time.Millisecond
 	}
@@ -34,7 +35,7 @@ func overHTTP(t *testing.T, f *fakeNomad, cfg Config, logs *logBuffer) *Watcher 
 
 func TestHTTPRunFollowsAllocations(t *testing.T) {
 	t.Parallel()
-	f := newFakeNomad(t, id(9))
+	f := nomadfake.New(t, id(9))
 	w := overHTTP(t, f, Config{}, nil)
 	snaps, stop := runWatcher(t, w)
 
@@ -43,7 +44,7 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 		t.Errorf("first snapshot %s of node %s, want empty of %s", describe(first), first.NodeID, id(9))
 	}
 
-	f.upsert(apiAlloc(1, "pending",
+	f.Upsert(apiAlloc(1, "pending",
 		withDevice("db", "zfs", "dataset", "fast", "fast-2"),
 		withDevice("web", "zfs", "dataset", "slow", "slow-1")))
 	s := next(t, snaps, "alloc 1 pending", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "pending" })
@@ -53,15 +54,15 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 	}
 
 	for _, status := range []string{"running", "complete"} {
-		f.setStatus(id(1), status)
+		f.SetStatus(id(1), status)
 		next(t, snaps, "alloc 1 "+status, func(s model.Snapshot) bool { return statusOf(s, id(1)) == status })
 	}
-	f.gc(id(1))
+	f.GC(id(1))
 	next(t, snaps, "alloc 1 gone", func(s model.Snapshot) bool { return len(s.Allocs) == 0 })
 
 	// Let the next query reach the fake before stopping, so both counts
 	// include it.
-	for deadline := time.Now().Add(testTimeout); f.count(kindNodeAllocs) < int(w.Requests()[kindNodeAllocs]); {
+	for deadline := time.Now().Add(testTimeout); f.Requests(kindNodeAllocs) < int(w.Requests()[kindNodeAllocs]); {
 		if time.Now().After(deadline) {
 			t.Fatal("the watcher's last query never reached the fake")
 		}
@@ -71,14 +72,14 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 		t.Errorf("Run = %v, want context.Canceled", err)
 	}
 	// One query per change plus the first; the queries blocked in between.
-	waits := f.waitIndexes()
+	waits := f.WaitIndexes()
 	if len(waits) < 5 || waits[0] != 0 || waits[1] == 0 {
 		t.Errorf("wait indexes %v: want a non-blocking first query, then blocking ones", waits)
 	}
 	// Requests counts exactly what the fake saw, but for one query made
 	// after the wait above (a blocked query can return with nothing new)
 	// that the stop cancelled before it reached the fake.
-	for kind, n := range f.requestCounts() {
+	for kind, n := range f.RequestCounts() {
 		got := w.Requests()[kind]
 		if got != uint64(n) && (kind != kindNodeAllocs || got != uint64(n)+1) {
 			t.Errorf("Requests()[%s] = %d, fake saw %d", kind, got, n)
@@ -88,8 +89,8 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 
 func TestHTTPRunDropsDuplicatesAndWakeups(t *testing.T) {
 	t.Parallel()
-	f := newFakeNomad(t, id(9))
-	f.upsert(apiAlloc(1, "running"))
+	f := nomadfake.New(t, id(9))
+	f.Upsert(apiAlloc(1, "running"))
 	w := overHTTP(t, f, Config{}, nil)
 	snaps, _ := runWatcher(t, w)
 	next(t, snaps, "first", func(model.Snapshot) bool { return true })
@@ -97,14 +98,12 @@ func TestHTTPRunDropsDuplicatesAndWakeups(t *testing.T) {
 	// A write that leaves this node's allocations alone keeps the query
 	// blocked, as Nomad does; one in a namespace the token cannot see
 	// raises the index and returns an unchanged list: nothing delivered.
-	before := f.count(kindNodeAllocs)
-	f.touch()
-	f.set(func(f *fakeNomad) {
-		f.tokens = map[string]fakeToken{"": {node: true, agent: true, namespaces: []string{"default"}}}
-	})
-	f.upsert(apiAlloc(2, "running", inNamespace("hidden")))
+	before := f.Requests(kindNodeAllocs)
+	f.Touch()
+	f.SetTokens(map[string]nomadfake.Token{"": {Node: true, Agent: true, ReadJob: []string{"default"}}})
+	f.Upsert(apiAlloc(2, "running", inNamespace("hidden")))
 	none(t, snaps, 300*time.Millisecond)
-	if after := f.count(kindNodeAllocs); after <= before {
+	if after := f.Requests(kindNodeAllocs); after <= before {
 		t.Errorf("node allocation queries %d → %d: the writes should have woken the watcher", before, after)
 	}
 }
@@ -116,32 +115,32 @@ func TestHTTPDiscovery(t *testing.T) {
 	cases := []struct {
 		name       string
 		cfg        Config
-		setup      func(f *fakeNomad) // state before Run
-		later      func(f *fakeNomad) // applied after 200ms
-		writeFile  bool               // write the client-id file after 200ms
-		wantAgent  bool               // /v1/agent/self used
+		setup      func(f *nomadfake.Server) // state before Run
+		later      func(f *nomadfake.Server) // applied after 200ms
+		writeFile  bool                      // write the client-id file after 200ms
+		wantAgent  bool                      // /v1/agent/self used
 		wantRetrys bool
 	}{
 		{name: "node ID from config", cfg: Config{NodeID: id(9)}},
 		{name: "client ID file", cfg: Config{ClientIDFile: idFile}, writeFile: true, wantRetrys: true},
 		{name: "agent self", wantAgent: true},
 		{name: "agent self, not a client yet", wantAgent: true, wantRetrys: true,
-			setup: func(f *fakeNomad) { f.agentNode = "" },
-			later: func(f *fakeNomad) { f.agentNode = f.nodeID }},
+			setup: func(f *nomadfake.Server) { f.SetAgentNode("") },
+			later: func(f *nomadfake.Server) { f.SetAgentNode(f.NodeID()) }},
 		{name: "node registers late", cfg: Config{NodeID: id(9)}, wantRetrys: true,
-			setup: func(f *fakeNomad) { f.registered = false },
-			later: func(f *fakeNomad) { f.registered = true }},
+			setup: func(f *nomadfake.Server) { f.SetRegistered(false) },
+			later: func(f *nomadfake.Server) { f.SetRegistered(true) }},
 		{name: "API down at start", wantAgent: true, wantRetrys: true,
-			setup: func(f *fakeNomad) { f.fault, f.faultLeft = faultReset, -1 },
-			later: func(f *fakeNomad) { f.fault = faultNone }},
+			setup: func(f *nomadfake.Server) { f.SetFault(nomadfake.FaultReset, -1) },
+			later: func(f *nomadfake.Server) { f.SetFault(nomadfake.FaultNone, 0) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// Not parallel: the client-id case shares the file.
-			f := newFakeNomad(t, id(9))
-			f.upsert(apiAlloc(1, "running"))
+			f := nomadfake.New(t, id(9))
+			f.Upsert(apiAlloc(1, "running"))
 			if tc.setup != nil {
-				f.set(tc.setup)
+				tc.setup(f)
 			}
 			logs := &logBuffer{}
 			w := overHTTP(t, f, tc.cfg, logs)
@@ -149,7 +148,7 @@ func TestHTTPDiscovery(t *testing.T) {
 			if tc.later != nil || tc.writeFile {
 				none(t, snaps, 200*time.Millisecond)
 				if tc.later != nil {
-					f.set(tc.later)
+					tc.later(f)
 				}
 				if tc.writeFile {
 					if err := os.WriteFile(idFile, []byte(id(9)+"\n"), 0o600); err != nil {
@@ -161,10 +160,10 @@ func TestHTTPDiscovery(t *testing.T) {
 			if s.NodeID != id(9) || len(s.Allocs) != 1 {
 				t.Errorf("snapshot %s of node %s, want alloc 1 on %s", describe(s), s.NodeID, id(9))
 			}
-			if got := f.count(kindAgentSelf) > 0; got != tc.wantAgent {
+			if got := f.Requests(kindAgentSelf) > 0; got != tc.wantAgent {
 				t.Errorf("agent self used: %t, want %t", got, tc.wantAgent)
 			}
-			if f.count(kindNode) == 0 {
+			if f.Requests(kindNode) == 0 {
 				t.Error("node registration not confirmed")
 			}
 			// Waiting at start is normal: logged at Info, no warning.
@@ -184,12 +183,12 @@ func TestHTTPDiscovery(t *testing.T) {
 // lifecycle as "no allocations".
 func TestHTTPUnknownNode(t *testing.T) {
 	t.Parallel()
-	f := newFakeNomad(t, id(9))
-	f.upsert(apiAlloc(1, "running"))
+	f := nomadfake.New(t, id(9))
+	f.Upsert(apiAlloc(1, "running"))
 	w := overHTTP(t, f, Config{NodeID: id(8)}, nil)
 	snaps, _ := runWatcher(t, w)
 	none(t, snaps, 300*time.Millisecond)
-	if n := f.count(kindNodeAllocs); n != 0 {
+	if n := f.Requests(kindNodeAllocs); n != 0 {
 		t.Errorf("%d node allocation queries for an unregistered node, want 0", n)
 	}
 	if _, err := w.Refresh(context.Background()); !errors.Is(err, errNodeNotFound) {
@@ -201,34 +200,34 @@ func TestHTTPOutage(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name    string
-		fault   fakeFault
+		fault   nomadfake.Fault
 		wantLog string
 	}{
-		{name: "agent restarting: connection reset", fault: faultReset, wantLog: "nomad API unreachable"},
-		{name: "leader election: 500 No cluster leader", fault: faultNoLeader, wantLog: "nomad API error"},
-		{name: "answer without index", fault: faultNoIndex, wantLog: "nomad API answer without index"},
+		{name: "agent restarting: connection reset", fault: nomadfake.FaultReset, wantLog: "nomad API unreachable"},
+		{name: "leader election: 500 No cluster leader", fault: nomadfake.FaultNoLeader, wantLog: "nomad API error"},
+		{name: "answer without index", fault: nomadfake.FaultNoIndex, wantLog: "nomad API answer without index"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFakeNomad(t, id(9))
-			f.upsert(apiAlloc(1, "running"))
+			f := nomadfake.New(t, id(9))
+			f.Upsert(apiAlloc(1, "running"))
 			logs := &logBuffer{}
 			w := overHTTP(t, f, Config{NodeID: id(9)}, logs)
 			snaps, stop := runWatcher(t, w)
 			next(t, snaps, "first", func(model.Snapshot) bool { return true })
 
-			f.setFault(tc.fault, -1)
-			f.setStatus(id(1), "complete")
+			f.SetFault(tc.fault, -1)
+			f.SetStatus(id(1), "complete")
 			// Several retries, none delivered: wait for the retries, not
 			// for a fixed time a busy machine may not give them.
-			before := f.count(kindNodeAllocs)
+			before := f.Requests(kindNodeAllocs)
 			deadline := time.Now().Add(30 * time.Second)
-			for f.count(kindNodeAllocs) < before+3 && time.Now().Before(deadline) {
+			for f.Requests(kindNodeAllocs) < before+3 && time.Now().Before(deadline) {
 				none(t, snaps, 20*time.Millisecond)
 			}
-			failed := f.count(kindNodeAllocs)
-			f.setFault(faultNone, 0)
+			failed := f.Requests(kindNodeAllocs)
+			f.SetFault(nomadfake.FaultNone, 0)
 			s := next(t, snaps, "alloc 1 complete", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "complete" })
 			if len(s.Allocs) != 1 {
 				t.Errorf("after the outage: %s", describe(s))
@@ -250,18 +249,16 @@ func TestHTTPOutage(t *testing.T) {
 
 func TestHTTPLookup(t *testing.T) {
 	t.Parallel()
-	f := newFakeNomad(t, id(9))
-	f.upsert(apiAlloc(1, "running", withDevice("db", "zfs", "dataset", "fast", "fast-1")))
-	f.upsert(apiAlloc(2, "running", inNamespace("hidden")))
-	f.set(func(f *fakeNomad) {
-		f.tokens = map[string]fakeToken{
-			"narrow": {node: true, namespaces: []string{"default"}},
-		}
+	f := nomadfake.New(t, id(9))
+	f.Upsert(apiAlloc(1, "running", withDevice("db", "zfs", "dataset", "fast", "fast-1")))
+	f.Upsert(apiAlloc(2, "running", inNamespace("hidden")))
+	f.SetTokens(map[string]nomadfake.Token{
+		"narrow": {Node: true, ReadJob: []string{"default"}},
 	})
 	w := overHTTP(t, f, Config{NodeID: id(9), Token: "narrow"}, nil)
 	anon := overHTTP(t, f, Config{NodeID: id(9), Token: "revoked"}, nil)
-	downF := newFakeNomad(t, id(9))
-	downF.set(func(f *fakeNomad) { f.fault, f.faultLeft = faultNoLeader, -1 })
+	downF := nomadfake.New(t, id(9))
+	downF.SetFault(nomadfake.FaultNoLeader, -1)
 	noLeader := overHTTP(t, downF, Config{NodeID: id(9)}, nil)
 
 	cases := []struct {
@@ -302,17 +299,15 @@ func TestHTTPLookup(t *testing.T) {
 
 func TestHTTPRunningLocally(t *testing.T) {
 	t.Parallel()
-	f := newFakeNomad(t, id(9))
-	f.upsert(apiAlloc(1, "running"))
-	f.upsert(apiAlloc(2, "running", inNamespace("hidden")))
-	f.upsert(apiAlloc(3, "lost"))
-	f.set(func(f *fakeNomad) {
-		delete(f.local, id(3)) // the client already dropped it
-		f.tokens = map[string]fakeToken{"narrow": {node: true, namespaces: []string{"default"}}}
-	})
+	f := nomadfake.New(t, id(9))
+	f.Upsert(apiAlloc(1, "running"))
+	f.Upsert(apiAlloc(2, "running", inNamespace("hidden")))
+	f.Upsert(apiAlloc(3, "lost"))
+	f.SetLocal(id(3), false) // the client already dropped it
+	f.SetTokens(map[string]nomadfake.Token{"narrow": {Node: true, ReadJob: []string{"default"}}})
 	w := overHTTP(t, f, Config{NodeID: id(9), Token: "narrow"}, nil)
-	downF := newFakeNomad(t, id(9))
-	downF.set(func(f *fakeNomad) { f.fault, f.faultLeft = faultReset, -1 })
+	downF := nomadfake.New(t, id(9))
+	downF.SetFault(nomadfake.FaultReset, -1)
 	down := overHTTP(t, downF, Config{NodeID: id(9)}, nil)
 
 	cases := []struct {
@@ -351,14 +346,12 @@ func TestHTTPRunningLocally(t *testing.T) {
 // allocations vanish from the list, without any error.
 func TestHTTPHiddenNamespace(t *testing.T) {
 	t.Parallel()
-	f := newFakeNomad(t, id(9))
-	f.upsert(apiAlloc(1, "running"))
-	f.upsert(apiAlloc(2, "running", inNamespace("hidden")))
-	f.set(func(f *fakeNomad) {
-		f.tokens = map[string]fakeToken{
-			"all":    {node: true, namespaces: []string{"*"}},
-			"narrow": {node: true, namespaces: []string{"default"}},
-		}
+	f := nomadfake.New(t, id(9))
+	f.Upsert(apiAlloc(1, "running"))
+	f.Upsert(apiAlloc(2, "running", inNamespace("hidden")))
+	f.SetTokens(map[string]nomadfake.Token{
+		"all":    {Node: true, ReadJob: []string{"*"}},
+		"narrow": {Node: true, ReadJob: []string{"default"}},
 	})
 	for _, tc := range []struct {
 		name, token string
@@ -382,11 +375,9 @@ func TestHTTPHiddenNamespace(t *testing.T) {
 
 func TestHTTPTokenFile(t *testing.T) {
 	t.Parallel()
-	f := newFakeNomad(t, id(9))
-	f.upsert(apiAlloc(1, "running"))
-	f.set(func(f *fakeNomad) {
-		f.tokens = map[string]fakeToken{"t2": {node: true, agent: true, namespaces: []string{"*"}}}
-	})
+	f := nomadfake.New(t, id(9))
+	f.Upsert(apiAlloc(1, "running"))
+	f.SetTokens(map[string]nomadfake.Token{"t2": {Node: true, Agent: true, ReadJob: []string{"*"}}})
 	path := filepath.Join(t.TempDir(), "token")
 	write := func(tok string) {
 		t.Helper()
@@ -423,14 +414,12 @@ func TestHTTPTokenFile(t *testing.T) {
 	snaps, stop := runWatcher(t, w)
 	next(t, snaps, "first", func(model.Snapshot) bool { return true })
 	write("t3")
-	f.set(func(f *fakeNomad) {
-		f.tokens = map[string]fakeToken{"t3": {node: true, agent: true, namespaces: []string{"*"}}}
-	})
+	f.SetTokens(map[string]nomadfake.Token{"t3": {Node: true, Agent: true, ReadJob: []string{"*"}}})
 	// The query in flight was accepted with t2 and still answers; the one
 	// after it meets the 403.
-	f.setStatus(id(1), "complete")
+	f.SetStatus(id(1), "complete")
 	next(t, snaps, "alloc 1 complete", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "complete" })
-	f.setStatus(id(1), "failed")
+	f.SetStatus(id(1), "failed")
 	next(t, snaps, "alloc 1 failed", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "failed" })
 	stop()
 	mu.Lock()
@@ -447,15 +436,15 @@ func TestHTTPTokenFile(t *testing.T) {
 // empties; the watcher waits for the node to be back before it says so.
 func TestHTTPNodePurged(t *testing.T) {
 	t.Parallel()
-	f := newFakeNomad(t, id(9))
-	f.upsert(apiAlloc(1, "running"))
+	f := nomadfake.New(t, id(9))
+	f.Upsert(apiAlloc(1, "running"))
 	w := overHTTP(t, f, Config{NodeID: id(9)}, nil)
 	snaps, _ := runWatcher(t, w)
 	next(t, snaps, "first", func(s model.Snapshot) bool { return len(s.Allocs) == 1 })
 
-	f.set(func(f *fakeNomad) { f.registered = false })
-	f.gc(id(1))
+	f.SetRegistered(false)
+	f.GC(id(1))
 	none(t, snaps, 300*time.Millisecond)
-	f.set(func(f *fakeNomad) { f.registered = true })
+	f.SetRegistered(true)
 	next(t, snaps, "empty, once the node is back", func(s model.Snapshot) bool { return len(s.Allocs) == 0 })
 }

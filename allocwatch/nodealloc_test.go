@@ -28,7 +28,9 @@ type recordedRequest struct {
 }
 
 // recorder answers every request with one allocation and X-Nomad-Index 7,
-// or with status if set, and keeps what it was asked.
+// or with status if set, and keeps what it was asked. It is no Nomad (that
+// is internal/nomadfake): it answers at once whatever the index, so the
+// same request can be sent through both paths and compared.
 type recorder struct {
 	status int
 
@@ -44,10 +46,14 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.seen = append(rec.seen, recordedRequest{r.Method, r.URL.Path, r.URL.Query(), h})
 	rec.mu.Unlock()
 	if rec.status != 0 {
-		httpError(w, rec.status, "Permission denied")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(rec.status)
+		_, _ = w.Write([]byte("Permission denied"))
 		return
 	}
-	writeJSON(w, 7, []*api.Allocation{apiAlloc(1, "running")})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Nomad-Index", "7")
+	_ = json.NewEncoder(w).Encode([]*api.Allocation{apiAlloc(1, "running")})
 }
 
 func (rec *recorder) take(t *testing.T) recordedRequest {

@@ -106,7 +106,9 @@ func (d *doctor) checkAPI(ctx context.Context, nc allocwatch.Config) {
 	var self api.ACLToken
 	status, body, err := t.get(ctx, "/v1/acl/token/self", nil, &self)
 	switch {
-	case status == http.StatusBadRequest && strings.Contains(body, "ACL support disabled"):
+	case err == nil && self.AccessorID == "acls-disabled":
+		// ACL.WhoAmI without ACLs (Nomad 1.10 and 1.11): 200 and
+		// structs.ACLsDisabledToken, not an error.
 		d.ok("ACLs are disabled: every request is allowed")
 		return
 	case status == http.StatusForbidden:

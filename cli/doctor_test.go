@@ -11,6 +11,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -37,7 +38,7 @@ type doctorCase struct {
 	classExtra string
 	// noPlugin: the running plugin has not created the slots yet.
 	noPlugin bool
-	setup    func(t *testing.T, f *zfstest.Fake, c *zfs.Client, n *fakeNomad)
+	setup    func(t *testing.T, f *zfstest.Fake, c *zfs.Client, n *nomadfake.Server)
 	// fail is the one problem doctor must report; "" means none.
 	fail string
 	// want are more lines of the output.
@@ -86,24 +87,24 @@ func TestDoctorFakeZFS(t *testing.T) {
 		{name: "invalid configuration", classExtra: "release { policy = \"shred\" }",
 			fail: `✗ configuration invalid; the agent would refuse to start: `,
 			want: []string{`release: policy = "shred": "shred" is not a release policy (destroy, rollback or snapshot)`}},
-		{name: "foreign slot dataset", noPlugin: true, setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
+		{name: "foreign slot dataset", noPlugin: true, setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *nomadfake.Server) {
 			must(t, c.Create(t.Context(), "tank/nomad/scratch", map[string]string{model.PropOwner: "tank/nomad/scratch"}))
 			must(t, c.Create(t.Context(), "tank/nomad/scratch/scratch-2", nil))
 		}, fail: `✗ dataset "tank/nomad/scratch/scratch-2" exists but is not owned by nomad-device-zfs; not touching it`},
-		{name: "foreign child below a slot", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
+		{name: "foreign child below a slot", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *nomadfake.Server) {
 			must(t, c.Create(t.Context(), "tank/nomad/scratch/scratch-1/mine", nil))
 		}, fail: `✗ slot scratch-1: "tank/nomad/scratch/scratch-1/mine" below tank/nomad/scratch/scratch-1 is not nomad-device-zfs's`},
-		{name: "slot mountpoint changed by hand", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
+		{name: "slot mountpoint changed by hand", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *nomadfake.Server) {
 			must(t, c.Set(t.Context(), "tank/nomad/scratch/scratch-2", map[string]string{"mountpoint": "/tmp/elsewhere"}))
 		}, fail: `✗ slot scratch-2: mounted at "`, want: []string{`/tmp/elsewhere", not at "`, "scratch-2  false"}},
-		{name: "foreign class dataset", noPlugin: true, setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
+		{name: "foreign class dataset", noPlugin: true, setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *nomadfake.Server) {
 			must(t, c.Create(t.Context(), "tank/nomad/scratch", nil))
 		}, fail: `✗ dataset "tank/nomad/scratch" exists but is not owned by nomad-device-zfs (no nomad-device-zfs:owner=tank/nomad/scratch); not touching it`},
-		{name: "parent not mounted", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *fakeNomad) {
+		{name: "parent not mounted", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *nomadfake.Server) {
 			_, err := f.Run(t.Context(), "zfs", "unmount", "-f", "tank/nomad")
 			must(t, err)
 		}, fail: `✗ parent dataset "tank/nomad" is not mounted; nothing below it is mounted until it is (zfs mount tank/nomad)`},
-		{name: "pool degraded", setup: func(t *testing.T, f *zfstest.Fake, _ *zfs.Client, _ *fakeNomad) {
+		{name: "pool degraded", setup: func(t *testing.T, f *zfstest.Fake, _ *zfs.Client, _ *nomadfake.Server) {
 			must(t, f.SetPoolHealth("tank", "DEGRADED"))
 		}, fail: `✗ pool "tank" is DEGRADED`},
 		{name: "token lacks node:read", token: tokenNoNode,
@@ -116,7 +117,7 @@ func TestDoctorFakeZFS(t *testing.T) {
 			"✓ node:read: node " + nodeID + " (from @clientid@) is registered",
 			"✓ agent:read not needed: nomad.client_id_file is set",
 		}},
-		{name: "ACLs disabled", setup: func(t *testing.T, _ *zfstest.Fake, _ *zfs.Client, n *fakeNomad) { n.aclDisabled = true },
+		{name: "ACLs disabled", setup: func(t *testing.T, _ *zfstest.Fake, _ *zfs.Client, n *nomadfake.Server) { n.SetTokens(nil) },
 			want: []string{"✓ ACLs are disabled: every request is allowed"}},
 	}
 	for _, tc := range cases {
@@ -143,7 +144,7 @@ func TestDoctorFakeZFS(t *testing.T) {
 			if tc.token == "" {
 				tc.token = tokenFull
 			}
-			addr := n.addr()
+			addr := n.URL()
 			if tc.apiDown {
 				addr = closedAddr(t)
 			}
@@ -203,7 +204,7 @@ func TestDoctorJSON(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	n := newFakeNomad(t)
-	cfg := agentFile(t, pluginDir(t, "nomad-device-zfs"), pluginBody("nopool/nomad", n.addr(), fmt.Sprintf("token = %q", tokenFull), ""))
+	cfg := agentFile(t, pluginDir(t, "nomad-device-zfs"), pluginBody("nopool/nomad", n.URL(), fmt.Sprintf("token = %q", tokenFull), ""))
 	code, out, _ := runCLI(t, &env{runner: f}, "doctor", "-config", cfg, "-json")
 	rep := decodeJSON[doctorReport](t, out)
 	if code != 1 || rep.OK || rep.Problems != 1 || len(rep.Devices) != 1 || len(rep.Devices[0].Instances) != 2 {

@@ -19,8 +19,8 @@ func gcRig(t *testing.T) (f *zfstest.Fake, c *zfs.Client, cfg, cfgMax1 string) {
 	t.Helper()
 	f, c = fakeHost(t)
 	n := newFakeNomad(t)
-	cfg = agentFile(t, t.TempDir(), pluginBody("tank/nomad", n.addr(), "", `release { policy = "snapshot" }`))
-	cfgMax1 = agentFile(t, t.TempDir(), pluginBody("tank/nomad", n.addr(), "", `release {
+	cfg = agentFile(t, t.TempDir(), pluginBody("tank/nomad", n.URL(), "", `release { policy = "snapshot" }`))
+	cfgMax1 = agentFile(t, t.TempDir(), pluginBody("tank/nomad", n.URL(), "", `release {
     policy     = "snapshot"
     retain_max = 1
   }`))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -213,23 +214,7 @@ const (
 	allocC = "cccccccc-0000-4000-8000-00000000000c"
 )
 
-// fakeNomad is an httptest Nomad HTTP API: the endpoints the CLI and the
-// plugin's watcher use, with ACL tokens of chosen capabilities.
-type fakeNomad struct {
-	srv *httptest.Server
-
-	mu          sync.Mutex
-	aclDisabled bool
-	tokens      map[string]caps
-	allocs      map[string]*api.Allocation
-	// local are the allocations this node's client still has.
-	local map[string]bool
-}
-
-// caps are a token's capabilities.
-type caps struct{ node, readJob, agent bool }
-
-// Tokens of the fake API.
+// Tokens of the fake Nomad API.
 const (
 	tokenFull    = "f0f0f0f0-0000-4000-8000-0000000000ff"
 	tokenNoNode  = "f0f0f0f0-0000-4000-8000-000000000001"
@@ -238,120 +223,36 @@ const (
 	tokenUnknown = "deadbeef-0000-4000-8000-000000000000"
 )
 
-func newFakeNomad(t testing.TB) *fakeNomad {
+// newFakeNomad is the local agent of node nodeID, ACLs on, with the
+// README's least-privilege token (tokenFull) and that token less each of
+// its three rights in turn.
+func newFakeNomad(t testing.TB) *nomadfake.Server {
 	t.Helper()
-	n := &fakeNomad{
-		tokens: map[string]caps{
-			tokenFull:    {true, true, true},
-			tokenNoNode:  {false, true, true},
-			tokenNoJob:   {true, false, true},
-			tokenNoAgent: {true, true, false},
-		},
-		allocs: map[string]*api.Allocation{},
-		local:  map[string]bool{},
+	n := nomadfake.New(t, nodeID)
+	token := func(name string, node, agent, readJob bool) nomadfake.Token {
+		tok := nomadfake.Token{Name: name, Policies: []string{"nomad-device-zfs"}, Node: node, Agent: agent}
+		if readJob {
+			tok.ReadJob = []string{"*"}
+		}
+		return tok
 	}
-	n.srv = httptest.NewServer(http.HandlerFunc(n.serve))
-	t.Cleanup(n.srv.Close)
+	n.SetTokens(map[string]nomadfake.Token{
+		tokenFull:    token("nomad-device-zfs", true, true, true),
+		tokenNoNode:  token("no-node", false, true, true),
+		tokenNoJob:   token("no-read-job", true, true, false),
+		tokenNoAgent: token("no-agent", true, false, true),
+	})
 	return n
 }
 
-func (n *fakeNomad) addr() string { return n.srv.URL }
-
-// addAlloc adds an allocation of job "job-<id[:1]>" whose task "t" holds
-// slot.
-func (n *fakeNomad) addAlloc(id, status, slot string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	desired := "run"
-	n.allocs[id] = &api.Allocation{ID: id, Namespace: "default", JobID: "job-" + id[:1], TaskGroup: "g", NodeID: nodeID,
-		ClientStatus: status, DesiredStatus: desired, CreateIndex: 10, ModifyIndex: 10,
+// addAlloc places an allocation of job "job-<id[:1]>" on the node, whose
+// task "t" holds slot.
+func addAlloc(n *nomadfake.Server, id, status, slot string) {
+	n.Upsert(&api.Allocation{ID: id, JobID: "job-" + id[:1], TaskGroup: "g",
+		ClientStatus: status, DesiredStatus: api.AllocDesiredStatusRun,
 		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{
 			"t": {Devices: []*api.AllocatedDeviceResource{{Vendor: "zfs", Type: "dataset", Name: "scratch", DeviceIDs: []string{slot}}}},
-		}}}
-}
-
-func (n *fakeNomad) serve(w http.ResponseWriter, r *http.Request) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	w.Header().Set("X-Nomad-Index", "7")
-	c, known := n.tokens[r.Header.Get("X-Nomad-Token")]
-	if n.aclDisabled {
-		c, known = caps{true, true, true}, true
-	}
-	deny := func(ok bool) bool {
-		if !ok || !known {
-			http.Error(w, "Permission denied", http.StatusForbidden)
-			return true
-		}
-		return false
-	}
-	reply := func(v any) { _ = json.NewEncoder(w).Encode(v) }
-	p := r.URL.Path
-	switch {
-	case p == "/v1/status/leader":
-		reply("127.0.0.1:4647")
-	case p == "/v1/acl/token/self":
-		if n.aclDisabled {
-			http.Error(w, "ACL support disabled", http.StatusBadRequest)
-			return
-		}
-		if deny(true) {
-			return
-		}
-		reply(api.ACLToken{AccessorID: "acc", Name: "nomad-device-zfs", Type: "client", Policies: []string{"nomad-device-zfs"}})
-	case p == "/v1/agent/self":
-		if deny(c.agent) {
-			return
-		}
-		reply(map[string]any{"stats": map[string]any{"client": map[string]string{"node_id": nodeID}}})
-	case p == "/v1/nodes":
-		if deny(c.node) {
-			return
-		}
-		reply([]map[string]string{{"ID": nodeID}})
-	case p == "/v1/node/"+nodeID:
-		if deny(c.node) {
-			return
-		}
-		reply(map[string]string{"ID": nodeID})
-	case p == "/v1/node/"+nodeID+"/allocations":
-		if deny(c.node) {
-			return
-		}
-		reply([]any{})
-	case p == "/v1/allocations":
-		if deny(c.readJob) {
-			return
-		}
-		reply([]any{})
-	case p == "/v1/namespaces":
-		if deny(true) {
-			return
-		}
-		reply([]map[string]string{{"Name": "default"}})
-	case strings.HasPrefix(p, "/v1/allocation/"):
-		if deny(c.readJob) {
-			return
-		}
-		a, ok := n.allocs[strings.TrimPrefix(p, "/v1/allocation/")]
-		if !ok {
-			http.Error(w, "alloc not found", http.StatusNotFound)
-			return
-		}
-		reply(a)
-	case strings.HasPrefix(p, "/v1/client/allocation/") && strings.HasSuffix(p, "/stats"):
-		if deny(c.readJob) {
-			return
-		}
-		id := strings.TrimSuffix(strings.TrimPrefix(p, "/v1/client/allocation/"), "/stats")
-		if !n.local[id] {
-			http.Error(w, fmt.Sprintf("Unknown allocation %q", id), http.StatusNotFound)
-			return
-		}
-		reply(map[string]any{})
-	default:
-		http.NotFound(w, r)
-	}
+		}}})
 }
 
 // closedAddr is an HTTP address where nothing listens.

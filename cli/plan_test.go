@@ -226,7 +226,7 @@ func TestPlanCommandErrors(t *testing.T) {
 }`), 0o644))
 	down := agentFile(t, t.TempDir(), pluginBody("tank/nomad", closedAddr(t), "", ""))
 	denied := newFakeNomad(t)
-	deniedCfg := agentFile(t, t.TempDir(), pluginBody("tank/nomad", denied.addr(), `token = "`+tokenNoNode+`"`, ""))
+	deniedCfg := agentFile(t, t.TempDir(), pluginBody("tank/nomad", denied.URL(), `token = "`+tokenNoNode+`"`, ""))
 	cases := []struct {
 		name string
 		args []string
@@ -237,7 +237,7 @@ func TestPlanCommandErrors(t *testing.T) {
 		{"missing job file", []string{"plan", "-config", down, "/nonexistent.hcl"}, "✗ job file: open /nonexistent.hcl: no such file or directory"},
 		{"API down", []string{"plan", "-config", down, job}, "is down (connection refused)"},
 		{"token without node:read", []string{"plan", "-config", deniedCfg, job},
-			`✗ the Nomad API at ` + denied.addr() + `: listing nodes: the token is denied; plan needs node { policy = "read" } and namespace "*" { capabilities = ["read-job"] }`},
+			`✗ the Nomad API at ` + denied.URL() + `: listing nodes: the token is denied; plan needs node { policy = "read" } and namespace "*" { capabilities = ["read-job"] }`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -24,7 +25,7 @@ const slot1 = "tank/nomad/scratch/scratch-1"
 type releaseRig struct {
 	f     *zfstest.Fake
 	c     *zfs.Client
-	n     *fakeNomad
+	n     *nomadfake.Server
 	cfg   string
 	st    *settings
 	p     *testPlugin
@@ -35,7 +36,7 @@ func newReleaseRig(t *testing.T, classExtra string, startThePlugin bool) *releas
 	t.Helper()
 	f, c := fakeHost(t)
 	n := newFakeNomad(t)
-	cfg := agentFile(t, t.TempDir(), pluginBody("tank/nomad", n.addr(), `token = "`+tokenFull+`"`, classExtra))
+	cfg := agentFile(t, t.TempDir(), pluginBody("tank/nomad", n.URL(), `token = "`+tokenFull+`"`, classExtra))
 	r := &releaseRig{f: f, c: c, n: n, cfg: cfg, st: settingsOf(t, cfg)}
 	if startThePlugin {
 		r.p = startPlugin(t, r.st.Slots, c, 100*time.Millisecond)
@@ -81,8 +82,8 @@ func TestReleaseDecidesOnTheHolder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newReleaseRig(t, "", true)
 			if tc.status != "" {
-				r.n.addAlloc(allocA, tc.status, "scratch-1")
-				r.n.local[allocA] = tc.local
+				addAlloc(r.n, allocA, tc.status, "scratch-1")
+				r.n.SetLocal(allocA, tc.local)
 			}
 			args := append([]string{"release", "-config", r.cfg}, tc.flags...)
 			if tc.apiDown {
@@ -150,7 +151,7 @@ func TestReleaseRefusesWhatIsNotHeld(t *testing.T) {
 
 func TestReleaseByPolicySnapshotKeepsTheData(t *testing.T) {
 	r := newReleaseRig(t, `release { policy = "snapshot" }`, true)
-	r.n.addAlloc(allocA, "complete", "scratch-1")
+	addAlloc(r.n, allocA, "complete", "scratch-1")
 	code, out, _ := runCLI(t, r.env(), "release", "-config", r.cfg, "scratch-1")
 	if code != 0 || !strings.Contains(out, "Policy  = snapshot: the holder's data is kept at tank/nomad/scratch/retained-"+allocA+" for 3d") ||
 		!strings.Contains(out, "generation 2") {
@@ -176,7 +177,7 @@ func TestReleaseAlreadyReleasingWaits(t *testing.T) {
 
 func TestReleaseDetachDoesNotWait(t *testing.T) {
 	r := newReleaseRig(t, "", false) // no plugin: nothing would ever finish it
-	r.n.addAlloc(allocA, "complete", "scratch-1")
+	addAlloc(r.n, allocA, "complete", "scratch-1")
 	start := time.Now()
 	code, out, _ := runCLI(t, r.env(), "release", "-config", r.cfg, "-detach", "scratch-1")
 	if code != 0 || !strings.Contains(out, "The plugin releases it on its next pass (scan_interval 1s)") || time.Since(start) > 5*time.Second {
@@ -189,7 +190,7 @@ func TestReleaseDetachDoesNotWait(t *testing.T) {
 
 func TestReleaseWaitIsBounded(t *testing.T) {
 	r := newReleaseRig(t, "", false) // no plugin running
-	r.n.addAlloc(allocA, "complete", "scratch-1")
+	addAlloc(r.n, allocA, "complete", "scratch-1")
 	code, _, errOut := runCLI(t, r.env(), "release", "-config", r.cfg, "-wait", "300ms", "scratch-1")
 	if code != 1 || !strings.Contains(errOut, "✗ scratch-1 is still releasing after") {
 		t.Fatalf("exit %d", code)
@@ -221,7 +222,7 @@ func (c *changingRunner) Run(ctx context.Context, cmd string, args ...string) ([
 
 func TestReleaseRefusesASlotThatChanged(t *testing.T) {
 	r := newReleaseRig(t, "", false)
-	r.n.addAlloc(allocA, "complete", "scratch-1")
+	addAlloc(r.n, allocA, "complete", "scratch-1")
 	e := r.env()
 	e.runner = &changingRunner{Fake: r.f}
 	code, _, errOut := runCLI(t, e, "release", "-config", r.cfg, "-detach", "scratch-1")
@@ -235,7 +236,7 @@ func TestReleaseRefusesASlotThatChanged(t *testing.T) {
 
 func TestReleaseJSON(t *testing.T) {
 	r := newReleaseRig(t, "", true)
-	r.n.addAlloc(allocA, "running", "scratch-1")
+	addAlloc(r.n, allocA, "running", "scratch-1")
 	code, out, _ := runCLI(t, r.env(), "release", "-config", r.cfg, "-json", "scratch-1")
 	rep := decodeJSON[releaseReport](t, out)
 	if code != 1 || rep.Safe || rep.Marked || rep.Holder == nil || rep.Holder.ClientStatus != "running" || !strings.Contains(rep.Error, "refusing") {

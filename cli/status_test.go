@@ -6,16 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // statusRig: scratch-1 held by allocA (running in Nomad), and the data of
 // allocB, which ran on scratch-2, retained by policy snapshot.
-func statusRig(t *testing.T, parent string) (*env, string, *fakeNomad) {
+func statusRig(t *testing.T, parent string) (*env, string, *nomadfake.Server) {
 	t.Helper()
 	f, c := fakeHost(t)
 	n := newFakeNomad(t)
-	cfg := agentFile(t, t.TempDir(), pluginBody(parent, n.addr(), `token = "`+tokenFull+`"`, `release { policy = "snapshot" }`))
+	cfg := agentFile(t, t.TempDir(), pluginBody(parent, n.URL(), `token = "`+tokenFull+`"`, `release { policy = "snapshot" }`))
 	st := settingsOf(t, cfg)
 	if parent == "tank/nomad" {
 		p := startPlugin(t, st.Slots, c, time.Hour)
@@ -26,7 +27,7 @@ func statusRig(t *testing.T, parent string) (*env, string, *fakeNomad) {
 		waitFor(t, 10*time.Second, "allocB's data retained", func() bool {
 			return slotOf(t, c, &st.Slots, "scratch-2").Generation == 2
 		})
-		n.addAlloc(allocA, "running", "scratch-1")
+		addAlloc(n, allocA, "running", "scratch-1")
 	}
 	return &env{runner: f}, cfg, n
 }
