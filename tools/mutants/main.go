@@ -59,6 +59,7 @@ type result struct {
 	bug    bug
 	stale  string            // why it could not be planted
 	caught map[string]string // check name → what failed
+	ran    map[string]bool   // the checks run (-first stops early)
 }
 
 func main() {
@@ -104,7 +105,7 @@ func main() {
 // plant makes bug b in the scratch copy, runs the checks, and puts the
 // file back.
 func plant(dir string, b bug, env []string) result {
-	r := result{bug: b, caught: map[string]string{}}
+	r := result{bug: b, caught: map[string]string{}, ran: map[string]bool{}}
 	path := filepath.Join(dir, b.file)
 	orig, err := os.ReadFile(path)
 	if err != nil {
@@ -134,6 +135,7 @@ func plant(dir string, b bug, env []string) result {
 			args = append(args, a)
 		}
 		out, err := run(dir, append(env, c.env...), "go", args...)
+		r.ran[c.name] = true
 		if err != nil {
 			r.caught[c.name] = failure(out)
 			if *flagFirst {
@@ -219,6 +221,8 @@ func table(results []result) string {
 				cells = append(cells, "stale")
 			case ok:
 				cells = append(cells, "caught: "+strings.ReplaceAll(got, "|", "/"))
+			case !r.ran[c.name]:
+				cells = append(cells, "not run")
 			default:
 				cells = append(cells, "—")
 			}
