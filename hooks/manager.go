@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -68,6 +69,10 @@ type Manager struct {
 	// before a pass acts on its end is still released by how it ended
 	// (on_failure depends on it), not as "gone". At most maxEnded.
 	ended map[string]model.Alloc
+	// remote are allocations of other nodes looked up because one of this
+	// node's replaces them (model.Snapshot.Others): their data is to come
+	// here (model/migrate.go).
+	remote map[string]model.Alloc
 	// overrides are slots re-read after a change made under their lock,
 	// newer than the published view until the next full scan.
 	overrides map[string]*override
@@ -106,6 +111,7 @@ func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *M
 		wake:        make(chan struct{}, 1),
 		updated:     make(chan struct{}),
 		ended:       map[string]model.Alloc{},
+		remote:      map[string]model.Alloc{},
 		overrides:   map[string]*override{},
 		concurrency: createConcurrency,
 	}
@@ -249,6 +255,7 @@ func (m *Manager) storeSnapshot(s model.Snapshot) {
 		m.snap = &s
 	}
 	m.rememberEnded(s)
+	m.forgetRemote(s)
 }
 
 // maxEnded bounds Manager.ended. An entry is needed only between the
@@ -277,6 +284,23 @@ func (m *Manager) rememberEnded(s model.Snapshot) {
 	}
 }
 
+// forgetRemote drops the looked-up allocations of other nodes that no
+// allocation in s replaces any more. The caller holds mu.
+func (m *Manager) forgetRemote(s model.Snapshot) {
+	if len(m.remote) == 0 {
+		return
+	}
+	wanted := map[string]bool{}
+	for _, a := range s.Allocs {
+		wanted[a.PreviousAllocation] = true
+	}
+	for id := range m.remote {
+		if !wanted[id] {
+			delete(m.remote, id)
+		}
+	}
+}
+
 // endedAlloc is allocation id as a snapshot last showed it ended.
 func (m *Manager) endedAlloc(id string) (model.Alloc, bool) {
 	m.mu.RLock()
@@ -285,10 +309,36 @@ func (m *Manager) endedAlloc(id string) (model.Alloc, bool) {
 	return a, ok
 }
 
+// snapshot is the watcher's latest snapshot, with the allocations of other
+// nodes looked up since (Others).
 func (m *Manager) snapshot() *model.Snapshot {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.snap
+	if m.snap == nil || len(m.remote) == 0 {
+		return m.snap
+	}
+	s := *m.snap
+	s.Others = make([]model.Alloc, 0, len(m.remote))
+	for _, a := range m.remote {
+		s.Others = append(s.Others, a)
+	}
+	return &s
+}
+
+// lookupRemote looks allocation id up, and keeps it as another node's
+// (model.Snapshot.Others) when it is: the predecessor of one of this
+// node's, whose data is to come here.
+func (m *Manager) lookupRemote(ctx context.Context, id string) error {
+	a, found, err := m.allocs.Lookup(ctx, id)
+	if err != nil {
+		return fmt.Errorf("looking up allocation %s, whose replacement is on this node: %w", id, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if found && m.snap != nil && a.NodeID != m.snap.NodeID {
+		m.remote[id] = a
+	}
+	return nil
 }
 
 // View returns the current view (nil before the first scan) and a channel

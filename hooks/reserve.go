@@ -85,7 +85,7 @@ func (m *Manager) Reserve(ctx context.Context, ids []string) ([]Grant, error) {
 
 // reserveOne fences one slot; the caller holds its lock.
 func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
-	fresh := false
+	fresh, start := false, m.now()
 	for {
 		s, cv := m.current(id)
 		if !s.Exists || (s.State != model.StateReleasing && !s.Healthy) {
@@ -111,7 +111,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				break // a release just ran: read the slot again
 			}
 			if s.State == model.StateReady && d.Alloc.ID != "" {
-				if fresh, err = m.takeReady(ctx, *s, cv.Class, d.Alloc, fresh); err == nil {
+				if fresh, err = m.takeReady(ctx, *s, cv.Class, d.Alloc, fresh, start); err == nil {
 					continue
 				}
 				break
@@ -164,8 +164,8 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 // ready slot that no allocation names, for the next one to read). While the
 // predecessor's data is still in its own slot, it waits a step and fetches
 // a fresh answer instead. It returns whether the snapshot is fresh.
-func (m *Manager) takeReady(ctx context.Context, s model.Slot, c model.Class, caller model.Alloc, fresh bool) (bool, error) {
-	claimed, err := m.inherit(ctx, s, c, caller)
+func (m *Manager) takeReady(ctx context.Context, s model.Slot, c model.Class, caller model.Alloc, fresh bool, start time.Time) (bool, error) {
+	claimed, err := m.inherit(ctx, s, c, caller, start)
 	switch {
 	case errors.Is(err, errWaitPark):
 		if err := m.sleep(ctx, waitStep); err != nil {

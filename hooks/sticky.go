@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -32,25 +33,37 @@ func (m *Manager) readParked(ctx context.Context, name string) (*model.Retained,
 // inherit decides, for a Reserve of ready slot s by caller, whether caller
 // inherits its predecessor's data, and claims it if so. It reports whether
 // the slot changed (read it again), or errWaitPark while the data is still
-// in the predecessor's slot. The caller holds s's lock.
-func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, caller model.Alloc) (bool, error) {
-	prev, prevID, ok := model.Predecessor(c, caller, s.ID, m.snapshot())
+// in the predecessor's slot, or still coming from the predecessor's node.
+// start is when the Reserve began. The caller holds s's lock.
+func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, caller model.Alloc, start time.Time) (bool, error) {
+	snap := m.snapshot()
+	prev, prevID, ok := model.Predecessor(c, caller, s.ID, snap)
+	if !ok && c.Migrate.Enabled && caller.PreviousAllocation != "" {
+		// It ran on another node, and no pass has looked it up yet.
+		if err := m.lookupRemote(ctx, caller.PreviousAllocation); err != nil {
+			return false, err
+		}
+		snap = m.snapshot()
+		prev, prevID, ok = model.Predecessor(c, caller, s.ID, snap)
+	}
 	if !ok {
 		return false, nil
 	}
 	name := m.cfg.ParkedName(c.Name, prev.ID, prevID)
+	local := prev.NodeID == "" || prev.NodeID == snap.NodeID
 	for attempt := 0; ; attempt++ {
 		var prevSlot *model.Slot
-		if prevID != s.ID {
+		if prevID != s.ID && local {
 			prevSlot, _ = m.current(prevID)
 		}
 		p, err := m.readParked(ctx, name)
 		if err != nil {
 			return false, err
 		}
-		d := model.DecideInherit(s, caller, prev, prevSlot, p)
+		d := model.DecideInherit(model.InheritInput{Class: c, Slot: s, Caller: caller, Prev: prev, PrevSlot: prevSlot,
+			Parked: p, NodeID: snap.NodeID, Waited: m.now().Sub(start)})
 		switch {
-		case d.Kind == model.InheritWait && attempt == 0:
+		case d.Kind == model.InheritWait && attempt == 0 && local:
 			// Park it now if its holder has ended (the watcher's pass
 			// would, a little later): the predecessor's slot, under its
 			// own lock, as a pass does it; skipped if that lock is busy.
@@ -62,6 +75,8 @@ func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, call
 			m.logger.Info("reserve: waiting for the predecessor's data", "slot", s.ID, "alloc_id", caller.ID, "reason", d.Reason)
 			m.Trigger()
 			return false, errWaitPark
+		case d.Kind == model.InheritFail:
+			return false, fmt.Errorf("%w: %s: %s", ErrNotReady, s.ID, d.Reason)
 		case d.Kind == model.InheritClaim:
 			return true, m.claim(ctx, s, caller, *p)
 		}

@@ -91,4 +91,9 @@ type Snapshot struct {
 	Allocs []Alloc
 	// At is when the answer arrived.
 	At time.Time
+	// Others are allocations of other nodes that the lifecycle looked up:
+	// the previous allocations of this node's, whose data follows them
+	// here (migrate.go). They hold no slot of this node's: the rules that
+	// ask who names a slot read Allocs alone.
+	Others []Alloc
 }

@@ -44,6 +44,9 @@ type Class struct {
 	// StickyWait bounds how long parked data waits for a replacement that
 	// Nomad has not created yet (a failed holder's reschedule).
 	StickyWait time.Duration
+	// Migrate: a sticky class's data follows its replacement to another
+	// node (migrate.go).
+	Migrate Migrate
 }
 
 // ClassDataset is the dataset of a class, <parent>/<class>.

@@ -112,12 +112,15 @@ func holdsClass(a Alloc, class string) bool {
 	return false
 }
 
-// findAlloc finds allocation id in snap.
+// findAlloc finds allocation id in snap: this node's, or one of another
+// node's that the lifecycle looked up (Snapshot.Others).
 func findAlloc(snap *Snapshot, id string) (Alloc, bool) {
 	if snap != nil {
-		for _, a := range snap.Allocs {
-			if a.ID == id {
-				return a, true
+		for _, as := range [][]Alloc{snap.Allocs, snap.Others} {
+			for _, a := range as {
+				if a.ID == id {
+					return a, true
+				}
 			}
 		}
 	}

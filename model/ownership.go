@@ -27,14 +27,14 @@ func Owned(d *zfs.Dataset) bool {
 	return d.User.Get(PropOwner) == d.Name || d.User.Get(PropRetainAs) == d.Name
 }
 
-// ownSnapshot reports whether snapshot d is one the plugin takes: @pristine
-// or @retained of a dataset it owns.
+// ownSnapshot reports whether snapshot d is one the plugin takes:
+// @pristine, @retained or a migration's (migrate.go) of a dataset it owns.
 func ownSnapshot(d *zfs.Dataset) bool {
 	if !d.IsSnapshot() {
 		return false
 	}
 	ds, snap, _ := strings.Cut(d.Name, "@")
-	if snap != PristineSnapshot && snap != RetainedSnapshot {
+	if snap != PristineSnapshot && snap != RetainedSnapshot && !migrationSnapshot(snap) {
 		return false
 	}
 	return d.User.Get(PropOwner) == ds || d.User.Get(PropRetainAs) == ds

@@ -131,9 +131,13 @@ const (
 	// slot before the grant.
 	InheritClaim
 	// InheritWait: the predecessor's data is still in its slot (the
-	// predecessor stops, or has ended and is not parked yet): wait, bounded
-	// by reserve_timeout, and decide again.
+	// predecessor stops, or has ended and is not parked yet), or still
+	// coming from its node: wait, bounded, and decide again.
 	InheritWait
+	// InheritFail: the data did not come from the predecessor's node
+	// within the class's migrate timeout, and the class says to fail the
+	// start (MigrateFail).
+	InheritFail
 )
 
 // InheritDecision is DecideInherit's answer.
@@ -142,28 +146,69 @@ type InheritDecision struct {
 	Reason string
 }
 
-// DecideInherit decides a Reserve of ready slot s by caller, the
-// replacement of prev, whose data was in prevSlot (as last read) and may
-// be parked (parked, read just now; nil when there is none).
-func DecideInherit(s Slot, caller, prev Alloc, prevSlot *Slot, parked *Retained) InheritDecision {
+// InheritInput is what a Reserve of ready slot Slot by Caller, the
+// replacement of Prev, decides its inheritance from.
+type InheritInput struct {
+	Class  Class
+	Slot   Slot
+	Caller Alloc
+	Prev   Alloc
+	// PrevSlot is the predecessor's slot as last read, when it is on this
+	// node (nil otherwise); Parked is its data under ParkedName, read just
+	// now (nil when there is none): parked here, or a copy received from
+	// the predecessor's node.
+	PrevSlot *Slot
+	Parked   *Retained
+	// NodeID is this node's; Waited how long this Reserve has waited.
+	NodeID string
+	Waited time.Duration
+}
+
+// DecideInherit decides a Reserve of a ready slot by a sticky class's
+// replacement.
+func DecideInherit(in InheritInput) InheritDecision {
+	s, prev, parked, prevSlot := in.Slot, in.Prev, in.Parked, in.PrevSlot
+	remote := prev.NodeID != "" && in.NodeID != "" && prev.NodeID != in.NodeID
 	switch {
+	case parked != nil && parked.Holder == prev.ID && len(parked.Strangers) > 0:
+		return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf("parked data %s is not handed over: %s",
+			parked.Dataset, strangersAdvice(zfsParent2(parked.Dataset), parked.Dataset, parked.Strangers))}
+	case parked != nil && parked.Holder == prev.ID && parked.State == StateReceiving:
+		return in.waitForCopy(fmt.Sprintf("the data of %s, which %s replaces, is still coming from node %s",
+			short(prev.ID), short(in.Caller.ID), short(prev.NodeID)))
 	case parked != nil && parked.Holder == prev.ID:
 		// Parked, or renamed aside by a park a crash interrupted (its
 		// state not yet rewritten): the claim finishes either.
-		if len(parked.Strangers) > 0 {
-			return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf("parked data %s is not handed over: %s",
-				parked.Dataset, strangersAdvice(zfsParent2(parked.Dataset), parked.Dataset, parked.Strangers))}
-		}
 		return InheritDecision{Kind: InheritClaim}
+	case remote && in.Class.Migrate.Enabled:
+		return in.waitForCopy(fmt.Sprintf("the data of %s, which %s replaces, is to come from node %s; no copy has arrived yet",
+			short(prev.ID), short(in.Caller.ID), short(prev.NodeID)))
+	case remote:
+		return InheritDecision{Kind: InheritNone}
 	case prevSlot != nil && prevSlot.ID != s.ID && prevSlot.Exists && prevSlot.Holder == prev.ID && len(prevSlot.Strangers) > 0:
 		return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf("the data of %s stays in %s: %s",
 			short(prev.ID), prevSlot.ID, prevSlot.Reason)}
 	case prevSlot != nil && prevSlot.ID != s.ID && prevSlot.Exists && prevSlot.Holder == prev.ID &&
 		(prevSlot.State == StateHeld || prevSlot.State == StateReleasing || prevSlot.State == StateParked):
 		return InheritDecision{Kind: InheritWait, Reason: fmt.Sprintf(
-			"the data of %s, which %s replaces, is still in %s; waiting for it to be parked", short(prev.ID), short(caller.ID), prevSlot.ID)}
+			"the data of %s, which %s replaces, is still in %s; waiting for it to be parked", short(prev.ID), short(in.Caller.ID), prevSlot.ID)}
 	}
 	return InheritDecision{Kind: InheritNone}
+}
+
+// waitForCopy waits for a copy from the predecessor's node, until the
+// class's migrate timeout; then the class's OnTimeout says what happens.
+func (in InheritInput) waitForCopy(why string) InheritDecision {
+	m := in.Class.Migrate
+	if in.Waited < m.Timeout {
+		return InheritDecision{Kind: InheritWait, Reason: why}
+	}
+	if m.OnTimeout == MigrateStartEmpty {
+		return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf(
+			"%s, and migrate timeout %s has passed: starting empty (on_timeout = %q); its data stays on its node", why, m.Timeout, m.OnTimeout)}
+	}
+	return InheritDecision{Kind: InheritFail, Reason: fmt.Sprintf(
+		"%s, and migrate timeout %s has passed: failing the start (on_timeout = %q), so that Nomad restarts the task", why, m.Timeout, m.OnTimeout)}
 }
 
 // zfsParent2 is the dataset two levels up: a parked dataset's parent
@@ -210,7 +255,7 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[st
 		return ParkedStep{Kind: ParkedRelease, Reason: fmt.Sprintf(why, args...)}
 	}
 	switch {
-	case p.State != StateParked:
+	case p.State == StateReleasing:
 		return ParkedStep{Kind: ParkedFinish}
 	case !c.Sticky:
 		return release("the class is no longer sticky")
@@ -245,10 +290,14 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[st
 		return ParkedStep{Kind: ParkedLookup, Lookup: prev.NextAllocation}
 	case !found:
 		return release("its replacement %s is gone from Nomad", short(prev.NextAllocation))
-	case snap.NodeID != "" && next.NodeID != "" && next.NodeID != snap.NodeID:
+	case snap.NodeID != "" && next.NodeID != "" && next.NodeID != snap.NodeID && !c.Migrate.Enabled:
 		return release("its replacement %s runs on another node", short(next.ID))
 	case next.ClientTerminal():
 		return release("its replacement %s ended without claiming it", short(next.ID))
+	case p.migrated():
+		return release("its replacement %s's node holds its final copy", short(next.ID))
+	case snap.NodeID != "" && next.NodeID != "" && next.NodeID != snap.NodeID:
+		return ParkedStep{Kind: ParkedKeep, Reason: fmt.Sprintf("waiting for node %s, where %s runs, to copy it", short(next.NodeID), short(next.ID))}
 	}
 	if s, ok := recordedOn(slots, next.ID); ok {
 		return release("its replacement %s started on %s without it", short(next.ID), s.ID)

@@ -67,6 +67,8 @@ func TestParks(t *testing.T) {
 func TestPlanParked(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	class := Class{Name: "pg", Sticky: true, StickyWait: time.Hour}
+	migrating := class
+	migrating.Migrate = Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: MigrateFail}
 	p := Retained{Dataset: "tank/nomad/pg/parked-A-pg-1", State: StateParked, Holder: "A", Expires: now.Add(time.Hour)}
 	snapOf := func(as ...Alloc) *Snapshot {
 		return &Snapshot{NodeID: "node", Allocs: as}
@@ -111,6 +113,35 @@ func TestPlanParked(t *testing.T) {
 			snap: snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), stickyAlloc("B", "pending", "run", "A", "", "pg-2")),
 			want: ParkedRelease},
 		{name: "no snapshot yet: keep", class: class, p: p, want: ParkedKeep},
+		{name: "migrate: replacement on another node, no copy there yet: keep", class: migrating, p: p,
+			snap:   snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "pending"}}, want: ParkedKeep},
+		{name: "migrate: the replacement's node holds the final copy: release", class: migrating,
+			p:      func() Retained { q := p; q.OwnSnapshots = []string{p.Dataset + "@" + Migrated}; return q }(),
+			snap:   snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "pending"}}, want: ParkedRelease},
+		{name: "migrate: the final copy sent, not yet confirmed: keep", class: migrating,
+			p:      func() Retained { q := p; q.OwnSnapshots = []string{p.Dataset + "@" + MigrateFinal}; return q }(),
+			snap:   snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "pending"}}, want: ParkedKeep},
+		{name: "migrate: the replacement ended on its node without it: release", class: migrating, p: p,
+			snap:   snapOf(stickyAlloc("A", "complete", "stop", "", "B", "pg-1")),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "failed"}}, want: ParkedRelease},
+		{name: "a copy still being received is never finished as a crash's", class: migrating,
+			p:    Retained{Dataset: p.Dataset, State: StateReceiving, Holder: "A", Outcome: OutcomeMigrated, Expires: now.Add(time.Hour)},
+			snap: snapOf(stickyAlloc("B", "pending", "run", "A", "", "pg-2")), want: ParkedLookup, lookup: "A"},
+		{name: "a copy for a replacement still to start here: keep", class: migrating,
+			p:      Retained{Dataset: p.Dataset, State: StateReceiving, Holder: "A", Outcome: OutcomeMigrated, Expires: now.Add(time.Hour)},
+			snap:   snapOf(stickyAlloc("B", "pending", "run", "A", "", "pg-2")),
+			looked: map[string]Alloc{"A": {ID: "A", NodeID: "other", ClientStatus: "complete", DesiredStatus: "stop", NextAllocation: "B"}}, want: ParkedKeep},
+		{name: "a copy whose replacement started here without it: release", class: migrating,
+			p:      Retained{Dataset: p.Dataset, State: StateParked, Holder: "A", Outcome: OutcomeMigrated, Expires: now.Add(time.Hour)},
+			snap:   snapOf(stickyAlloc("B", "running", "run", "A", "", "pg-2")),
+			slots:  []Slot{heldBy("pg-2", "B")},
+			looked: map[string]Alloc{"A": {ID: "A", NodeID: "other", ClientStatus: "complete", DesiredStatus: "stop", NextAllocation: "B"}}, want: ParkedRelease},
+		{name: "a park a crash interrupted is finished", class: class,
+			p:    Retained{Dataset: p.Dataset, State: StateReleasing, Holder: "A"},
+			snap: snapOf(), want: ParkedFinish},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,6 +85,12 @@ type Retained struct {
 	Strangers []string
 }
 
+// migrated reports whether the receiver of a migration of r holds its
+// final copy (migrate.go): r, on its own node, may go by its policy.
+func (r Retained) migrated() bool {
+	return slices.Contains(r.OwnSnapshots, r.Dataset+"@"+Migrated)
+}
+
 // Same reports whether two readings of data kept aside are of the same
 // dataset in the same state, held for the same allocation: what a pass that
 // planned from one may act on in the other.
@@ -336,7 +342,7 @@ func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, park
 			continue
 		}
 		state := State(d.User.Get(PropState))
-		if state != StateRetained && state != StateParked && !renamedAside(d) {
+		if state != StateRetained && state != StateParked && state != StateReceiving && !renamedAside(d) {
 			continue
 		}
 		r := Retained{Dataset: name, State: state, Holder: d.User.Get(PropHolder), Outcome: d.User.Get(PropOutcome), Info: *d}
@@ -347,7 +353,7 @@ func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, park
 			r.Expires = time.Unix(secs, 0)
 		}
 		r.OwnSnapshots, r.Strangers = splitBelow(below[name])
-		if state == StateParked || (state != StateRetained && strings.HasPrefix(path.Base(name), parkedPrefix)) {
+		if state == StateParked || state == StateReceiving || (state != StateRetained && strings.HasPrefix(path.Base(name), parkedPrefix)) {
 			parked = append(parked, r)
 		} else {
 			retained = append(retained, r)

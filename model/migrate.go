@@ -1,0 +1,305 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// Migration: a sticky class with Migrate set hands an allocation's data to
+// its replacement on another node too. Nomad places B (PreviousAllocation
+// A) on node 2 while A still runs or stops on node 1; node 2's plugin pulls
+// A's data from node 1's (package transfer) into the name A's data has when
+// parked (ParkedName), and B's Reserve claims it there as a same-node
+// replacement claims parked data:
+//
+//	node 1: held by A ─snapshot @migrate-<n>, sent─▶ (A still runs: pre-copy)
+//	        A ended ──▶ parked (sticky.go) ─@migrate-final, sent as the increment─▶
+//	        the receiver has it ─@migrate-final renamed @migrated─▶ the class's policy
+//	node 2: receiving (a partial or pre-copied copy) ─the final increment─▶ parked
+//	        ─B reserves─▶ claimed (PlanClaim), as on one node
+//
+// A's data is never released on node 1 before node 2 has said it holds the
+// final snapshot (its next request names that snapshot's guid), or
+// sticky_wait has run out. B never sees a copy that is not final: it is
+// claimable only once parked, and a Reserve waits for it (bounded by
+// Migrate.Timeout) while it is receiving.
+
+// Migrate is a class's migration configuration.
+type Migrate struct {
+	// Enabled: the data follows the replacement to another node.
+	Enabled bool
+	// Timeout bounds how long the replacement's start waits for the data.
+	Timeout time.Duration
+	// OnTimeout is what then happens: MigrateFail or MigrateStartEmpty.
+	OnTimeout string
+}
+
+// What a replacement's start does when the data has not come in time.
+const (
+	// MigrateFail fails the start: Nomad restarts the task (its restart
+	// policy), whose next Reserve waits again; node 1 keeps the data.
+	MigrateFail = "fail"
+	// MigrateStartEmpty starts it on an empty slot; node 1 keeps the data
+	// parked, and sticky_wait then the class's policy apply to it there.
+	MigrateStartEmpty = "start_empty"
+)
+
+// Snapshot names of a migration, on the sending node: each is the plugin's
+// own (ownSnapshot), under its hold, and goes with the data it is of.
+const (
+	// migratePrefix starts a pre-copy snapshot, @migrate-<n>, of data
+	// whose holder may still run.
+	migratePrefix = "migrate-"
+	// MigrateFinal is the snapshot of parked data: nothing writes it any
+	// more, so it is the copy's last state.
+	MigrateFinal = "migrate-final"
+	// Migrated is MigrateFinal renamed once the receiver holds it.
+	Migrated = "migrated"
+)
+
+// OutcomeMigrated is the outcome of a copy received from another node. A
+// copy no replacement claims is destroyed, whatever the class's policy:
+// the class's policy applies to the original, on its own node.
+const OutcomeMigrated = "migrated"
+
+// StateReceiving: a copy of another node's data being received (partial,
+// or pre-copied while its holder still runs there). Never claimable.
+const StateReceiving State = "receiving"
+
+// migrationSnapshot reports whether snap (the part after @) is one of a
+// migration's snapshots.
+func migrationSnapshot(snap string) bool {
+	return strings.HasPrefix(snap, migratePrefix) || snap == Migrated
+}
+
+// Send is what the sending node sends for one request: a new snapshot to
+// take (Take, under its hold) or none, and the stream: Snapshot, from From
+// (the snapshot the receiver holds, "" for a full stream).
+type Send struct {
+	// Complete: the receiver holds the final snapshot already; nothing to
+	// send. The data's Migrated mark is written (PlanMigrated).
+	Complete bool
+	// Take is a snapshot to take first ("" when Snapshot exists already).
+	Take     string
+	Snapshot string
+	From     string
+	// FromGUID is From's guid (0 for a full stream); Snapshot's guid is
+	// known only once taken.
+	FromGUID uint64
+}
+
+// SendInput is what a send is decided from, on the sending node.
+type SendInput struct {
+	// Dataset is where the holder's data is, and Rows one `zfs list -r`
+	// of it (its snapshots and their guids).
+	Dataset string
+	Rows    []zfs.Dataset
+	// Final: the data is parked (its holder has ended): no writer, so a
+	// snapshot of it is the last.
+	Final bool
+	// HaveGUID is the guid of the newest snapshot the receiver holds, 0
+	// for none; Token, when set, what its interrupted receive was taking.
+	HaveGUID uint64
+	Token    *Resume
+}
+
+// Resume is what a receiver's resume token says it was receiving, as the
+// sending node's zfs decodes it (never as the receiver says).
+type Resume struct {
+	ToGUID, FromGUID uint64
+}
+
+// DecideSend decides the send for one request of a migration. The base is
+// the receiver's newest snapshot, found among the data's own migration
+// snapshots by its guid (a base the data no longer has means a full
+// stream: the receiver must then start over). An interrupted receive is
+// resumed only for exactly the snapshot and base this decision names now.
+//
+// While the holder may still write, each request gets a new pre-copy
+// snapshot (@migrate-<n>), so the final increment after the holder ends
+// carries only what changed since. Once the data is parked, the final
+// snapshot is taken once; a receiver that names it holds the last state.
+func DecideSend(in SendInput) (Send, error) {
+	type snap struct {
+		name string
+		guid uint64
+	}
+	var own []snap
+	for _, r := range in.Rows {
+		ds, name, ok := strings.Cut(r.Name, "@")
+		if !ok || ds != in.Dataset || !migrationSnapshot(name) {
+			continue
+		}
+		g, err := strconv.ParseUint(r.GUID, 10, 64)
+		if err != nil {
+			return Send{}, fmt.Errorf("snapshot %s: guid %q: %w", r.Name, r.GUID, err)
+		}
+		own = append(own, snap{name, g})
+	}
+	find := func(guid uint64) (snap, bool) {
+		for _, s := range own {
+			if s.guid == guid {
+				return s, true
+			}
+		}
+		return snap{}, false
+	}
+	final, hasFinal := snap{}, false
+	for _, s := range own {
+		if s.name == MigrateFinal || s.name == Migrated {
+			final, hasFinal = s, true
+		}
+	}
+	var out Send
+	if base, ok := find(in.HaveGUID); ok && in.HaveGUID != 0 {
+		out.From, out.FromGUID = in.Dataset+"@"+base.name, base.guid
+		if hasFinal && base.guid == final.guid {
+			return Send{Complete: true, Snapshot: in.Dataset + "@" + final.name}, nil
+		}
+	}
+	if t := in.Token; t != nil {
+		// Resume only what this decision would send anew: the token's
+		// snapshot must be one of the data's own, from the same base.
+		if to, ok := find(t.ToGUID); ok && t.FromGUID == out.FromGUID && (to.guid == final.guid || !in.Final) {
+			out.Snapshot = in.Dataset + "@" + to.name
+			return out, nil
+		}
+	}
+	switch {
+	case in.Final && hasFinal:
+		out.Snapshot = in.Dataset + "@" + final.name
+	case in.Final:
+		out.Take = in.Dataset + "@" + MigrateFinal
+		out.Snapshot = out.Take
+	default:
+		n := 0
+		for _, s := range own {
+			if i, err := strconv.Atoi(strings.TrimPrefix(s.name, migratePrefix)); err == nil && i > n {
+				n = i
+			}
+		}
+		out.Take = fmt.Sprintf("%s@%s%d", in.Dataset, migratePrefix, n+1)
+		out.Snapshot = out.Take
+	}
+	return out, nil
+}
+
+// PlanTakeSnapshot takes a migration's snapshot under the plugin's hold,
+// so that nothing but the plugin's own release destroys it.
+func PlanTakeSnapshot(name string) Plan {
+	return Plan{Doing: "taking " + name, Ops: []Op{snapshotOp(name), holdOp(name)}}
+}
+
+// PlanMigrated records, on the sending node, that the receiver holds the
+// final snapshot of data: @migrate-final becomes @migrated, and the data
+// may go by the class's policy (PlanParked).
+func PlanMigrated(dataset string) Plan {
+	return Plan{
+		Doing: "recording that " + dataset + " has a copy on its replacement's node",
+		Ops:   []Op{renameOp(dataset+"@"+MigrateFinal, dataset+"@"+Migrated)},
+		Done:  Note{Msg: "the replacement's node holds the final copy", KV: []any{"dataset", dataset}},
+	}
+}
+
+// ReceiveProps are set by the receive (-o) on a copy of holder's data
+// arriving as name: the plugin's mark, and the copy's state, so that a
+// partial receive, too, is recognisably the plugin's.
+func ReceiveProps(name, holder string, now, expires time.Time) map[string]string {
+	return map[string]string{
+		PropOwner:   name,
+		PropState:   string(StateReceiving),
+		PropHolder:  holder,
+		PropOutcome: OutcomeMigrated,
+		PropSince:   unix(now),
+		PropExpires: unix(expires),
+	}
+}
+
+// PlanReceived makes a copy that holds the final snapshot parked data: its
+// replacement's Reserve may now claim it (DecideInherit).
+func PlanReceived(name string, now, expires time.Time) Plan {
+	return Plan{
+		Doing: "marking " + name + " received",
+		Ops: []Op{setOp(name, map[string]string{
+			PropState: string(StateParked), PropSince: unix(now), PropExpires: unix(expires)})},
+		Done: Note{Msg: "received the final copy from the allocation's node", KV: []any{"dataset", name}},
+	}
+}
+
+// Migration is one copy this node is to pull: the data of allocation
+// Previous's slot PrevSlot on node Node, for Replacement's slot Slot of
+// class Class, into ParkedName.
+type Migration struct {
+	Class, Slot string
+	Replacement Alloc
+	Previous    Alloc
+	PrevSlot    string
+	Node        string
+	ParkedName  string
+}
+
+// Migrations lists the copies this node is to pull now: for each
+// allocation of snap not started yet and meant to run, in a class that
+// migrates, whose previous allocation ran on another node (snap.Others),
+// one per slot it pairs with the previous one's (Predecessor). need lists
+// the previous allocations to look up first: neither this node's nor
+// looked up yet.
+func Migrations(cfg *Config, snap *Snapshot) (out []Migration, need []string) {
+	if snap == nil {
+		return nil, nil
+	}
+	for _, b := range snap.Allocs {
+		if b.PreviousAllocation == "" || b.ClientTerminal() || b.ServerTerminal() || anyRunning([]Alloc{b}) || !migrates(cfg, b) {
+			continue
+		}
+		if _, local := localAlloc(snap, b.PreviousAllocation); local {
+			continue // a replacement on the same node: sticky.go
+		}
+		prev, known := findAlloc(snap, b.PreviousAllocation)
+		switch {
+		case !known:
+			need = append(need, b.PreviousAllocation)
+			continue
+		case prev.NodeID == "" || prev.NodeID == snap.NodeID:
+			continue
+		}
+		for _, d := range b.Devices {
+			c := cfg.Class(d.Name)
+			if d.Vendor != Vendor || d.Type != DeviceType || !cfg.HasClass(d.Name) || !c.Sticky || !c.Migrate.Enabled {
+				continue
+			}
+			for _, id := range d.IDs {
+				if _, prevSlot, ok := Predecessor(c, b, id, snap); ok {
+					out = append(out, Migration{Class: c.Name, Slot: id, Replacement: b, Previous: prev, PrevSlot: prevSlot,
+						Node: prev.NodeID, ParkedName: cfg.ParkedName(c.Name, prev.ID, prevSlot)})
+				}
+			}
+		}
+	}
+	return out, need
+}
+
+// migrates reports whether a holds a slot of a class whose data follows
+// its replacement across nodes.
+func migrates(cfg *Config, a Alloc) bool {
+	for _, d := range a.Devices {
+		if c := cfg.Class(d.Name); d.Vendor == Vendor && d.Type == DeviceType && cfg.HasClass(d.Name) && c.Sticky && c.Migrate.Enabled {
+			return true
+		}
+	}
+	return false
+}
+
+// localAlloc finds allocation id among this node's own.
+func localAlloc(snap *Snapshot, id string) (Alloc, bool) {
+	for _, a := range snap.Allocs {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	return Alloc{}, false
+}

@@ -1,0 +1,169 @@
+package model
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+func TestDecideSend(t *testing.T) {
+	const ds = "tank/nomad/pg/pg-1"
+	const parked = "tank/nomad/pg/parked-A-pg-1"
+	row := func(name, guid string) zfs.Dataset { return zfs.Dataset{Name: name, GUID: guid} }
+	live := []zfs.Dataset{row(ds, "1"), row(ds+"@pristine", "2"), row(ds+"@migrate-1", "11"), row(ds+"@migrate-2", "12")}
+	parkedRows := []zfs.Dataset{row(parked, "1"), row(parked+"@migrate-1", "11"), row(parked+"@migrate-2", "12")}
+	withFinal := append(append([]zfs.Dataset(nil), parkedRows...), row(parked+"@migrate-final", "13"))
+	cases := []struct {
+		name string
+		in   SendInput
+		want string // Send as "take T send S from F", "complete", or an error's words
+	}{
+		{name: "first request while the holder runs: a full stream of a new pre-copy snapshot",
+			in:   SendInput{Dataset: ds, Rows: live[:2]},
+			want: "take @migrate-1 send @migrate-1 from -"},
+		{name: "the receiver holds a pre-copy: the increment from it to a new one",
+			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11},
+			want: "take @migrate-3 send @migrate-3 from @migrate-1"},
+		{name: "a base the data no longer has: a full stream",
+			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 99},
+			want: "take @migrate-3 send @migrate-3 from -"},
+		{name: "the pristine snapshot is never a base: it is not a migration's",
+			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 2},
+			want: "take @migrate-3 send @migrate-3 from -"},
+		{name: "parked: the final snapshot, from the receiver's pre-copy",
+			in:   SendInput{Dataset: parked, Rows: parkedRows, Final: true, HaveGUID: 12},
+			want: "take @migrate-final send @migrate-final from @migrate-2"},
+		{name: "parked, final taken already (a resend): not taken again",
+			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 11},
+			want: "take - send @migrate-final from @migrate-1"},
+		{name: "the receiver names the final snapshot: complete",
+			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 13},
+			want: "complete"},
+		{name: "an interrupted receive of a pre-copy resumes it",
+			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11, Token: &Resume{ToGUID: 12, FromGUID: 11}},
+			want: "take - send @migrate-2 from @migrate-1"},
+		{name: "a token from another base is not resumed: a new snapshot",
+			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11, Token: &Resume{ToGUID: 12}},
+			want: "take @migrate-3 send @migrate-3 from @migrate-1"},
+		{name: "a token naming a snapshot that is not the data's own is not resumed",
+			in:   SendInput{Dataset: ds, Rows: live, Token: &Resume{ToGUID: 2}},
+			want: "take @migrate-3 send @migrate-3 from -"},
+		{name: "parked: a token for a pre-copy is not resumed, the final state is sent",
+			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 11, Token: &Resume{ToGUID: 12, FromGUID: 11}},
+			want: "take - send @migrate-final from @migrate-1"},
+		{name: "a guid that is not a number is an error, not a guess",
+			in:   SendInput{Dataset: ds, Rows: []zfs.Dataset{row(ds+"@migrate-1", "x")}},
+			want: `guid "x"`},
+	}
+	short := func(name string) string {
+		if name == "" {
+			return "-"
+		}
+		return name[strings.IndexByte(name, '@'):]
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := DecideSend(tc.in)
+			var got string
+			switch {
+			case err != nil:
+				got = err.Error()
+			case s.Complete:
+				got = "complete"
+			default:
+				got = "take " + short(s.Take) + " send " + short(s.Snapshot) + " from " + short(s.From)
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("DecideSend = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideInheritAcrossNodes(t *testing.T) {
+	migrating := Class{Name: "pg", Sticky: true, Migrate: Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: MigrateFail}}
+	startEmpty := migrating
+	startEmpty.Migrate.OnTimeout = MigrateStartEmpty
+	notMigrating := Class{Name: "pg", Sticky: true}
+	prev := Alloc{ID: "A", NodeID: "node-1"}
+	caller := Alloc{ID: "B", NodeID: "node-2", PreviousAllocation: "A"}
+	copyOf := func(state State) *Retained {
+		return &Retained{Dataset: "tank/nomad/pg/parked-A-pg-1", State: state, Holder: "A", Outcome: OutcomeMigrated}
+	}
+	cases := []struct {
+		name   string
+		class  Class
+		parked *Retained
+		waited time.Duration
+		want   InheritKind
+	}{
+		{name: "the final copy is here: claim", class: migrating, parked: copyOf(StateParked), want: InheritClaim},
+		{name: "the copy is still arriving: wait", class: migrating, parked: copyOf(StateReceiving), waited: time.Second, want: InheritWait},
+		{name: "no copy yet: wait", class: migrating, waited: time.Second, want: InheritWait},
+		{name: "still arriving past the timeout, fail: fail the start", class: migrating, parked: copyOf(StateReceiving),
+			waited: time.Minute, want: InheritFail},
+		{name: "none past the timeout, start_empty: start empty", class: startEmpty, waited: 2 * time.Minute, want: InheritNone},
+		{name: "a class that does not migrate starts empty at once", class: notMigrating, want: InheritNone},
+		{name: "a partial copy is never claimed, even past the timeout", class: startEmpty, parked: copyOf(StateReceiving),
+			waited: time.Hour, want: InheritNone},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DecideInherit(InheritInput{Class: tc.class, Slot: Slot{ID: "pg-2"}, Caller: caller, Prev: prev,
+				Parked: tc.parked, NodeID: "node-2", Waited: tc.waited})
+			if d.Kind != tc.want {
+				t.Errorf("DecideInherit = %v (%s), want %v", d.Kind, d.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	cfg := &Config{Parent: "tank/nomad", Classes: []Class{
+		{Name: "pg", Slots: 2, Sticky: true, Migrate: Migrate{Enabled: true, Timeout: time.Minute}},
+		{Name: "scratch", Slots: 2, Sticky: true}}}
+	on := func(id, node, class, client, prev string, slots ...string) Alloc {
+		return Alloc{ID: id, NodeID: node, ClientStatus: client, DesiredStatus: "run", PreviousAllocation: prev,
+			Devices: []Device{{Task: "t", Vendor: Vendor, Type: DeviceType, Name: class, IDs: slots}}}
+	}
+	a := on("A", "node-1", "pg", "running", "", "pg-2")
+	cases := []struct {
+		name string
+		snap *Snapshot
+		want string // "slot<-prev:prevslot@node into name" each; "need X"
+	}{
+		{name: "a replacement here of one there: pull its slot's data",
+			snap: &Snapshot{NodeID: "node-2", Allocs: []Alloc{on("B", "node-2", "pg", "pending", "A", "pg-1")}, Others: []Alloc{a}},
+			want: "pg-1<-A:pg-2@node-1 into tank/nomad/pg/parked-A-pg-2"},
+		{name: "its predecessor not looked up yet: look it up",
+			snap: &Snapshot{NodeID: "node-2", Allocs: []Alloc{on("B", "node-2", "pg", "pending", "A", "pg-1")}},
+			want: "need A"},
+		{name: "started already: nothing more comes",
+			snap: &Snapshot{NodeID: "node-2", Allocs: []Alloc{on("B", "node-2", "pg", "running", "A", "pg-1")}, Others: []Alloc{a}}},
+		{name: "a replacement on the same node: sticky's business, not a migration",
+			snap: &Snapshot{NodeID: "node-1", Allocs: []Alloc{a, on("B", "node-1", "pg", "pending", "A", "pg-1")}}},
+		{name: "a class that does not migrate",
+			snap: &Snapshot{NodeID: "node-2", Allocs: []Alloc{on("B", "node-2", "scratch", "pending", "A", "scratch-1")},
+				Others: []Alloc{on("A", "node-1", "scratch", "running", "", "scratch-1")}}},
+		{name: "a replacement being stopped: nothing",
+			snap: &Snapshot{NodeID: "node-2", Allocs: []Alloc{func() Alloc { b := on("B", "node-2", "pg", "pending", "A", "pg-1"); b.DesiredStatus = "stop"; return b }()},
+				Others: []Alloc{a}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			migs, need := Migrations(cfg, tc.snap)
+			var got []string
+			for _, m := range migs {
+				got = append(got, m.Slot+"<-"+m.Previous.ID+":"+m.PrevSlot+"@"+m.Node+" into "+m.ParkedName)
+			}
+			for _, n := range need {
+				got = append(got, "need "+n)
+			}
+			if g := strings.Join(got, "; "); g != tc.want {
+				t.Errorf("Migrations = %q, want %q", g, tc.want)
+			}
+		})
+	}
+}
