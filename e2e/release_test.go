@@ -283,7 +283,19 @@ func checkPruneLog(t testing.TB, a *nomadtest.Agent, dataset string, expired boo
 // hold. It returns its row.
 func checkRetained(t testing.TB, name, guid, holder, outcome, data string, retain time.Duration, ended time.Time) zfs.Dataset {
 	t.Helper()
-	d := mustLookup(t, name)
+	// The release's last write makes the data retained, after the fresh
+	// slot is in place (a crash before it still has the slot re-created as
+	// the release would: model.PlanEnsure).
+	var d zfs.Dataset
+	waitFor(t, releaseTimeout, name+" retained", func() (bool, string) {
+		var ok bool
+		var err error
+		d, ok, err = lookup(name)
+		if err != nil || !ok {
+			return false, fmt.Sprintf("exists %v: %v", ok, err)
+		}
+		return d.User.Get(propState) == "retained", fmt.Sprintf("state %q owner %q", d.User.Get(propState), d.User.Get(propOwner))
+	})
 	if d.GUID != guid {
 		t.Errorf("%s: guid %s, want %s: not the former slot", name, d.GUID, guid)
 	}
