@@ -154,7 +154,8 @@ var classifications = []struct {
 	{"is no longer the same snapshot used in the initial send", ErrBadResumeToken},
 	{"no longer exists", ErrBadResumeToken}, // "incremental source 0x... no longer exists"
 	{"does not have any resumable receive state to abort", ErrNotExist},
-	{"does not exist", ErrNotExist}, // "destination 'x' does not exist"
+	{"contains partially-complete state", ErrBusy}, // an incremental onto an interrupted one: resume or abort it
+	{"does not exist", ErrNotExist},                // "destination 'x' does not exist"
 	{"key must be loaded", ErrKeyUnavailable},
 	{"cannot be set or excluded for raw streams", ErrInvalid},
 	{"invalid stream", ErrInvalid},
