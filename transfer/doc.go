@@ -53,11 +53,11 @@
 //     per node. Authorizer is an interface so that such a rule can be
 //     added without touching the transport.
 //
-// What the address check leaves open: an attacker that holds a cluster
-// certificate (a compromised client agent, or the operator's CLI
-// certificate) and can send from B's node's address, that is, runs on B's
-// node or sits on the path with its address. Such an attacker can already
-// read B's data once it arrives there.
+// What the address check leaves open: an attacker that holds an agent's
+// certificate and key (a compromised client; the CLI's certificate,
+// cli.<region>.nomad, is refused) and can send from B's node's address,
+// that is, runs on B's node or sits on the path with its address. Such an
+// attacker can already read B's data once it arrives there.
 //
 // # Resume tokens
 //
