@@ -280,6 +280,12 @@ func http2Only() *http.Protocols {
 // either end, instead of when TCP gives up: a ping after 30 s without a
 // frame, closed if unanswered in 15 s or if nothing could be written for a
 // minute (a peer that stopped reading).
+//
+// MaxReadFrameSize lets the sender write the stream in frames of up to
+// 1 MiB instead of HTTP/2's default 16 KiB: the same bytes in a
+// sixty-fourth of the frames, each of which costs the frame writer an
+// allocation and a pass through its scheduler.
 func http2Config() *http.HTTP2Config {
-	return &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second, WriteByteTimeout: time.Minute}
+	return &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second, WriteByteTimeout: time.Minute,
+		MaxReadFrameSize: 1 << 20}
 }
