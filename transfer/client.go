@@ -78,6 +78,15 @@ type ClientConfig struct {
 	HeaderTimeout time.Duration
 }
 
+// Fetcher is what the receiving side's lifecycle calls to bring an
+// allocation's data over; *Client is the real one, and a simulation or a
+// test of the lifecycle can put its own in its place.
+type Fetcher interface {
+	Fetch(ctx context.Context, req Request, into Into) (Result, error)
+}
+
+var _ Fetcher = (*Client)(nil)
+
 // Client fetches allocations' data from peers.
 type Client struct {
 	c    ClientConfig
