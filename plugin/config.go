@@ -7,6 +7,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 )
 
 // configSpec is the plugin's HCL schema. Defaults live here and only here;
@@ -27,6 +28,8 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	),
 	"nomad": hclspec.NewBlock("nomad", false, nomadSpec),
 	"class": hclspec.NewBlockMap("class", []string{"name"}, classSpec),
+	// transfer: see transferSpec.
+	"transfer": hclspec.NewBlock("transfer", false, transferSpec),
 })
 
 // nomadSpec says how the allocation watcher reaches the local Nomad agent.
@@ -43,6 +46,24 @@ var nomadSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"allow_plaintext_token": hclspec.NewDefault(
 		hclspec.NewAttr("allow_plaintext_token", "bool", false),
 		hclspec.NewLiteral(`false`),
+	),
+})
+
+// transferSpec is the `transfer { ... }` block: the transport that moves
+// an allocation's data to the node of its replacement (package transfer),
+// over mutual TLS with the files a Nomad operator already has. Without
+// the block, the plugin neither sends nor receives.
+var transferSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"address": hclspec.NewDefault(
+		hclspec.NewAttr("address", "string", false),
+		hclspec.NewLiteral(`"0.0.0.0:4680"`),
+	),
+	"ca_file":   hclspec.NewAttr("ca_file", "string", true),
+	"cert_file": hclspec.NewAttr("cert_file", "string", true),
+	"key_file":  hclspec.NewAttr("key_file", "string", true),
+	"region": hclspec.NewDefault(
+		hclspec.NewAttr("region", "string", false),
+		hclspec.NewLiteral(`"global"`),
 	),
 })
 
@@ -116,6 +137,17 @@ type Config struct {
 	// value for every entry, so pointers and maps inside it (release,
 	// properties) ended up shared by all classes.
 	Classes map[string]*ClassConfig `codec:"class"`
+	// Transfer is the transfer block; nil when absent.
+	Transfer *TransferConfig `codec:"transfer"`
+}
+
+// TransferConfig is the decoded `transfer` block (transfer.Config).
+type TransferConfig struct {
+	Address  string `codec:"address"`
+	CAFile   string `codec:"ca_file"`
+	CertFile string `codec:"cert_file"`
+	KeyFile  string `codec:"key_file"`
+	Region   string `codec:"region"`
 }
 
 // NomadConfig is the decoded `nomad` block.
@@ -163,6 +195,9 @@ type Settings struct {
 	ZFSTimeout     time.Duration
 	ReserveTimeout time.Duration
 	Nomad          allocwatch.Config
+	// Transfer is the transport's configuration, checked with its files;
+	// nil when the block is absent (no transfers).
+	Transfer *transfer.Config
 }
 
 // Resolve validates c, as SetConfig does, and maps it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -78,6 +79,8 @@ func (c *Config) validate() (*Settings, error) {
 		mounts[class.MountPath] = name
 		classes = append(classes, class)
 	}
+	xfer, problems := c.Transfer.resolve()
+	errs = append(errs, problems...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid nomad-device-zfs config: %s", strings.Join(errs, "; "))
 	}
@@ -86,6 +89,7 @@ func (c *Config) validate() (*Settings, error) {
 		ZFSTimeout:     timeout,
 		ReserveTimeout: reserve,
 		Nomad:          nomad,
+		Transfer:       xfer,
 	}, nil
 }
 
@@ -304,4 +308,26 @@ func boundedDuration(s string, min time.Duration) (time.Duration, error) {
 // envKey is a class name as it appears in environment variable names.
 func envKey(class string) string {
 	return strings.ToUpper(strings.ReplaceAll(class, "-", "_"))
+}
+
+// resolve maps the transfer block onto the transport's configuration and
+// checks it, files included (transfer.Config.Validate): a missing or
+// unreadable file, a key that is not the certificate's, a certificate the
+// CA did not sign or that names no Nomad agent of the region is an error
+// now, naming the key and its value, not at the first transfer. Reading
+// the files is the check's only I/O. nil, nil when the block is absent.
+func (tc *TransferConfig) resolve() (*transfer.Config, []string) {
+	if tc == nil {
+		return nil, nil
+	}
+	cfg := &transfer.Config{Address: tc.Address, CAFile: tc.CAFile, CertFile: tc.CertFile, KeyFile: tc.KeyFile, Region: tc.Region}
+	err := cfg.Validate()
+	if err == nil {
+		return cfg, nil
+	}
+	var errs []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		errs = append(errs, "transfer."+line)
+	}
+	return nil, errs
 }

@@ -116,9 +116,13 @@ type DestroyOptions struct {
 	Force bool
 }
 
-// DestroyArgs destroys a filesystem or snapshot.
+// DestroyArgs destroys a filesystem, snapshot or bookmark.
 func DestroyArgs(name string, o DestroyOptions) ([]string, error) {
-	if err := ValidateName(name, strings.Contains(name, "@")); err != nil {
+	if strings.Contains(name, "#") {
+		if err := ValidateBookmarkName(name); err != nil {
+			return nil, err
+		}
+	} else if err := ValidateName(name, strings.Contains(name, "@")); err != nil {
 		return nil, err
 	}
 	args := []string{"destroy"}

@@ -3,8 +3,11 @@
 // Layers, top to bottom:
 //
 //   - Client: one method per operation (List, Pools, Create, Clone, Destroy,
-//     Snapshot, Rollback, Set, Inherit, Rename, Hold, Release, Holds, Mount),
-//     each exactly one process.
+//     Snapshot, Rollback, Set, Inherit, Rename, Hold, Release, Holds, Mount;
+//     for replication Send, SendResume, Receive, ReceiveAbort, Bookmark,
+//     Bookmarks, ResumeToken(s), DecodeResumeToken, SendEstimate), each
+//     exactly one process. Send and Receive stream through the runner's
+//     Streamer, holding no more of the data than a copy buffer.
 //   - Pure argv builders (ListArgs, CreateArgs, ...) that validate every name
 //     and property first, so no operand can be read as a flag, and emit
 //     properties in sorted order; and parsers of `-H -p` output that check the
@@ -13,8 +16,12 @@
 //     the model links no process code) runs the real binaries with a
 //     context and a timeout, stdout and stderr kept apart, and classifies
 //     failures once into an *Error whose kind callers test with errors.Is
-//     (ErrNotExist, ErrBusy, ErrExists, ErrPermission, ...). An unclassified failure is never read
+//     (ErrNotExist, ErrBusy, ErrExists, ErrPermission, ...; for replication
+//     ErrInterrupted, ErrDestinationModified, ErrIncrementalMismatch,
+//     ErrBadResumeToken, ErrKeyUnavailable). An unclassified failure is never read
 //     as "does not exist". zfstest.Fake emulates the CLIs below this seam.
+//   - CheckResumeToken, the pure rule a sending side applies to a resume
+//     token from its peer before `zfs send -t` (OpenZFS #14153).
 //
 // Why not only github.com/mistifyio/go-zfs/v3: it runs every command with
 // exec.Command and no context or timeout (a zfs stuck on a suspended pool
@@ -30,5 +37,6 @@
 // independent implementation.
 //
 // Captured real OpenZFS 2.1.11 output in testdata/openzfs-2.1.11 (made by
-// capture.sh there) drives the parser and classification tests.
+// capture.sh there, capture-send.sh for send and receive) drives the parser
+// and classification tests.
 package zfs

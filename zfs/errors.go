@@ -36,6 +36,27 @@ var (
 	ErrMounted = errors.New("already mounted")
 	// ErrNotFound: the zfs or zpool executable itself is missing.
 	ErrNotFound = errors.New("command not found")
+
+	// Replication (zfs send and receive; testdata/openzfs-2.1.11/capture-send.sh).
+
+	// ErrInterrupted: a stream did not arrive whole, because its sending
+	// side stopped, the reader or writer on the way failed, or the command
+	// was cancelled. A resumable receive (-s) kept what came, and the
+	// target's receive_resume_token resumes it.
+	ErrInterrupted = errors.New("stream interrupted")
+	// ErrDestinationModified: an incremental receive into a filesystem
+	// changed since its newest snapshot.
+	ErrDestinationModified = errors.New("destination modified since its most recent snapshot")
+	// ErrIncrementalMismatch: an incremental stream whose source is not the
+	// target's newest snapshot, or a send from a source that is not older.
+	ErrIncrementalMismatch = errors.New("incremental source does not match")
+	// ErrBadResumeToken: zfs cannot resume from the token: corrupt, or the
+	// snapshots it names are gone or are no longer the same. The receiving
+	// side aborts its partial receive (receive -A) and starts again.
+	ErrBadResumeToken = errors.New("unusable resume token")
+	// ErrKeyUnavailable: an encrypted dataset's key is not loaded where it
+	// is needed (a non-raw send, a non-raw stream onto a raw copy).
+	ErrKeyUnavailable = errors.New("encryption key not loaded")
 )
 
 // Error is a failed zfs or zpool command: what ran, what it said, and the
@@ -95,6 +116,7 @@ var classifications = []struct {
 	{"pool or dataset is busy", ErrBusy},
 	{"dataset is busy", ErrBusy},
 	{"target is busy", ErrBusy},
+	{"unable to restore to destination", ErrNoParent}, // receive: "cannot open '<parent>': dataset does not exist" first
 	{"dataset does not exist", ErrNotExist},
 	{"no such pool", ErrNotExist},
 	{"could not find any snapshots to destroy", ErrNotExist},
@@ -118,10 +140,33 @@ var classifications = []struct {
 	{"invalid character", ErrInvalid},
 	{"invalid dataset name", ErrInvalid},
 	{"invalid option", ErrInvalid},
+	// Replication. "out of space" above comes first: a receive that ran
+	// out of space is a full pool before it is an interrupted stream.
+	{"checksum mismatch or incomplete stream", ErrInterrupted},
+	{"failed to read from stream", ErrInterrupted},
+	{"must specify -f to overwrite it", ErrExists}, // "destination 'x' exists"
+	{"bookmark exists", ErrExists},
+	{"has been modified since most recent snapshot", ErrDestinationModified},
+	{"does not match incremental source", ErrIncrementalMismatch},
+	{"not an earlier snapshot from the same fs", ErrIncrementalMismatch},
+	{"resume token is corrupt", ErrBadResumeToken},
+	{"used in the initial send no longer exists", ErrBadResumeToken},
+	{"is no longer the same snapshot used in the initial send", ErrBadResumeToken},
+	{"no longer exists", ErrBadResumeToken}, // "incremental source 0x... no longer exists"
+	{"does not have any resumable receive state to abort", ErrNotExist},
+	{"contains partially-complete state", ErrBusy}, // an incremental onto an interrupted one: resume or abort it
+	{"does not exist", ErrNotExist},                // "destination 'x' does not exist"
+	{"key must be loaded", ErrKeyUnavailable},
+	{"cannot be set or excluded for raw streams", ErrInvalid},
+	{"invalid stream", ErrInvalid},
+	{"invalid flags combined with -t", ErrInvalid},
 }
 
+// classify matches the fragments against stderr with its whitespace
+// folded: zfs wraps a long message ("... does not\nmatch incremental
+// source").
 func classify(stderr string) error {
-	s := strings.ToLower(stderr)
+	s := strings.ToLower(strings.Join(strings.Fields(stderr), " "))
 	for _, c := range classifications {
 		if strings.Contains(s, c.fragment) {
 			return c.kind

@@ -253,3 +253,29 @@ func FuzzValidateProperty(f *testing.F) {
 		checkArgv(t, args)
 	})
 }
+
+// FuzzParseResumeToken: whatever zfs printed, a token that parses passes
+// the check against exactly what it names (unless it carries what no
+// transfer uses) and never against another snapshot.
+func FuzzParseResumeToken(f *testing.F) {
+	for _, name := range []string{"send-dry-token", "send-dry-token-incr", "send-dry-token-raw"} {
+		f.Add(captureFile(f, name+".stdout"))
+	}
+	f.Fuzz(func(t *testing.T, out []byte) {
+		tok, err := ParseResumeToken(out)
+		if err != nil {
+			return
+		}
+		own := ResumeExpect{ToName: tok.ToName, ToGUID: tok.ToGUID, FromGUID: tok.FromGUID, Raw: tok.RawOK,
+			Compressed: tok.CompressOK, LargeBlocks: tok.LargeBlockOK, Embedded: tok.EmbedOK}
+		acceptable := len(tok.Other) == 0 && !tok.SavedOK && tok.ToName != "" && tok.ToGUID != 0
+		if err := CheckResumeToken(tok, own); (err == nil) != acceptable {
+			t.Fatalf("token %+v against itself: %v", tok, err)
+		}
+		other := own
+		other.ToName += "x"
+		if CheckResumeToken(tok, other) == nil {
+			t.Fatalf("token %+v passed for %q", tok, other.ToName)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package zfs
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -16,3 +17,14 @@ type Runner interface {
 // seconds for a destroy; a hung one (suspended pool, D-state) must not hang the
 // plugin forever.
 const DefaultTimeout = 2 * time.Minute
+
+// Streamer runs one zfs command whose standard input or output is a
+// stream of any size: zfs send writes one to stdout, zfs receive reads one
+// from stdin. It holds no more of the stream in memory than a copy buffer.
+// A failure is an *Error, classified like Run's; a stream cut on either
+// side is ErrInterrupted unless zfs said something more precise. Runners
+// that can stream implement it beside Run (zfsexec.Runner, zfstest.Fake),
+// and Client finds it there.
+type Streamer interface {
+	Stream(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout io.Writer) error
+}

@@ -161,10 +161,12 @@ mkdir -p "$r/usr/lib/udev" && cp "$t"/lib/udev/zvol_id "$r/usr/lib/udev/" # see 
 for m in $mods; do mkdir -p "$r/lib/modules/$kver/${m%/*}"; cp "$kmods/$m" "$r/lib/modules/$kver/$m"; done
 "$bb" depmod -b "$r" "$kver"
 # Shared libraries: whatever the zfs tools need, plus the glibc pieces that
-# dynamically linked host programs (cgo Go binaries: tests, Nomad, the plugin) need.
+# dynamically linked host programs (cgo Go binaries: tests, Nomad, the plugin) need,
+# and libgcc_s, which glibc loads for pthread_cancel: without it `zfs send -v`
+# aborts ("libgcc_s.so.1 must be installed for pthread_cancel to work").
 libs=$(LD_LIBRARY_PATH=$r/usr/lib/x86_64-linux-gnu ldd "$r"/usr/sbin/{zfs,zpool,zdb,zstream,mount.zfs} |
 	awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\/.*ld-linux/ { print $1 }' | grep -v "^$r" | sort -u)
-for l in $libs /lib/x86_64-linux-gnu/{libc.so.6,libm.so.6,libpthread.so.0,libdl.so.2,librt.so.1,libresolv.so.2,libnss_dns.so.2}; do
+for l in $libs /lib/x86_64-linux-gnu/{libc.so.6,libm.so.6,libpthread.so.0,libdl.so.2,librt.so.1,libresolv.so.2,libnss_dns.so.2,libgcc_s.so.1}; do
 	if [ -e "$l" ] && [ ! -e "$r$l" ]; then cp -L "$l" "$r$l"; fi
 done
 echo /usr/lib/x86_64-linux-gnu >"$r/etc/ld.so.conf" && ldconfig -r "$r"

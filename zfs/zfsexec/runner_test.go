@@ -16,6 +16,9 @@ import (
 // tests' helper-process pattern): with ZFS_TEST_HELPER set it prints its
 // arguments on stdout, the given text on stderr, and exits as told.
 func TestMain(m *testing.M) {
+	if mode := os.Getenv("ZFS_TEST_STREAM"); mode != "" {
+		os.Exit(streamHelper(mode))
+	}
 	if os.Getenv("ZFS_TEST_HELPER") == "1" {
 		fmt.Fprintln(os.Stdout, strings.Join(os.Args[1:], " ")+"\tLC_ALL="+os.Getenv("LC_ALL"))
 		fmt.Fprint(os.Stderr, os.Getenv("ZFS_TEST_STDERR"))

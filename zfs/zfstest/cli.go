@@ -13,6 +13,9 @@ type sess struct {
 	now      time.Time
 	out, err strings.Builder
 	spaceTab map[string]*spaceInfo
+	// stdin is what the command read from its standard input, up to its
+	// end or the point where reading it failed (zfs receive).
+	stdin []byte
 }
 
 func (s *sess) outf(format string, a ...any) { fmt.Fprintf(&s.out, format, a...) }
@@ -55,6 +58,10 @@ var zfsCommands = map[string]func(*sess, []string) int{
 	"release":   (*sess).zfsRelease,
 	"holds":     (*sess).zfsHolds,
 	"version":   (*sess).zfsVersion,
+	"send":      (*sess).zfsSend,
+	"receive":   (*sess).zfsReceive,
+	"recv":      (*sess).zfsReceive,
+	"bookmark":  (*sess).zfsBookmark,
 	"-V":        (*sess).zfsVersion,
 	"--version": (*sess).zfsVersion,
 }
@@ -172,6 +179,11 @@ var zfsUsage = map[string]string{
 	"holds":    "\tholds [-rH] <snapshot> ...\n",
 	"release":  "\trelease [-r] <tag> <snapshot> ...\n",
 	"version":  "\tversion\n",
+	"send": "\tsend [-DnPpRVvLecwhb] [-[i|I] snapshot] <snapshot>\n\tsend [-DnVvPLecw] [-i snapshot|bookmark] <filesystem|volume|snapshot>\n" +
+		"\tsend [-DnPpVvLec] [-i bookmark|snapshot] --redact <bookmark> <snapshot>\n\tsend [-nVvPe] -t <receive_resume_token>\n\tsend [-PnVv] --saved filesystem\n",
+	"receive": "\treceive [-vMnsFhu] [-o <property>=<value>] ... [-x <property>] ...\n\t    <filesystem|volume|snapshot>\n" +
+		"\treceive [-vMnsFhu] [-o <property>=<value>] ... [-x <property>] ... \n\t    [-d | -e] <filesystem>\n\treceive -A <filesystem|volume>\n",
+	"bookmark": "\tbookmark <snapshot|bookmark> <newbookmark>\n",
 }
 
 var usageValues = map[string]string{

@@ -156,8 +156,20 @@ func (s *sess) zfsCreate(args []string) int {
 // dropDataset destroys one dataset: its files, its mountpoint directory,
 // its entry.
 func (s *sess) dropDataset(d *dataset) {
-	s.st.removeData(d)
-	delete(s.st.Datasets, d.Name)
+	s.st.forget(d)
+}
+
+// forget removes d and what lives only with it: its files, a partial
+// receive's bytes, a filesystem's bookmarks.
+func (st *state) forget(d *dataset) {
+	st.removeData(d)
+	st.forgetPartial(d)
+	if !d.Snap {
+		for _, b := range st.bookmarksOf(d.Name) {
+			delete(st.Bookmarks, b.Name)
+		}
+	}
+	delete(st.Datasets, d.Name)
 }
 
 // blocked prints why x cannot be destroyed now (a hold, a busy mount).
@@ -215,6 +227,9 @@ func (s *sess) zfsDestroy(args []string) int {
 	}
 	name := operands[0]
 	say := f.say(s)
+	if strings.Contains(name, "#") {
+		return s.destroyBookmark(name)
+	}
 	if strings.Contains(name, "@") {
 		return s.destroySnapshots(name, f)
 	}

@@ -219,6 +219,9 @@ func (s *sess) zfsList(args []string) int {
 	if (types == tSnap || types == tBookmark) && len(operands) > 0 && !recurse {
 		recurse, depth = true, 1
 	}
+	if types == tBookmark {
+		return s.listBookmarks(operands, cols, recurse, scripted)
+	}
 	// Without -t, snapshots are listed only when named (listsnapshots=off).
 	rows, rc := s.collect(operands, types, recurse, depth, typesSet && types&tSnap != 0)
 	s.sortRows(rows, sorts)

@@ -347,6 +347,13 @@ func (st *state) renameKey(d *dataset, name string) {
 	delete(st.Datasets, old)
 	d.Name = name
 	st.Datasets[name] = d
+	if !d.Snap {
+		for _, b := range st.bookmarksOf(old) {
+			delete(st.Bookmarks, b.Name)
+			b.Name = name + b.Name[len(old):]
+			st.Bookmarks[b.Name] = b
+		}
+	}
 	for _, x := range st.Datasets {
 		if x.Origin == old {
 			x.Origin = name

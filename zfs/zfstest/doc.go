@@ -23,13 +23,22 @@
 // written, available...) is computed from the files' sizes.
 //
 // Emulated: zfs list, get, create, destroy, snapshot, rollback, clone,
-// rename, set, inherit, mount, unmount, hold, release, holds, version;
-// zpool list and get. Property inheritance and sources, validation of
+// rename, set, inherit, mount, unmount, hold, release, holds, version,
+// bookmark, send and receive (Stream, the zfs.Streamer: one snapshot, full
+// or incremental from a snapshot or bookmark, -s partial state with its
+// receive_resume_token, -t resume, -A abort, -n -v -P estimates and token
+// contents, -o/-x/-u; EncodeResumeToken makes the tokens a hostile
+// receiver would forge); zpool list and get. Property inheritance and sources, validation of
 // names and values with libzfs's messages, dependents and clones, holds,
 // busy mounts (SetBusy), pool health, fault injection (Inject, Hang) and a
 // log of calls (Calls).
 //
-// Not emulated: volumes, bookmarks, encryption, send/receive, promote,
+// The fake's send stream is its own format (stream.go), not OpenZFS's:
+// an incremental carries every file of its snapshot, -w -c -L -e are only
+// recorded, and the fake holds a stream in memory.
+//
+// Not emulated: volumes, encryption (raw sends are recorded as such),
+// receive -F/-d/-e, replication (-R) and -I streams, promote,
 // diff, allow, userspace, quotas enforced on writes (available only goes
 // to 0), compression (ratios are 1.00), received properties, zpool status
 // and pool creation commands, snapshot ranges (a%b) and recursive snapshot

@@ -20,17 +20,22 @@ const StateEnv = "ZFSTEST_STATE"
 // whole argv (args[0] names the command, by its base name), the state is
 // the file named by $ZFSTEST_STATE, loaded and saved under an exclusive
 // lock. It returns the exit status. A command made to hang sleeps until
-// the process is killed.
-func Main(args []string, stdout, stderr io.Writer) int {
+// the process is killed. zfs receive reads its stream from stdin first,
+// up to its end or a failed read (a sender gone), before taking the lock.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	path := os.Getenv(StateEnv)
 	if path == "" || len(args) == 0 {
 		fmt.Fprintf(stderr, "zfstest: $%s is not set\n", StateEnv)
 		return 127
 	}
+	var input []byte
+	if readsStream(args[1:]) {
+		input, _ = readAll(stdin)
+	}
 	var res Result
 	var hang bool
 	err := withStateFile(path, func(st *state) error {
-		res, hang = runCommand(st, time.Now(), nil, filepath.Base(args[0]), args[1:])
+		res, hang = runCommand(st, time.Now(), nil, filepath.Base(args[0]), args[1:], input)
 		return nil
 	})
 	if err != nil {
@@ -52,7 +57,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 //	func TestMain(m *testing.M) { zfstest.ImpersonateIfCalled(); os.Exit(m.Run()) }
 func ImpersonateIfCalled() {
 	if base := filepath.Base(os.Args[0]); (base == "zfs" || base == "zpool") && os.Getenv(StateEnv) != "" {
-		os.Exit(Main(os.Args, os.Stdout, os.Stderr))
+		os.Exit(Main(os.Args, os.Stdin, os.Stdout, os.Stderr))
 	}
 }
 

@@ -102,13 +102,19 @@ func (f *Fake) Run(ctx context.Context, cmd string, args ...string) ([]byte, err
 // Exec runs one command and returns exactly what the real one would print.
 // A hanging command (Hang) blocks until ctx is done.
 func (f *Fake) Exec(ctx context.Context, cmd string, args ...string) Result {
-	if err := ctx.Err(); err != nil {
+	return f.exec(ctx, cmd, args, nil, false)
+}
+
+// exec is Exec with what the command reads on stdin. afterEnd runs it even
+// if ctx has ended: a receive killed mid-stream still keeps what came.
+func (f *Fake) exec(ctx context.Context, cmd string, args []string, stdin []byte, afterEnd bool) Result {
+	if err := ctx.Err(); err != nil && !afterEnd {
 		return Result{ExitCode: -1, Err: err}
 	}
 	var res Result
 	var hang bool
 	err := f.with(func(st *state) error {
-		res, hang = runCommand(st, f.now(), f.matchers, cmd, args)
+		res, hang = runCommand(st, f.now(), f.matchers, cmd, args, stdin)
 		return nil
 	})
 	switch {
@@ -124,7 +130,7 @@ func (f *Fake) Exec(ctx context.Context, cmd string, args ...string) Result {
 // runCommand records the call, applies a matching fault or runs the
 // emulation. matchers is nil in a child process: faults with a Match
 // function then do not apply.
-func runCommand(st *state, now time.Time, matchers map[int]func([]string) bool, cmd string, args []string) (Result, bool) {
+func runCommand(st *state, now time.Time, matchers map[int]func([]string) bool, cmd string, args []string, stdin []byte) (Result, bool) {
 	st.Calls = append(st.Calls, append([]string{cmd}, args...))
 	if fe := st.matchFault(cmd, args, matchers); fe != nil {
 		if fe.Hang {
@@ -136,7 +142,7 @@ func runCommand(st *state, now time.Time, matchers map[int]func([]string) bool, 
 		}
 		return Result{Stderr: fe.Stderr, ExitCode: rc}, false
 	}
-	s := &sess{st: st, now: now}
+	s := &sess{st: st, now: now, stdin: stdin}
 	rc := s.run(cmd, args)
 	return Result{Stdout: s.out.String(), Stderr: s.err.String(), ExitCode: rc}, false
 }
@@ -197,8 +203,7 @@ func (f *Fake) RemovePool(name string) error {
 		}
 		list := st.subtree(name)
 		for i := len(list) - 1; i >= 0; i-- {
-			st.removeData(list[i])
-			delete(st.Datasets, list[i].Name)
+			st.forget(list[i])
 		}
 		delete(st.Pools, name)
 		return nil

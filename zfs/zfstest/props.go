@@ -179,8 +179,12 @@ var props = []*propDef{
 // nameProp is the hidden "name" property: valid in -o and -s, never in "all".
 var nameProp = str("name", "NAME", aReadonly, true, true, "")
 
+// resumeTokenProp is receive_resume_token: "zfs get all" shows it only
+// where an interrupted resumable receive set it, so it is not in props.
+var resumeTokenProp = str("receive_resume_token", "RESUMETOK", aReadonly, true, false, "")
+
 var propByName = func() map[string]*propDef {
-	m := map[string]*propDef{"name": nameProp}
+	m := map[string]*propDef{"name": nameProp, resumeTokenProp.name: resumeTokenProp}
 	for _, p := range props {
 		m[p.name] = p
 	}

@@ -22,6 +22,8 @@ type state struct {
 
 	Pools    map[string]*pool    `json:"pools"`
 	Datasets map[string]*dataset `json:"datasets"`
+	// Bookmarks by name ("pool/fs#mark"): not datasets, as in OpenZFS.
+	Bookmarks map[string]*bookmark `json:"bookmarks,omitempty"`
 
 	Calls       [][]string    `json:"calls"`
 	Faults      []*faultEntry `json:"faults,omitempty"`
@@ -35,8 +37,8 @@ type pool struct {
 	GUID   uint64 `json:"guid"`
 }
 
-// dataset is a filesystem or a snapshot. Volumes and bookmarks are not
-// emulated.
+// dataset is a filesystem or a snapshot. Volumes are not emulated;
+// bookmarks are kept apart (state.Bookmarks).
 type dataset struct {
 	Name      string `json:"name"`
 	Snap      bool   `json:"snap,omitempty"`
@@ -54,6 +56,9 @@ type dataset struct {
 	Busy bool `json:"busy,omitempty"`
 	// Holds maps a snapshot's hold tags to the unix time they were taken.
 	Holds map[string]int64 `json:"holds,omitempty"`
+	// Partial is what an interrupted resumable receive into this
+	// filesystem kept (its receive_resume_token).
+	Partial *partialRecv `json:"partial,omitempty"`
 }
 
 func newState(mountRoot, storeDir string, seed uint64) *state {
@@ -238,13 +243,15 @@ func sortDatasets(ds []*dataset) {
 	sort.SliceStable(ds, func(i, j int) bool { return compareNames(ds[i], ds[j]) < 0 })
 }
 
-// Data directories in the store, by guid: a guid survives renames.
+// Data directories in the store, by objset id: it survives renames, and
+// unlike a guid it is never shared (a received snapshot has the guid of
+// the one sent, which may be in the same pool).
 func (st *state) snapDir(d *dataset) string {
-	return filepath.Join(st.StoreDir, "snap", strconv.FormatUint(d.GUID, 10))
+	return filepath.Join(st.StoreDir, "snap", strconv.FormatUint(d.ObjsetID, 10))
 }
 
 func (st *state) parkedDir(d *dataset) string {
-	return filepath.Join(st.StoreDir, "fs", strconv.FormatUint(d.GUID, 10))
+	return filepath.Join(st.StoreDir, "fs", strconv.FormatUint(d.ObjsetID, 10))
 }
 
 // dataDir is where a filesystem's or snapshot's files are right now.

@@ -209,6 +209,11 @@ func (s *sess) propValue(d *dataset, p *propDef, literal bool) pval {
 			return pval{}
 		}
 		return pval{ok: true, val: strings.Join(names, ",")}
+	case "receive_resume_token":
+		if tok := s.st.resumeToken(d); tok != "" {
+			return pval{ok: true, val: tok}
+		}
+		return pval{}
 	case "mountpoint":
 		mp, src, from := s.st.mountpointProp(d)
 		return pval{ok: true, val: mp, src: src, from: from}

@@ -1,0 +1,304 @@
+package transfer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// Locator finds the peer that holds an allocation's data: where its
+// plugin's transfer server listens.
+type Locator interface {
+	Locate(ctx context.Context, allocID string) (netip.AddrPort, error)
+}
+
+// NomadLocator finds it through the Nomad API: the allocation's node, and
+// the address and port that node's plugin publishes (AttrAddress,
+// AttrPort), else the node's address as Nomad lists it. No list of peers
+// is kept anywhere.
+type NomadLocator struct {
+	Nomad Nomad
+}
+
+var _ Locator = NomadLocator{}
+
+// Locate implements Locator. An allocation or node Nomad does not know,
+// or a node whose plugin publishes no port, is ErrNoPeer.
+func (l NomadLocator) Locate(ctx context.Context, allocID string) (netip.AddrPort, error) {
+	a, err := l.Nomad.Allocation(ctx, allocID)
+	if errors.Is(err, ErrUnknown) {
+		return netip.AddrPort{}, fmt.Errorf("%w: %w", ErrNoPeer, err)
+	}
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	n, err := l.Nomad.Node(ctx, a.NodeID)
+	if errors.Is(err, ErrUnknown) {
+		return netip.AddrPort{}, fmt.Errorf("%w: allocation %s's node: %w", ErrNoPeer, allocID, err)
+	}
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if n.TransferPort <= 0 || n.TransferPort > 65535 {
+		return netip.AddrPort{}, fmt.Errorf("%w: node %s (%s), where allocation %s ran, publishes no %s: its plugin has no transfer block",
+			ErrNoPeer, n.ID, n.Name, allocID, AttrPort)
+	}
+	addr := n.TransferAddr
+	if !addr.IsValid() && len(n.Addresses) > 0 {
+		addr = n.Addresses[0]
+	}
+	if !addr.IsValid() {
+		return netip.AddrPort{}, fmt.Errorf("%w: node %s (%s) has no address", ErrNoPeer, n.ID, n.Name)
+	}
+	return netip.AddrPortFrom(addr, uint16(n.TransferPort)), nil
+}
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	Config  Config
+	Locator Locator
+	// ZFS runs zfs receive; its runner must stream (zfs.Streamer).
+	ZFS    *zfs.Client
+	Logger hclog.Logger
+	// HeaderTimeout bounds the wait for the sender's answer, before its
+	// stream (it decides, and may decode a token: a few zfs commands).
+	// Default 2 minutes.
+	HeaderTimeout time.Duration
+}
+
+// Fetcher is what the receiving side's lifecycle calls to bring an
+// allocation's data over; *Client is the real one, and a simulation or a
+// test of the lifecycle can put its own in its place.
+type Fetcher interface {
+	Fetch(ctx context.Context, req Request, into Into) (Result, error)
+}
+
+var _ Fetcher = (*Client)(nil)
+
+// Client fetches allocations' data from peers.
+type Client struct {
+	c    ClientConfig
+	http *http.Client
+}
+
+// NewClient checks c and returns a Client.
+func NewClient(c ClientConfig) (*Client, error) {
+	if c.Locator == nil || c.ZFS == nil {
+		return nil, errors.New("transfer client: Locator and ZFS are required")
+	}
+	if err := c.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = 2 * time.Minute
+	}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if src := c.Config.sourceAddr(); src.IsValid() {
+		dialer.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
+	}
+	tr := &http.Transport{
+		DialContext:           dialer.DialContext,
+		TLSClientConfig:       c.Config.clientTLS(),
+		TLSHandshakeTimeout:   30 * time.Second,
+		ResponseHeaderTimeout: c.HeaderTimeout,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+		Protocols:             http2Only(),
+		HTTP2:                 http2Config(),
+	}
+	return &Client{c: c, http: &http.Client{Transport: tr}}, nil
+}
+
+// Into is where a fetched stream is received: Target, a filesystem that
+// does not exist for a full stream, or holds the base snapshot (the
+// request's HaveGUID) for an incremental, or holds the partial receive
+// the request's ResumeToken resumes. Props are set on it (-o): the
+// ownership mark, canmount. It is received resumable (-s) and unmounted
+// (-u), and HostProps are excluded from the stream.
+type Into struct {
+	Target string
+	Props  map[string]string
+}
+
+// HostProps are properties a stream could carry (a sender's -p) that act
+// on the receiving host beyond the dataset's own data: where it mounts,
+// what it shares, whether setuid binaries and devices work in it. Fetch
+// never takes them from a peer (-x); Into.Props may still set them.
+var HostProps = []string{"canmount", "devices", "exec", "mountpoint", "setuid", "sharenfs", "sharesmb", "zoned"}
+
+// Result is a fetched and verified copy.
+type Result struct {
+	// Snapshot is the snapshot received, Target@<the sent one's name>, and
+	// GUID its guid: the same as the sender's.
+	Snapshot string
+	GUID     uint64
+	// FromGUID is the incremental's base, 0 for a full stream.
+	FromGUID uint64
+	Bytes    int64
+	Resumed  bool
+	Peer     netip.AddrPort
+}
+
+// Fetch asks the peer holding req.Alloc's data (Locator) for it and
+// receives the stream into into.Target. It returns only once zfs receive
+// has finished and the received snapshot is on Target with the guid the
+// sender named: then the copy is complete and verified (zfs checks the
+// stream's checksums as it receives).
+//
+// Failures, by what the caller does next:
+//   - zfs.ErrInterrupted: the stream was cut (peer gone, network, ctx).
+//     Target keeps what came; ask again with ResumeToken set to its
+//     receive_resume_token (zfs.Client.ResumeToken).
+//   - ErrResumeRefused: the sender will not resume that token. Abort the
+//     partial receive (zfs.Client.ReceiveAbort) and ask again without it.
+//   - ErrRefused: the sender's Nomad does not see this node as where
+//     req.Replacement runs. ErrNoData, ErrNoPeer: nothing to fetch there.
+//   - ErrPeerBusy: ask again later.
+//   - zfs.ErrNoSpace, zfs.ErrDestinationModified, zfs.ErrIncrementalMismatch, ...:
+//     as zfs receive said.
+func (c *Client) Fetch(ctx context.Context, req Request, into Into) (Result, error) {
+	if err := req.validate(); err != nil {
+		return Result{}, err
+	}
+	opts := zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}
+	for _, p := range HostProps {
+		if _, set := into.Props[p]; !set {
+			opts.Exclude = append(opts.Exclude, p)
+		}
+	}
+	if _, err := zfs.ReceiveArgs(opts); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", zfs.ErrInvalid, err)
+	}
+	peer, err := c.c.Locator.Locate(ctx, req.Alloc)
+	if err != nil {
+		return Result{}, fmt.Errorf("finding allocation %s's node: %w", req.Alloc, err)
+	}
+	res := Result{Peer: peer, Resumed: req.ResumeToken != ""}
+	resp, err := c.post(ctx, peer, req)
+	if err != nil {
+		return res, err
+	}
+	defer resp.Body.Close()
+	name, guid, from, err := streamHeaders(resp.Header)
+	if err != nil {
+		return res, fmt.Errorf("peer %s: %w", peer, err)
+	}
+	res.GUID, res.FromGUID = guid, from
+	res.Snapshot = into.Target + "@" + name
+	start := time.Now()
+	body := &countingReader{r: resp.Body}
+	err = c.c.ZFS.Receive(ctx, opts, body)
+	res.Bytes = body.n
+	if err != nil {
+		if t := resp.Trailer.Get(trailerResult); strings.HasPrefix(t, "error: ") {
+			err = fmt.Errorf("%w (the sender: %s)", err, strings.TrimPrefix(t, "error: "))
+		}
+		return res, fmt.Errorf("receiving %s from %s into %s: %w", resp.Header.Get(hdrSnapshot), peer, into.Target, err)
+	}
+	if err := c.verify(ctx, into.Target, res); err != nil {
+		return res, err
+	}
+	c.c.Logger.Info("received", "alloc_id", req.Alloc, "replacement_id", req.Replacement, "peer", peer.String(),
+		"snapshot", res.Snapshot, "bytes", res.Bytes, "duration", time.Since(start), "resumed", res.Resumed)
+	return res, nil
+}
+
+// ErrNotVerified: zfs receive succeeded but the snapshot the sender named
+// is not on the target.
+var ErrNotVerified = errors.New("received copy not verified")
+
+// verify finds the received snapshot with the sender's guid.
+func (c *Client) verify(ctx context.Context, target string, res Result) error {
+	ds, err := c.c.ZFS.List(ctx, target, nil)
+	if err != nil {
+		return fmt.Errorf("verifying %s: %w", res.Snapshot, err)
+	}
+	for _, d := range ds {
+		if d.Name == res.Snapshot {
+			if d.GUID != fmt.Sprint(res.GUID) {
+				return fmt.Errorf("%w: %s has guid %s, the sender's %d", ErrNotVerified, d.Name, d.GUID, res.GUID)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no %s after the receive", ErrNotVerified, res.Snapshot)
+}
+
+// post sends the request and returns a 200 response, or the peer's
+// refusal as a *PeerError.
+func (c *Client) post(ctx context.Context, peer netip.AddrPort, req Request) (*http.Response, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+peer.String()+sendPath, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("asking %s for allocation %s's data: %w", peer, req.Alloc, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	var eb errorBody
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxRequest))
+	if json.Unmarshal(raw, &eb) != nil || eb.Code == "" {
+		eb = errorBody{Code: "internal", Error: strings.TrimSpace(string(raw))}
+	}
+	if _, known := errorCodes[eb.Code]; !known {
+		eb.Code = "internal"
+	}
+	return nil, &PeerError{Peer: peer.String(), Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+}
+
+// streamHeaders reads what the sender says it sends: the snapshot's
+// short name (the received one takes it), its guid and the base's.
+func streamHeaders(h http.Header) (name string, guid, from uint64, err error) {
+	snap := h.Get(hdrSnapshot)
+	if err := zfs.ValidateName(snap, true); err != nil {
+		return "", 0, 0, fmt.Errorf("header %s: %w", hdrSnapshot, err)
+	}
+	_, name, _ = strings.Cut(snap, "@")
+	if guid, err = headerGUID(h, hdrSnapshotGUID); err != nil {
+		return "", 0, 0, err
+	}
+	if from, err = headerGUID(h, hdrFromGUID); err != nil {
+		return "", 0, 0, err
+	}
+	return name, guid, from, nil
+}
+
+// countingReader counts what came in.
+type countingReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Close lets zfsexec.Runner.Stream unblock a read the receive no longer
+// needs.
+func (c *countingReader) Close() error { return c.r.Close() }

@@ -1,0 +1,77 @@
+// Package transfer moves an allocation's data between the plugins of two
+// nodes: the node where allocation A ran sends a zfs send stream of A's
+// data, the node where Nomad placed A's replacement B receives it into
+// zfs receive -s. It is the transport only; when to transfer, what to
+// snapshot, and what the received copy becomes are the lifecycle's.
+//
+// Layers, top to bottom:
+//
+//   - Client.Fetch (receiving side) and Server (sending side): one HTTP/2
+//     request per stream over mutual TLS (Go's crypto/tls and net/http),
+//     the stream as the response body, its result as a trailer
+//     (protocol.go). Both stream through zfs.Client's Send and Receive: no
+//     more of the data in memory than a few buffers, whatever its size.
+//   - The sender's seams: Authorizer (may this peer have A's data?),
+//     Source (what to send for it: the lifecycle's), zfs.CheckResumeToken
+//     (does a token from the peer resume exactly that?).
+//   - The receiver's seam: Locator (where is A's node's plugin?).
+//   - Nomad: the lookups both ask of their own agent's API. APINomad
+//     implements it with nomad/api; NomadAuthorizer and NomadLocator are
+//     the rules over it.
+//
+// # Authentication
+//
+// Both ends present the certificate an operator already has for Nomad
+// (`nomad tls cert create -client`, signed by the agent CA) and accept
+// only a chain to that CA naming client.<region>.nomad or
+// server.<region>.nomad, as Nomad's RPC accepts a client agent's. TLS 1.3
+// only. The files are read again at each connection, so a rotated
+// certificate needs no restart.
+//
+// # Authorization: which node is asking
+//
+// A certificate made with `nomad tls cert create -client` is the same for
+// every client of a region: it proves the requester is an agent of the
+// cluster, not which node. The sender therefore trusts no claim of the
+// requester about itself. It asks its own Nomad API about the two
+// allocations the request names and allows the request only if A runs on
+// the sender's node, B's previous allocation is A (same job and group), B
+// is still to run, and the connection comes from one of the addresses
+// Nomad lists for the node B is placed on (Decide). Every other request
+// is refused with 403 and logged.
+//
+// The address check was chosen over the alternatives because it needs
+// nothing more from the operator:
+//
+//   - Dialling B's node back (the sender connects to the address Nomad
+//     gives for B's node) proves the same thing, an address Nomad lists
+//     for B's node, at the cost of a listener on both sides and a second
+//     connection; it is no stronger against an attacker on the path.
+//   - A certificate per node (a SAN naming the node) would prove the node
+//     cryptographically, but `nomad tls cert create` makes no such
+//     certificate and every operator would have to issue and rotate one
+//     per node. Authorizer is an interface so that such a rule can be
+//     added without touching the transport.
+//
+// What the address check leaves open: an attacker that holds an agent's
+// certificate and key (a compromised client; the CLI's certificate,
+// cli.<region>.nomad, is refused) and can send from B's node's address,
+// that is, runs on B's node or sits on the path with its address. Such an
+// attacker can already read B's data once it arrives there.
+//
+// # Resume tokens
+//
+// A partial receive leaves a receive_resume_token on the receiving side,
+// which the receiver sends back to resume. zfs send -t sends whatever a
+// token names, decrypted unless it says rawok (OpenZFS #14153), so the
+// sender decodes it with its own zfs (send -n -v -P -t) and resumes only a
+// token that names exactly what its Source plans now (zfs.CheckResumeToken);
+// a raw plan also passes -w, which zfs honours over the token.
+//
+// # Discovery
+//
+// Each plugin publishes its port (and its address, if it listens on one)
+// as the attributes AttrPort and AttrAddress of its device groups, which
+// any token with node:read reads through the Nomad API; the receiver finds
+// A's node from A (Allocation → Node). No list of peers is kept.
+package transfer

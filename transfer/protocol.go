@@ -1,0 +1,143 @@
+package transfer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// The wire, over HTTP/2 and mutual TLS:
+//
+//	POST /v1/send   Content-Type: application/json   {Request}
+//
+//	200  Ndz-Snapshot: <sender's snapshot name>       the headers say what comes,
+//	     Ndz-Snapshot-Guid: <decimal>                 before any of it
+//	     Ndz-From-Guid: <decimal, 0 for a full stream>
+//	     Ndz-Resumed: true|false
+//	     body: the zfs send stream
+//	     trailer Ndz-Result: "ok", or "error: <what the sender saw>"
+//
+//	4xx/5xx  {"code": "...", "error": "..."}  (errorCodes)
+//
+// The request names allocations, never datasets or snapshots: what is
+// sent is the sender's decision (Source), made from its own state.
+
+// sendPath is the one endpoint.
+const sendPath = "/v1/send"
+
+// Response headers and trailer.
+const (
+	hdrSnapshot     = "Ndz-Snapshot"
+	hdrSnapshotGUID = "Ndz-Snapshot-Guid"
+	hdrFromGUID     = "Ndz-From-Guid"
+	hdrResumed      = "Ndz-Resumed"
+	trailerResult   = "Ndz-Result"
+)
+
+// maxRequest bounds a request body: two IDs, a guid and a token (at most
+// 8 KiB, zfs.ValidateResumeToken).
+const maxRequest = 16 << 10
+
+// Request asks for the data of allocation Alloc on behalf of Replacement.
+type Request struct {
+	// Alloc is A, the allocation whose data is wanted; its node sends.
+	Alloc string `json:"alloc_id"`
+	// Replacement is B, the allocation Nomad placed to replace A, on the
+	// requesting node.
+	Replacement string `json:"replacement_id"`
+	// HaveGUID is the guid of the newest snapshot of A's data the
+	// requester already holds, the base for an incremental stream; 0 for
+	// none.
+	HaveGUID uint64 `json:"have_guid,omitempty"`
+	// ResumeToken is the receive_resume_token of an interrupted receive of
+	// this transfer, to resume it; "" for none.
+	ResumeToken string `json:"resume_token,omitempty"`
+}
+
+func (r Request) validate() error {
+	switch {
+	case !isUUID(r.Alloc):
+		return fmt.Errorf("alloc_id %q is not an allocation ID", r.Alloc)
+	case !isUUID(r.Replacement):
+		return fmt.Errorf("replacement_id %q is not an allocation ID", r.Replacement)
+	case r.Alloc == r.Replacement:
+		return fmt.Errorf("alloc_id and replacement_id are both %s", r.Alloc)
+	}
+	if r.ResumeToken != "" {
+		if err := zfs.ValidateResumeToken(r.ResumeToken); err != nil {
+			return fmt.Errorf("resume_token: %w", err)
+		}
+	}
+	return nil
+}
+
+// Errors a receiver gets from Fetch, besides zfs's own (zfs.ErrInterrupted
+// for a stream cut on the way, ...). Each is also a *PeerError.
+var (
+	// ErrNoData: the sender has nothing to send for the allocation
+	// (Source said so): no copy of its data is on that node.
+	ErrNoData = errors.New("the peer has no data for the allocation")
+	// ErrResumeRefused: the sender will not resume from the token (it does
+	// not match what it sends now, or zfs cannot use it). The receiver
+	// aborts its partial receive and asks again without one.
+	ErrResumeRefused = errors.New("the peer refused the resume token")
+	// ErrPeerBusy: the sender is at its limit of concurrent sends, or
+	// could not check the request now; ask again later.
+	ErrPeerBusy = errors.New("the peer cannot send now")
+	// ErrNoPeer: no peer to ask (the allocation's node publishes no
+	// transport, or is gone).
+	ErrNoPeer = errors.New("no peer to transfer from")
+)
+
+// errorCodes map the sender's refusals onto status codes and the
+// receiver's errors.
+var errorCodes = map[string]struct {
+	status int
+	err    error
+}{
+	"refused":        {http.StatusForbidden, ErrRefused},
+	"no_data":        {http.StatusNotFound, ErrNoData},
+	"resume_refused": {http.StatusConflict, ErrResumeRefused},
+	"busy":           {http.StatusServiceUnavailable, ErrPeerBusy},
+	"bad_request":    {http.StatusBadRequest, nil},
+	"internal":       {http.StatusInternalServerError, nil},
+}
+
+// PeerError is a sender's refusal as the receiver sees it.
+type PeerError struct {
+	Peer    string
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *PeerError) Error() string {
+	return fmt.Sprintf("peer %s: %s (%d %s)", e.Peer, e.Message, e.Status, e.Code)
+}
+
+// Unwrap yields the code's sentinel.
+func (e *PeerError) Unwrap() error { return errorCodes[e.Code].err }
+
+type errorBody struct {
+	Code  string `json:"code"`
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code string, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(errorCodes[code].status)
+	_ = json.NewEncoder(w).Encode(errorBody{Code: code, Error: err.Error()})
+}
+
+// headerGUID reads a guid header.
+func headerGUID(h http.Header, name string) (uint64, error) {
+	v, err := strconv.ParseUint(h.Get(name), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("header %s = %q: not a guid", name, h.Get(name))
+	}
+	return v, nil
+}

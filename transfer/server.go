@@ -1,0 +1,291 @@
+package transfer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// Source says what this node sends for a request it has allowed: the
+// lifecycle's decision, made from its own state (which dataset holds the
+// allocation's data, which snapshot a transfer sends, which of its
+// snapshots or bookmarks has the guid the requester holds).
+type Source interface {
+	// Plan returns the send for req. ErrNoData: nothing of req.Alloc's is
+	// here. It is asked again for a resumed transfer, and a token is
+	// accepted only if it resumes exactly what Plan says now.
+	Plan(ctx context.Context, req Request) (Plan, error)
+}
+
+// Plan is one send.
+type Plan struct {
+	// Send is what zfs sends; Send.From is the base for req.HaveGUID.
+	Send zfs.SendOptions
+	// ToGUID and FromGUID are the guids of Send.Snapshot and Send.From
+	// (0 for a full stream): what a resume token must name.
+	ToGUID, FromGUID uint64
+	// Encrypted: the dataset is encrypted. Send.Raw must then be set:
+	// the server never sends an encrypted dataset decrypted.
+	Encrypted bool
+}
+
+func (p Plan) validate() error {
+	if p.ToGUID == 0 {
+		return errors.New("plan names no snapshot guid")
+	}
+	if (p.Send.From == "") != (p.FromGUID == 0) {
+		return fmt.Errorf("plan's source %q and its guid %d disagree", p.Send.From, p.FromGUID)
+	}
+	if p.Encrypted && !p.Send.Raw {
+		return fmt.Errorf("%s is encrypted and the plan is not raw: it would go out decrypted", p.Send.Snapshot)
+	}
+	_, err := zfs.SendArgs(p.Send)
+	return err
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Config     Config
+	Authorizer Authorizer
+	Source     Source
+	// ZFS runs zfs send; its runner must stream (zfs.Streamer).
+	ZFS    *zfs.Client
+	Logger hclog.Logger
+	// MaxSends bounds concurrent sends (default DefaultMaxSends); more
+	// requests are answered busy.
+	MaxSends int
+}
+
+// DefaultMaxSends: a few streams at once keep a pool's disks busy without
+// letting a burst of requests run the node out of I/O.
+const DefaultMaxSends = 4
+
+// Server answers peers' requests with zfs send streams.
+type Server struct {
+	c      ServerConfig
+	logger hclog.Logger
+	slots  chan struct{}
+}
+
+// NewServer checks c and returns a Server; Run starts it.
+func NewServer(c ServerConfig) (*Server, error) {
+	if c.Authorizer == nil || c.Source == nil || c.ZFS == nil {
+		return nil, errors.New("transfer server: Authorizer, Source and ZFS are required")
+	}
+	if err := c.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.MaxSends <= 0 {
+		c.MaxSends = DefaultMaxSends
+	}
+	return &Server{c: c, logger: c.Logger, slots: make(chan struct{}, c.MaxSends)}, nil
+}
+
+// Run listens on Config.Address and serves until ctx ends; then it closes
+// every connection, cutting any stream (its receiver resumes later). It
+// returns nil when ctx ended, or why it could not listen.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := s.Listen()
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Listen opens the listening socket (for Serve; Run does both).
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.c.Config.Address)
+	if err != nil {
+		return nil, fmt.Errorf("transfer: listening on %s: %w", s.c.Config.Address, err)
+	}
+	return ln, nil
+}
+
+// Serve serves on ln until ctx ends, as Run.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		TLSConfig:         s.c.Config.serverTLS(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		// What net/http logs is a refused handshake or a broken
+		// connection: a peer refused, a warning like any other refusal.
+		ErrorLog:    s.logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		Protocols:   http2Only(),
+		HTTP2:       http2Config(),
+	}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	s.logger.Info("transfer server listening", "address", ln.Addr().String(), "region", s.c.Config.Region)
+	err := srv.ServeTLS(ln, "", "")
+	if ctx.Err() != nil && errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("transfer: serving on %s: %w", ln.Addr(), err)
+}
+
+// ServeHTTP handles one request: authorize, plan, check a resume token,
+// stream.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != sendPath || r.Method != http.MethodPost {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	ctx := r.Context()
+	peer := Peer{Addr: remoteAddr(r.RemoteAddr)}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		peer.Cert = r.TLS.PeerCertificates[0]
+	}
+	var req Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.logger.Warn("unreadable transfer request", "remote", peer.Addr, "error", err)
+		writeError(w, "bad_request", fmt.Errorf("reading the request: %w", err))
+		return
+	}
+	log := s.logger.With("alloc_id", req.Alloc, "replacement_id", req.Replacement, "remote", peer.Addr)
+	if err := s.c.Authorizer.Authorize(ctx, req, peer); err != nil {
+		if errors.Is(err, ErrRefused) {
+			log.Warn("refused a transfer request", "reason", err)
+			writeError(w, "refused", err)
+			return
+		}
+		log.Error("cannot decide on a transfer request now", "error", err)
+		writeError(w, "busy", err)
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		log.Warn("too many transfers at once; asked to come back", "max_sends", s.c.MaxSends)
+		writeError(w, "busy", fmt.Errorf("%d transfers are running", s.c.MaxSends))
+		return
+	}
+	plan, err := s.c.Source.Plan(ctx, req)
+	if err == nil {
+		err = plan.validate()
+	}
+	switch {
+	case errors.Is(err, ErrNoData):
+		log.Info("nothing to send for the allocation", "reason", err)
+		writeError(w, "no_data", err)
+		return
+	case err != nil:
+		log.Error("cannot plan a transfer", "error", err)
+		writeError(w, "internal", err)
+		return
+	}
+	log = log.With("snapshot", plan.Send.Snapshot, "from", plan.Send.From)
+	if req.ResumeToken != "" {
+		if err := s.checkToken(ctx, req.ResumeToken, plan); err != nil {
+			if errors.Is(err, zfs.ErrResumeTokenRefused) {
+				log.Warn("refused a resume token that does not resume this transfer", "reason", err)
+			} else {
+				log.Info("cannot resume from the token", "reason", err)
+			}
+			writeError(w, "resume_refused", err)
+			return
+		}
+	}
+	s.stream(ctx, w, req, plan, log)
+}
+
+// checkToken decodes a token with zfs and checks it against the plan
+// (zfs.CheckResumeToken). A token zfs cannot decode is refused too.
+func (s *Server) checkToken(ctx context.Context, token string, plan Plan) error {
+	tok, err := s.c.ZFS.DecodeResumeToken(ctx, token)
+	if err != nil {
+		return fmt.Errorf("decoding the resume token: %w", err)
+	}
+	return zfs.CheckResumeToken(tok, zfs.ExpectFor(plan.Send, plan.ToGUID, plan.FromGUID, plan.Encrypted))
+}
+
+// stream sends the headers, then zfs send's stream, then the result as a
+// trailer. A failure after the headers can only be told in the trailer:
+// the body then ends early, and the receiver's zfs receive keeps what came.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request, plan Plan, log hclog.Logger) {
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set(hdrSnapshot, plan.Send.Snapshot)
+	h.Set(hdrSnapshotGUID, strconv.FormatUint(plan.ToGUID, 10))
+	h.Set(hdrFromGUID, strconv.FormatUint(plan.FromGUID, 10))
+	h.Set(hdrResumed, strconv.FormatBool(req.ResumeToken != ""))
+	h.Set("Trailer", trailerResult)
+	w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(w).Flush()
+
+	start := time.Now()
+	cw := &countingWriter{w: w}
+	var err error
+	if req.ResumeToken != "" {
+		err = s.c.ZFS.SendResume(ctx, req.ResumeToken, plan.Send.Raw, cw)
+	} else {
+		err = s.c.ZFS.Send(ctx, plan.Send, cw)
+	}
+	if err != nil {
+		h.Set(trailerResult, "error: "+err.Error())
+		log.Warn("send ended early", "bytes", cw.n, "duration", time.Since(start), "error", err)
+		return
+	}
+	h.Set(trailerResult, "ok")
+	log.Info("sent", "bytes", cw.n, "duration", time.Since(start), "resumed", req.ResumeToken != "")
+}
+
+// countingWriter counts what went out.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// remoteAddr is a request's source address.
+func remoteAddr(s string) netip.Addr {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// http2Only: both ends speak HTTP/2 over TLS and nothing else.
+func http2Only() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	return &p
+}
+
+// http2Config makes a dead connection noticed in about a minute, on
+// either end, instead of when TCP gives up: a ping after 30 s without a
+// frame, closed if unanswered in 15 s or if nothing could be written for a
+// minute (a peer that stopped reading).
+//
+// MaxReadFrameSize lets the sender write the stream in frames of up to
+// 1 MiB instead of HTTP/2's default 16 KiB: the same bytes in a
+// sixty-fourth of the frames, each of which costs the frame writer an
+// allocation and a pass through its scheduler.
+func http2Config() *http.HTTP2Config {
+	return &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second, WriteByteTimeout: time.Minute,
+		MaxReadFrameSize: 1 << 20}
+}
