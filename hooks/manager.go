@@ -11,6 +11,7 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -25,6 +26,10 @@ type ZFS interface {
 	Exec(ctx context.Context, cmd zfs.Command) error
 	// Set is the operator CLI's one change (MarkReleasing).
 	Set(ctx context.Context, name string, props map[string]string) error
+	// ResumeToken and DecodeResumeToken read a migration's interrupted
+	// receive, on the receiving and the sending node (migrate.go, send.go).
+	ResumeToken(ctx context.Context, dataset string) (string, error)
+	DecodeResumeToken(ctx context.Context, token string) (zfs.ResumeToken, error)
 }
 
 var _ ZFS = (*zfs.Client)(nil)
@@ -69,6 +74,10 @@ type Manager struct {
 	// before a pass acts on its end is still released by how it ended
 	// (on_failure depends on it), not as "gone". At most maxEnded.
 	ended map[string]model.Alloc
+	// fetcher pulls copies of other nodes' data (nil: none is pulled);
+	// pulls are the pulls running (migrate.go).
+	fetcher transfer.Fetcher
+	pulls   migrations
 	// remote are allocations of other nodes looked up because one of this
 	// node's replaces them (model.Snapshot.Others): their data is to come
 	// here (model/migrate.go).
@@ -135,6 +144,7 @@ func (m *Manager) SetClock(now func() time.Time, sleep func(ctx context.Context,
 func (m *Manager) Run(ctx context.Context) error {
 	var scanning sync.WaitGroup
 	defer scanning.Wait()
+	defer m.waitPulls()
 	type scanned struct {
 		scan model.Scan
 		took time.Duration
@@ -223,6 +233,7 @@ func (m *Manager) Settle(ctx context.Context) {
 	_, failed := m.runLifecycle(ctx, v)
 	m.countFailures(failed)
 	m.publishOverrides()
+	m.driveMigrations(ctx)
 }
 
 func (m *Manager) countFailures(failed bool) {
@@ -325,6 +336,15 @@ func (m *Manager) snapshot() *model.Snapshot {
 	return &s
 }
 
+// NodeID is this node's ID, as the watcher's answers say; an error before
+// the first.
+func (m *Manager) NodeID(context.Context) (string, error) {
+	if s := m.snapshot(); s != nil && s.NodeID != "" {
+		return s.NodeID, nil
+	}
+	return "", fmt.Errorf("this node's ID is not known yet: the allocation watcher has not answered")
+}
+
 // lookupRemote looks allocation id up, and keeps it as another node's
 // (model.Snapshot.Others) when it is: the predecessor of one of this
 // node's, whose data is to come here.
@@ -388,6 +408,7 @@ func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
 		stepped, stepFailed := m.runLifecycle(ctx, v)
 		changed = changed || stepped
 		m.countFailures(stepFailed)
+		m.driveMigrations(ctx)
 	}
 	for _, cvs := range [][]model.ClassView{v.Classes, v.Removed} {
 		for ci := range cvs {

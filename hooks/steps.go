@@ -17,6 +17,7 @@ import (
 // plan. It reports whether anything changed and whether a step failed (to
 // be retried).
 func (m *Manager) runLifecycle(ctx context.Context, v *model.View) (changed, failed bool) {
+	m.lookupPredecessors(ctx)
 	snap := m.snapshot()
 	for _, st := range model.PlanLifecycle(v, snap) {
 		c, f := m.runStep(ctx, st.Slot.ID, st.Slot.Class, snap)
@@ -33,8 +34,10 @@ func (m *Manager) runLifecycle(ctx context.Context, v *model.View) (changed, fai
 func (m *Manager) runStep(ctx context.Context, id, class string, snap *model.Snapshot) (changed, failed bool) {
 	lock := m.locks.get(id)
 	if !lock.TryLock() {
-		m.logger.Debug("slot busy in Reserve; next pass", "slot", id)
-		return false, false
+		// Retried soon, as a failed step is: a transfer's snapshot holds
+		// it for a moment, a Reserve for as long as it fences.
+		m.logger.Debug("slot busy; retrying soon", "slot", id)
+		return false, true
 	}
 	defer lock.Unlock()
 

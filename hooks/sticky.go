@@ -72,7 +72,11 @@ func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, call
 			}
 			fallthrough
 		case d.Kind == model.InheritWait:
-			m.logger.Info("reserve: waiting for the predecessor's data", "slot", s.ID, "alloc_id", caller.ID, "reason", d.Reason)
+			level := hclog.Debug
+			if m.now().Sub(start) < waitStep {
+				level = hclog.Info // once per Reserve, not every step
+			}
+			m.logger.Log(level, "reserve: waiting for the predecessor's data", "slot", s.ID, "alloc_id", caller.ID, "reason", d.Reason)
 			m.Trigger()
 			return false, errWaitPark
 		case d.Kind == model.InheritFail:
@@ -163,8 +167,9 @@ var (
 	// errParkedMoved: parked data is no longer what the pass planned from.
 	errParkedMoved = errors.New("parked data changed since it was read")
 	// errSlotInReserve: parked data at a slot's name, and a Reserve holds
-	// the slot.
-	errSlotInReserve = errors.New("the slot is in a Reserve")
+	// the slot; or the data itself is locked (a claim, a copy being
+	// received).
+	errSlotInReserve = errors.New("the slot or the data is in use")
 )
 
 // releaseParked gives parked data no replacement will claim back by the
@@ -187,7 +192,9 @@ func (m *Manager) releaseParked(ctx context.Context, c model.Class, p model.Reta
 		defer slot.Unlock()
 	}
 	lock := m.locks.get(p.Dataset)
-	lock.Lock()
+	if !lock.TryLock() {
+		return errSlotInReserve // a Reserve's claim, or a copy being received
+	}
 	defer lock.Unlock()
 	cur, err := m.readParked(ctx, p.Dataset)
 	if err != nil {

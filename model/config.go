@@ -49,6 +49,32 @@ type Class struct {
 	Migrate Migrate
 }
 
+// Migrates reports whether any class's data follows its replacement to
+// other nodes.
+func (c *Config) Migrates() bool {
+	for _, cl := range c.Classes {
+		if cl.Sticky && cl.Migrate.Enabled {
+			return true
+		}
+	}
+	return false
+}
+
+// MigrateWait is the longest a Reserve of slots ids may wait for data
+// coming from another node: the longest migrate timeout of their classes,
+// 0 when none of them migrates.
+func (c *Config) MigrateWait(ids []string) time.Duration {
+	var wait time.Duration
+	for _, id := range ids {
+		if class, ok := c.ClassOf(id); ok {
+			if cl := c.Class(class); cl.Sticky && cl.Migrate.Enabled {
+				wait = max(wait, cl.Migrate.Timeout)
+			}
+		}
+	}
+	return wait
+}
+
 // ClassDataset is the dataset of a class, <parent>/<class>.
 func (c *Config) ClassDataset(class string) string { return c.Parent + "/" + class }
 

@@ -184,6 +184,11 @@ func inheritsAtReserve(c Class, a Alloc, id string, snap *Snapshot) bool {
 	if anyRunning([]Alloc{a}) {
 		return false
 	}
-	_, _, ok := Predecessor(c, a, id, snap)
-	return ok
+	if _, _, ok := Predecessor(c, a, id, snap); ok {
+		return true
+	}
+	// Its predecessor ran on another node (maybe not looked up yet): its
+	// Reserve waits for the copy, and records it then.
+	_, local := localAlloc(snap, a.PreviousAllocation)
+	return c.Sticky && c.Migrate.Enabled && a.PreviousAllocation != "" && !local
 }

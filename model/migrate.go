@@ -90,6 +90,9 @@ type Send struct {
 	// FromGUID is From's guid (0 for a full stream); Snapshot's guid is
 	// known only once taken.
 	FromGUID uint64
+	// Drop are the data's pre-copy snapshots older than the receiver's
+	// base: no stream will start from them again.
+	Drop []string
 }
 
 // SendInput is what a send is decided from, on the sending node.
@@ -157,8 +160,16 @@ func DecideSend(in SendInput) (Send, error) {
 	var out Send
 	if base, ok := find(in.HaveGUID); ok && in.HaveGUID != 0 {
 		out.From, out.FromGUID = in.Dataset+"@"+base.name, base.guid
+		for _, s := range own {
+			if s.name == base.name {
+				break // own is in the listing's order: oldest first
+			}
+			if s.name != MigrateFinal && s.name != Migrated {
+				out.Drop = append(out.Drop, in.Dataset+"@"+s.name)
+			}
+		}
 		if hasFinal && base.guid == final.guid {
-			return Send{Complete: true, Snapshot: in.Dataset + "@" + final.name}, nil
+			return Send{Complete: true, Snapshot: in.Dataset + "@" + final.name, Drop: out.Drop}, nil
 		}
 	}
 	if t := in.Token; t != nil {
@@ -186,6 +197,12 @@ func DecideSend(in SendInput) (Send, error) {
 		out.Snapshot = out.Take
 	}
 	return out, nil
+}
+
+// PlanDropSnapshots destroys a migration's snapshots no stream needs any
+// more (Send.Drop), each after the plugin's hold on it.
+func PlanDropSnapshots(snaps []string) Plan {
+	return Plan{Doing: "dropping a migration's old snapshots", Ops: dropSnapshots(snaps)}
 }
 
 // PlanTakeSnapshot takes a migration's snapshot under the plugin's hold,
@@ -228,6 +245,75 @@ func PlanReceived(name string, now, expires time.Time) Plan {
 			PropState: string(StateParked), PropSince: unix(now), PropExpires: unix(expires)})},
 		Done: Note{Msg: "received the final copy from the allocation's node", KV: []any{"dataset", name}},
 	}
+}
+
+// PlanAbortReceive discards the partial state of an interrupted receive
+// into copy name; none there is done.
+func PlanAbortReceive(name string) Plan {
+	return Plan{Doing: "discarding the partial receive into " + name, Ops: []Op{abortReceiveOp(name)}}
+}
+
+// PlanDropCopy destroys copy name, as last listed (rows): what a partial
+// receive left, its snapshots, then the dataset; so that the next pull
+// starts over with a whole copy. Nothing for what is not the plugin's.
+func PlanDropCopy(name string, rows []zfs.Dataset) Plan {
+	p := Plan{Doing: "dropping the copy " + name}
+	var snaps []string
+	for i := range rows {
+		if rows[i].Name == name && !Owned(&rows[i]) {
+			return Plan{}
+		}
+		if strings.HasPrefix(rows[i].Name, name+"@") {
+			snaps = append(snaps, rows[i].Name)
+		}
+	}
+	p.Ops = append([]Op{abortReceiveOp(name)}, dropSnapshots(snaps)...)
+	p.Ops = append(p.Ops, destroyOp(name))
+	return p
+}
+
+func abortReceiveOp(name string) Op {
+	return Op{Command: zfs.Command{Verb: zfs.VerbReceiveAbort, Name: name}, Done: []error{zfs.ErrNotExist}}
+}
+
+// OlderCopied are a copy's snapshots older than its newest (rows, one
+// listing of it): the next increment needs only the newest as its base.
+func OlderCopied(name string, rows []zfs.Dataset) []string {
+	newest, _ := NewestCopied(name, rows)
+	var out []string
+	for _, r := range rows {
+		snap, ok := strings.CutPrefix(r.Name, name+"@")
+		if ok && migrationSnapshot(snap) && r.GUID != strconv.FormatUint(newest, 10) {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// NewestCopied is the guid of a copy's newest snapshot (the base of the
+// next increment; 0 for none) and the copy's state, from one listing of it
+// (rows). The snapshots carry the sending node's names: @migrate-<n> in
+// the order they were taken, then @migrate-final.
+func NewestCopied(name string, rows []zfs.Dataset) (guid uint64, state State) {
+	best := -1
+	for _, r := range rows {
+		if r.Name == name {
+			state = State(r.User.Get(PropState))
+			continue
+		}
+		snap, ok := strings.CutPrefix(r.Name, name+"@")
+		if !ok || !migrationSnapshot(snap) {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(snap, migratePrefix))
+		if err != nil { // final, or migrated
+			n = int(^uint(0) >> 1)
+		}
+		if g, err := strconv.ParseUint(r.GUID, 10, 64); err == nil && n > best {
+			guid, best = g, n
+		}
+	}
+	return guid, state
 }
 
 // Migration is one copy this node is to pull: the data of allocation

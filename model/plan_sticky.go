@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -78,6 +79,18 @@ func PlanClaim(s Slot, caller Alloc, p Retained, now time.Time) Plan {
 		setOp(p.Dataset, ClaimAsProps(s.Dataset)),
 		renameOp(p.Dataset, s.Dataset),
 		setOp(s.Dataset, ClaimedProps(s.Dataset, caller, s.Generation+1, now)))
+	if p.Outcome == OutcomeMigrated {
+		// A copy from another node was received unmounted, and its
+		// snapshots were the transfer's: the slot is mounted, and they go,
+		// or a later migration of this data would take them for its own.
+		var snaps []string
+		for _, snap := range p.OwnSnapshots {
+			if _, name, _ := strings.Cut(snap, "@"); migrationSnapshot(name) {
+				snaps = append(snaps, s.Dataset+"@"+name)
+			}
+		}
+		ops = append(append(ops, mountOp(s.Dataset)), dropSnapshots(snaps)...)
+	}
 	return Plan{
 		Ops:  ops,
 		Done: Note{Msg: "claimed parked data", KV: []any{"slot", s.ID, "alloc_id", caller.ID, "from", p.Dataset}},
@@ -103,12 +116,20 @@ func PlanReleaseParked(cfg *Config, c Class, p Retained, why string, now time.Ti
 		return Plan{}, err
 	}
 	policy := c.Release.PolicyFor(p.Outcome)
+	if p.Outcome == OutcomeMigrated {
+		// A copy of another node's data: the class's policy applies to
+		// the original, there. The copy (maybe a partial receive) goes.
+		policy = PolicyDestroy
+	}
 	plan := Plan{Notes: []Note{{Msg: "releasing parked data", KV: []any{"dataset", p.Dataset, "alloc_id", p.Holder, "policy", policy, "why", why}}}}
 	if policy == PolicySnapshot {
 		snap := p.Dataset + "@" + RetainedSnapshot
 		plan.Ops = []Op{snapshotOp(snap), holdOp(snap), setOp(p.Dataset, RetainedParkedProps(p.Dataset, now, now.Add(c.Release.Retain)))}
 		return plan, nil
 	}
-	plan.Ops = append(dropSnapshots(p.OwnSnapshots), destroyOp(p.Dataset))
+	if p.Outcome == OutcomeMigrated {
+		plan.Ops = append(plan.Ops, abortReceiveOp(p.Dataset))
+	}
+	plan.Ops = append(append(plan.Ops, dropSnapshots(p.OwnSnapshots)...), destroyOp(p.Dataset))
 	return plan, nil
 }

@@ -124,6 +124,22 @@ var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewBlock("release", false, releaseSpec),
 		releaseDefault,
 	),
+	// migrate: see migrateSpec; nil when absent (the data stays on its node).
+	"migrate": hclspec.NewBlock("migrate", false, migrateSpec),
+})
+
+// migrateSpec is a sticky class's `migrate { ... }` block: its data
+// follows its replacement to another node (model/migrate.go), over the
+// plugin's transfer block.
+var migrateSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"timeout": hclspec.NewDefault(
+		hclspec.NewAttr("timeout", "string", false),
+		hclspec.NewLiteral(`"10m"`),
+	),
+	"on_timeout": hclspec.NewDefault(
+		hclspec.NewAttr("on_timeout", "string", false),
+		hclspec.NewLiteral(`"fail"`),
+	),
 })
 
 // Config is the decoded `config` block of `plugin "nomad-device-zfs"`.
@@ -186,6 +202,14 @@ type ClassConfig struct {
 	Sticky     bool           `codec:"sticky"`
 	StickyWait string         `codec:"sticky_wait"`
 	Release    *ReleaseConfig `codec:"release"`
+	// Migrate is the migrate block; nil when absent.
+	Migrate *MigrateConfig `codec:"migrate"`
+}
+
+// MigrateConfig is the decoded `migrate` block of a class.
+type MigrateConfig struct {
+	Timeout   string `codec:"timeout"`
+	OnTimeout string `codec:"on_timeout"`
 }
 
 // Settings is a validated Config in the types the rest of the product uses;

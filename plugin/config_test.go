@@ -171,6 +171,14 @@ func TestConfigRejects(t *testing.T) {
 		{"sticky_wait too short", `config { parent = "tank/nomad"
  class "a" { sticky = true
  sticky_wait = "10s" } }`, []string{`sticky_wait = "10s"`, "at least 1m"}},
+		{"migrate without sticky", `config { parent = "tank/nomad"
+ class "a" { migrate {} } }`, []string{`class "a"`, "migrate: needs sticky = true", "migrate needs the plugin's transfer block"}},
+		{"migrate on_timeout unknown", `config { parent = "tank/nomad"
+ class "a" { sticky = true
+ migrate { on_timeout = "wait" } } }`, []string{`on_timeout = "wait"`, `"fail"`, `"start_empty"`}},
+		{"migrate timeout not a duration", `config { parent = "tank/nomad"
+ class "a" { sticky = true
+ migrate { timeout = "soon" } } }`, []string{`timeout = "soon"`}},
 		{"sticky not a bool", `config { parent = "tank/nomad"
  class "a" { sticky = "yes please" } }`, []string{`sticky`}},
 		{"from_snapshot not a snapshot", `config { parent = "tank/nomad" 

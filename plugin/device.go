@@ -132,6 +132,11 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 			allocs = watcher
 		}
 		p.mgr = hooks.NewManager(&p.settings.Slots, client, allocs, p.logger)
+		if p.settings.Transfer != nil && watcher != nil {
+			if err := p.startTransfer(p.runCtx, p.settings, p.mgr, client); err != nil {
+				p.logger.Error("cannot start the transfer between nodes; data will not follow allocations to other nodes", "error", err)
+			}
+		}
 		go func() { _ = p.mgr.Run(p.runCtx) }()
 		if watcher != nil {
 			go watcher.run(p.runCtx, p.settings.Nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs)

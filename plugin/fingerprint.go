@@ -20,23 +20,23 @@ import (
 // restarts — but keeps the slots and marks them unhealthy with the reason.
 // The stream ends only when ctx ends.
 func (p *Plugin) Fingerprint(ctx context.Context) (<-chan *device.FingerprintResponse, error) {
-	mgr, _, err := p.manager()
+	mgr, s, err := p.manager()
 	if err != nil {
 		return nil, err
 	}
 	out := make(chan *device.FingerprintResponse)
-	go p.fingerprintLoop(ctx, mgr, out)
+	go p.fingerprintLoop(ctx, mgr, transferAttributes(s), out)
 	return out, nil
 }
 
-func (p *Plugin) fingerprintLoop(ctx context.Context, mgr *hooks.Manager, out chan<- *device.FingerprintResponse) {
+func (p *Plugin) fingerprintLoop(ctx context.Context, mgr *hooks.Manager, extra map[string]*structs.Attribute, out chan<- *device.FingerprintResponse) {
 	defer close(out)
 	var last [sha256.Size]byte
 	sent := false
 	for {
 		v, updated := mgr.View()
 		if v != nil {
-			groups := deviceGroups(v)
+			groups := withAttributes(deviceGroups(v), extra)
 			d, ok := digest(groups)
 			if !ok || !sent || d != last {
 				select {

@@ -28,7 +28,9 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 	}
 	// Nomad calls Reserve with no deadline: bound it, or a hung zfs or a
 	// predecessor that never stops would hang the task's start forever.
-	ctx, cancel := context.WithTimeout(p.runCtx, s.ReserveTimeout)
+	// Data coming from another node may take its class's migrate timeout
+	// on top.
+	ctx, cancel := context.WithTimeout(p.runCtx, s.ReserveTimeout+s.Slots.MigrateWait(deviceIDs))
 	defer cancel()
 	grants, err := mgr.Reserve(ctx, deviceIDs)
 	switch {

@@ -81,6 +81,11 @@ func (c *Config) validate() (*Settings, error) {
 	}
 	xfer, problems := c.Transfer.resolve()
 	errs = append(errs, problems...)
+	for _, cl := range classes {
+		if cl.Migrate.Enabled && c.Transfer == nil {
+			bad("class %q: migrate needs the plugin's transfer block: the address its data is sent from and received on, and the TLS files", cl.Name)
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid nomad-device-zfs config: %s", strings.Join(errs, "; "))
 	}
@@ -208,8 +213,36 @@ func (cc *ClassConfig) validate(name, parent string) (model.Class, []string) {
 	if err != nil {
 		bad("sticky_wait = %q: %v", cc.StickyWait, err)
 	}
+	migrate, problems := cc.Migrate.validate(cc.Sticky)
+	for _, p := range problems {
+		bad("migrate: %s", p)
+	}
 	return model.Class{Name: name, Slots: int(cc.Slots), Properties: cc.Properties, MountPath: mount, NeedBytes: need,
-		Release: release, FromSnapshot: cc.FromSnapshot, Sticky: cc.Sticky, StickyWait: wait}, errs
+		Release: release, FromSnapshot: cc.FromSnapshot, Sticky: cc.Sticky, StickyWait: wait, Migrate: migrate}, errs
+}
+
+// validate reads a migrate block; nil is a class whose data stays on its
+// node. It needs sticky = true: what migrates is the data a sticky class
+// hands to its replacement.
+func (mc *MigrateConfig) validate(sticky bool) (model.Migrate, []string) {
+	if mc == nil {
+		return model.Migrate{}, nil
+	}
+	var errs []string
+	if !sticky {
+		errs = append(errs, "needs sticky = true: the data that follows a replacement to another node is what a sticky class hands to it")
+	}
+	timeout, err := boundedDuration(mc.Timeout, time.Second)
+	if err != nil {
+		errs = append(errs, fmt.Sprintf("timeout = %q: %v", mc.Timeout, err))
+	}
+	switch mc.OnTimeout {
+	case model.MigrateFail, model.MigrateStartEmpty:
+	default:
+		errs = append(errs, fmt.Sprintf("on_timeout = %q: must be %q (fail the start, so that Nomad restarts the task) or %q",
+			mc.OnTimeout, model.MigrateFail, model.MigrateStartEmpty))
+	}
+	return model.Migrate{Enabled: true, Timeout: timeout, OnTimeout: mc.OnTimeout}, errs
 }
 
 // validate reads a release block. The spec gives an absent block its

@@ -36,7 +36,7 @@ func world() (a, b transfer.Alloc, nb transfer.Node) {
 // Nomad placed A's replacement. Each way of asking for it otherwise is a
 // row.
 func TestDecide(t *testing.T) {
-	req := transfer.Request{Alloc: allocA, Replacement: allocB}
+	req := transfer.Request{Alloc: allocA, Replacement: allocB, Slot: "data-1"}
 	from := netip.MustParseAddr(addrOfB)
 	cases := []struct {
 		name    string
@@ -87,7 +87,7 @@ func TestDecide(t *testing.T) {
 			wantErr: "placed on no node"},
 		{name: "no source address", self: nodeA, req: req,
 			wantErr: "source address is unknown"},
-		{name: "the request and the lookups disagree", self: nodeA, req: transfer.Request{Alloc: allocC, Replacement: allocB}, from: from,
+		{name: "the request and the lookups disagree", self: nodeA, req: transfer.Request{Alloc: allocC, Replacement: allocB, Slot: "data-1"}, from: from,
 			wantErr: "other allocations"},
 	}
 	for _, tc := range cases {
@@ -123,19 +123,19 @@ func TestNomadAuthorizer(t *testing.T) {
 		wantRefused bool
 		wantErr     string
 	}{
-		{name: "allowed", req: transfer.Request{Alloc: allocA, Replacement: allocB}},
-		{name: "A garbage-collected", req: transfer.Request{Alloc: allocC, Replacement: allocB}, wantRefused: true,
+		{name: "allowed", req: transfer.Request{Alloc: allocA, Replacement: allocB, Slot: "data-1"}},
+		{name: "A garbage-collected", req: transfer.Request{Alloc: allocC, Replacement: allocB, Slot: "data-1"}, wantRefused: true,
 			wantErr: "the allocation whose data is asked for"},
-		{name: "B unknown", req: transfer.Request{Alloc: allocA, Replacement: allocC}, wantRefused: true, wantErr: "the replacement"},
-		{name: "B's node unknown", req: transfer.Request{Alloc: allocA, Replacement: allocB},
+		{name: "B unknown", req: transfer.Request{Alloc: allocA, Replacement: allocC, Slot: "data-1"}, wantRefused: true, wantErr: "the replacement"},
+		{name: "B's node unknown", req: transfer.Request{Alloc: allocA, Replacement: allocB, Slot: "data-1"},
 			setup: func(n *transfertest.Nomad) {
 				_, b, _ := world()
 				b.NodeID = nodeC
 				n.SetAlloc(b)
 			}, wantRefused: true, wantErr: "the replacement's node"},
-		{name: "Nomad does not answer", req: transfer.Request{Alloc: allocA, Replacement: allocB},
+		{name: "Nomad does not answer", req: transfer.Request{Alloc: allocA, Replacement: allocB, Slot: "data-1"},
 			setup: func(n *transfertest.Nomad) { n.SetErr(errors.New("connection refused")) }, wantErr: "connection refused"},
-		{name: "not an allocation ID", req: transfer.Request{Alloc: "../../agent/self", Replacement: allocB},
+		{name: "not an allocation ID", req: transfer.Request{Alloc: "../../agent/self", Replacement: allocB, Slot: "data-1"},
 			wantRefused: true, wantErr: "is not an allocation ID"},
 	}
 	for _, tc := range cases {

@@ -143,6 +143,9 @@ var HostProps = []string{"canmount", "devices", "exec", "mountpoint", "setuid", 
 
 // Result is a fetched and verified copy.
 type Result struct {
+	// Complete: the sender says the request's HaveGUID is its final
+	// snapshot: the copy is whole, and nothing was received.
+	Complete bool
 	// Snapshot is the snapshot received, Target@<the sent one's name>, and
 	// GUID its guid: the same as the sender's.
 	Snapshot string
@@ -194,6 +197,10 @@ func (c *Client) Fetch(ctx context.Context, req Request, into Into) (Result, err
 		return res, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent && resp.Header.Get(hdrComplete) == "true" {
+		res.Complete = true
+		return res, nil
+	}
 	name, guid, from, err := streamHeaders(resp.Header)
 	if err != nil {
 		return res, fmt.Errorf("peer %s: %w", peer, err)
@@ -255,7 +262,7 @@ func (c *Client) post(ctx context.Context, peer netip.AddrPort, req Request) (*h
 	if err != nil {
 		return nil, fmt.Errorf("asking %s for allocation %s's data: %w", peer, req.Alloc, err)
 	}
-	if resp.StatusCode == http.StatusOK {
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNoContent {
 		return resp, nil
 	}
 	defer resp.Body.Close()

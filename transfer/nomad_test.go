@@ -91,14 +91,14 @@ namespace "default" { capabilities = ["read-job"] }`)
 	// The rule over the real answers: this node's own replacement, asked
 	// from its address, is allowed; from another address, refused.
 	auth := &transfer.NomadAuthorizer{Nomad: n, Self: func(context.Context) (string, error) { return a.NodeID(), nil }}
-	req := transfer.Request{Alloc: allocA, Replacement: allocB}
+	req := transfer.Request{Alloc: allocA, Replacement: allocB, Slot: "data-1"}
 	if err := auth.Authorize(ctx, req, transfer.Peer{Addr: netip.MustParseAddr("127.0.0.1")}); err != nil {
 		t.Fatalf("the replacement's node was refused: %v", err)
 	}
 	if err := auth.Authorize(ctx, req, transfer.Peer{Addr: netip.MustParseAddr("127.0.0.3")}); !errors.Is(err, transfer.ErrRefused) {
 		t.Fatalf("another address: %v, want ErrRefused", err)
 	}
-	swapped := transfer.Request{Alloc: allocB, Replacement: allocA}
+	swapped := transfer.Request{Alloc: allocB, Replacement: allocA, Slot: "data-1"}
 	if err := auth.Authorize(ctx, swapped, transfer.Peer{Addr: netip.MustParseAddr("127.0.0.1")}); !errors.Is(err, transfer.ErrRefused) {
 		t.Fatalf("A as B's replacement: %v, want ErrRefused", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -14,6 +15,8 @@ import (
 //
 //	POST /v1/send   Content-Type: application/json   {Request}
 //
+//	204  Ndz-Complete: true                           the requester holds the final
+//	                                                  copy already: nothing comes
 //	200  Ndz-Snapshot: <sender's snapshot name>       the headers say what comes,
 //	     Ndz-Snapshot-Guid: <decimal>                 before any of it
 //	     Ndz-From-Guid: <decimal, 0 for a full stream>
@@ -35,6 +38,7 @@ const (
 	hdrSnapshotGUID = "Ndz-Snapshot-Guid"
 	hdrFromGUID     = "Ndz-From-Guid"
 	hdrResumed      = "Ndz-Resumed"
+	hdrComplete     = "Ndz-Complete"
 	trailerResult   = "Ndz-Result"
 )
 
@@ -49,6 +53,9 @@ type Request struct {
 	// Replacement is B, the allocation Nomad placed to replace A, on the
 	// requesting node.
 	Replacement string `json:"replacement_id"`
+	// Slot is the device ID of A's slot whose data is wanted (A may hold
+	// several), on the sending node.
+	Slot string `json:"slot"`
 	// HaveGUID is the guid of the newest snapshot of A's data the
 	// requester already holds, the base for an incremental stream; 0 for
 	// none.
@@ -66,6 +73,8 @@ func (r Request) validate() error {
 		return fmt.Errorf("replacement_id %q is not an allocation ID", r.Replacement)
 	case r.Alloc == r.Replacement:
 		return fmt.Errorf("alloc_id and replacement_id are both %s", r.Alloc)
+	case zfs.ValidateComponent(r.Slot) != nil || strings.ContainsAny(r.Slot, "@#%"):
+		return fmt.Errorf("slot %q is not a device ID", r.Slot)
 	}
 	if r.ResumeToken != "" {
 		if err := zfs.ValidateResumeToken(r.ResumeToken); err != nil {

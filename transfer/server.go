@@ -30,6 +30,9 @@ type Source interface {
 
 // Plan is one send.
 type Plan struct {
+	// Complete: the requester holds everything there is to send (the
+	// final snapshot); nothing is sent, and the requester is told so.
+	Complete bool
 	// Send is what zfs sends; Send.From is the base for req.HaveGUID.
 	Send zfs.SendOptions
 	// ToGUID and FromGUID are the guids of Send.Snapshot and Send.From
@@ -41,6 +44,9 @@ type Plan struct {
 }
 
 func (p Plan) validate() error {
+	if p.Complete {
+		return nil
+	}
 	if p.ToGUID == 0 {
 		return errors.New("plan names no snapshot guid")
 	}
@@ -187,9 +193,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Info("nothing to send for the allocation", "reason", err)
 		writeError(w, "no_data", err)
 		return
+	case errors.Is(err, ErrPeerBusy):
+		log.Debug("cannot send now; asked to come back", "reason", err)
+		writeError(w, "busy", err)
+		return
 	case err != nil:
 		log.Error("cannot plan a transfer", "error", err)
 		writeError(w, "internal", err)
+		return
+	}
+	if plan.Complete {
+		log.Info("the requester holds the final copy")
+		w.Header().Set(hdrComplete, "true")
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	log = log.With("snapshot", plan.Send.Snapshot, "from", plan.Send.From)

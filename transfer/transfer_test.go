@@ -281,7 +281,7 @@ func (h *harness) same(target string) {
 	}
 }
 
-var reqAB = transfer.Request{Alloc: allocA, Replacement: allocB}
+var reqAB = transfer.Request{Alloc: allocA, Replacement: allocB, Slot: "data-1"}
 
 var into = transfer.Into{Target: "tank/in/b", Props: map[string]string{"canmount": "noauto", "nomad-device-zfs:owner": "tank/in/b"}}
 
@@ -343,6 +343,14 @@ func TestTransfer(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "resumed=true") {
 		t.Errorf("the server did not log the resumed send:\n%s", h.logs)
 	}
+
+	// The source says the requester holds the last of it: nothing comes.
+	h.source.set(transfer.Plan{Complete: true}, nil)
+	req.ResumeToken, req.HaveGUID = "", p3.ToGUID
+	if res, err = b.Fetch(ctx, req, into); err != nil || !res.Complete || res.Bytes != 0 {
+		t.Fatalf("complete: %+v, %v", res, err)
+	}
+	h.same("tank/in/b")
 }
 
 // TestTransferRefusals: what the sender refuses, and that it says so in

@@ -177,11 +177,15 @@ func InheritArgs(name, prop string) ([]string, error) {
 
 // RenameArgs renames a filesystem within its pool.
 func RenameArgs(oldName, newName string) ([]string, error) {
-	if err := ValidateName(oldName, false); err != nil {
+	snap := strings.Contains(oldName, "@")
+	if err := ValidateName(oldName, snap); err != nil {
 		return nil, err
 	}
-	if err := ValidateName(newName, false); err != nil {
+	if err := ValidateName(newName, snap); err != nil {
 		return nil, err
+	}
+	if oldFS, _, _ := strings.Cut(oldName, "@"); snap && !strings.HasPrefix(newName, oldFS+"@") {
+		return nil, fmt.Errorf("rename %s to %s: a snapshot keeps its filesystem", oldName, newName)
 	}
 	return []string{"rename", oldName, newName}, nil
 }

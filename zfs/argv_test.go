@@ -85,6 +85,11 @@ func TestArgvBuilders(t *testing.T) {
 			want: []string{"rename", "tank/a", "tank/b"},
 		},
 		{
+			name: "rename a snapshot",
+			args: func() ([]string, error) { return RenameArgs("tank/a@s", "tank/a@t") },
+			want: []string{"rename", "tank/a@s", "tank/a@t"},
+		},
+		{
 			name: "hold",
 			args: func() ([]string, error) { return HoldArgs("nomad-device-zfs", "tank/a@s") },
 			want: []string{"hold", "nomad-device-zfs", "tank/a@s"},
@@ -142,6 +147,8 @@ func TestArgvBuildersRefuseFlagLikeNames(t *testing.T) {
 		{"pool list with dataset", func() ([]string, error) { return ZpoolListArgs("tank/a") }, "invalid pool name"},
 		{"set without properties", func() ([]string, error) { return SetArgs("tank/a", nil) }, "no properties"},
 		{"name too long", func() ([]string, error) { return CreateArgs("tank/"+strings.Repeat("a", 300), nil) }, "longer than"},
+		{"snapshot renamed to another filesystem", func() ([]string, error) { return RenameArgs("tank/a@s", "tank/b@s") }, "keeps its filesystem"},
+		{"snapshot renamed to a filesystem", func() ([]string, error) { return RenameArgs("tank/a@s", "tank/b") }, "not a snapshot name"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

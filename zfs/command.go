@@ -25,6 +25,9 @@ const (
 	VerbHold     Verb = "hold"
 	VerbRelease  Verb = "release"
 	VerbMount    Verb = "mount"
+	// VerbReceiveAbort discards an interrupted resumable receive's partial
+	// state (zfs receive -A).
+	VerbReceiveAbort Verb = "receive -A"
 )
 
 // Command is one zfs command as data: what a plan of the slot lifecycle
@@ -67,6 +70,8 @@ func (c Command) Args() ([]string, error) {
 		return ReleaseArgs(c.Arg, c.Name)
 	case VerbMount:
 		return MountArgs(c.Name)
+	case VerbReceiveAbort:
+		return ReceiveAbortArgs(c.Name)
 	}
 	return nil, fmt.Errorf("unknown zfs verb %q", c.Verb)
 }

@@ -1,0 +1,174 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// The receiving side of a migration (model/migrate.go): for each copy the
+// model says this node is to pull (model.Migrations), one goroutine pulls
+// it from the node where the allocation it replaces ran, increment by
+// increment, until that node says the copy is final; then the copy is
+// parked data, which the replacement's Reserve claims as on one node.
+// Everything it needs to resume is in ZFS: the copy's newest snapshot (the
+// base of the next increment) and a partial receive's resume token.
+
+// migrations are the pulls running, by the copy's name.
+type migrations struct {
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// pullEvery paces the pre-copy increments while the allocation the copy is
+// of still runs: each brings what it wrote since the last, so the final
+// one, after it ends, is small.
+const pullEvery = 10 * time.Second
+
+// SetFetcher gives the Manager the transport's receiving side: without
+// one, no copy is pulled (a class with migrate set starts its
+// replacements empty after its timeout, as when the peer cannot be
+// reached).
+func (m *Manager) SetFetcher(f transfer.Fetcher) { m.fetcher = f }
+
+// driveMigrations starts a pull for every copy the model wants pulled now
+// and stops those it no longer wants; a pass calls it. The pulls run under
+// ctx, the Run loop's.
+func (m *Manager) driveMigrations(ctx context.Context) {
+	if m.fetcher == nil || m.allocs == nil || !m.cfg.Migrates() {
+		return
+	}
+	m.lookupPredecessors(ctx)
+	migs, _ := model.Migrations(m.cfg, m.snapshot())
+	m.pulls.mu.Lock()
+	defer m.pulls.mu.Unlock()
+	if m.pulls.running == nil {
+		m.pulls.running = map[string]context.CancelFunc{}
+	}
+	wanted := map[string]bool{}
+	for _, mg := range migs {
+		wanted[mg.ParkedName] = true
+		if _, ok := m.pulls.running[mg.ParkedName]; ok {
+			continue
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		m.pulls.running[mg.ParkedName] = cancel
+		m.pulls.wg.Add(1)
+		go func() {
+			defer m.pulls.wg.Done()
+			m.pull(pctx, mg)
+			m.pulls.mu.Lock()
+			delete(m.pulls.running, mg.ParkedName)
+			m.pulls.mu.Unlock()
+			cancel()
+		}()
+	}
+	for name, cancel := range m.pulls.running {
+		if !wanted[name] {
+			cancel()
+		}
+	}
+}
+
+// lookupPredecessors looks up the allocations of other nodes that this
+// node's replace, in classes that migrate (model.Migrations' need): a pass
+// plans with them in the snapshot (model.Snapshot.Others).
+func (m *Manager) lookupPredecessors(ctx context.Context) {
+	if m.allocs == nil || !m.cfg.Migrates() {
+		return
+	}
+	_, need := model.Migrations(m.cfg, m.snapshot())
+	for _, id := range need {
+		if err := m.lookupRemote(ctx, id); err != nil {
+			m.logger.Warn("cannot look up an allocation whose data is to come here; next pass", "alloc_id", id, "error", err)
+		}
+	}
+}
+
+// waitPulls waits for the pulls to stop (Run's end).
+func (m *Manager) waitPulls() { m.pulls.wg.Wait() }
+
+// pull brings one copy over: increments until the sending node says the
+// copy is final, retrying failures with a growing pause.
+func (m *Manager) pull(ctx context.Context, mg model.Migration) {
+	log := m.logger.With("slot", mg.Slot, "alloc_id", mg.Previous.ID, "replacement_id", mg.Replacement.ID, "copy", mg.ParkedName)
+	log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
+	failures := 0
+	for ctx.Err() == nil {
+		done, err := m.pullOnce(ctx, mg)
+		switch {
+		case done:
+			m.Trigger()
+			return
+		case err != nil && ctx.Err() == nil:
+			failures++
+			log.Warn("pulling the copy failed; trying again", "attempt", failures, "error", err)
+			if m.sleep(ctx, retryWait(failures, time.Minute)) != nil {
+				return
+			}
+		default:
+			failures = 0
+			if m.sleep(ctx, pullEvery) != nil {
+				return
+			}
+		}
+	}
+}
+
+// pullOnce asks for the next increment of the copy and receives it; it
+// reports whether the copy is now final (and marked so).
+func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error) {
+	lock := m.locks.get(mg.ParkedName)
+	lock.Lock()
+	defer lock.Unlock()
+	rows, err := m.zfs.List(ctx, mg.ParkedName, model.UserProps)
+	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
+		return false, err
+	}
+	have, state := model.NewestCopied(mg.ParkedName, rows)
+	if state == model.StateParked {
+		return true, nil // final already (a pass before a restart marked it)
+	}
+	req := transfer.Request{Alloc: mg.Previous.ID, Replacement: mg.Replacement.ID, Slot: mg.PrevSlot, HaveGUID: have}
+	if len(rows) > 0 {
+		if req.ResumeToken, err = m.zfs.ResumeToken(ctx, mg.ParkedName); err != nil {
+			return false, err
+		}
+	}
+	now := m.now()
+	c := m.cfg.Class(mg.Class)
+	into := transfer.Into{Target: mg.ParkedName, Props: model.ReceiveProps(mg.ParkedName, mg.Previous.ID, now, now.Add(c.StickyWait))}
+	res, err := m.fetcher.Fetch(ctx, req, into)
+	switch {
+	case err == nil && res.Complete:
+		return true, m.run(ctx, model.PlanReceived(mg.ParkedName, now, now.Add(c.StickyWait)))
+	case err == nil:
+		if rows, err = m.zfs.List(ctx, mg.ParkedName, model.UserProps); err != nil {
+			return false, err
+		}
+		if older := model.OlderCopied(mg.ParkedName, rows); len(older) > 0 {
+			return false, m.run(ctx, model.PlanDropSnapshots(older))
+		}
+		return false, nil
+	case errors.Is(err, transfer.ErrResumeRefused):
+		// The sender will not resume it (its data moved on): drop the
+		// partial receive; the next request starts from the last
+		// complete snapshot.
+		if aerr := m.run(ctx, model.PlanAbortReceive(mg.ParkedName)); aerr != nil {
+			return false, aerr
+		}
+	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch):
+		// The copy no longer lines up with what the sender has (its base
+		// snapshot is gone there): start over with a whole copy.
+		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, rows)); derr != nil {
+			return false, derr
+		}
+	}
+	return false, err
+}

@@ -1,0 +1,238 @@
+package hooks
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+// cluster is what two nodes' Managers see of Nomad: every allocation, each
+// node's own in its snapshots, any of them by lookup.
+type cluster struct {
+	mu     sync.Mutex
+	allocs []model.Alloc
+}
+
+func (c *cluster) set(as ...model.Alloc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.allocs = as
+}
+
+// nodeAllocs is one node's view of the cluster, below the Allocs seam.
+type nodeAllocs struct {
+	c    *cluster
+	node string
+}
+
+func (n nodeAllocs) snap() model.Snapshot {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	s := model.Snapshot{NodeID: n.node, Index: 100, At: time.Now()}
+	for _, a := range n.c.allocs {
+		if a.NodeID == n.node {
+			s.Allocs = append(s.Allocs, a)
+		}
+	}
+	return s
+}
+
+func (n nodeAllocs) Refresh(context.Context) (model.Snapshot, error) { return n.snap(), nil }
+
+func (n nodeAllocs) Lookup(_ context.Context, id string) (model.Alloc, bool, error) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	for _, a := range n.c.allocs {
+		if a.ID == id {
+			return a, true, nil
+		}
+	}
+	return model.Alloc{}, false, nil
+}
+
+func (n nodeAllocs) RunningLocally(context.Context, string) (bool, error) { return false, nil }
+
+// directFetcher is the transport below the Fetcher seam: the sending
+// node's Source decides, its zfs sends, the receiving node's zfs receives,
+// through a pipe (the real one, over mutual TLS, is tested in transfer/
+// and on real nodes in e2e).
+type directFetcher struct {
+	source   transfer.Source
+	from, to *zfs.Client
+}
+
+func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
+	plan, err := d.source.Plan(ctx, req)
+	if err != nil {
+		return transfer.Result{}, err
+	}
+	if plan.Complete {
+		return transfer.Result{Complete: true}, nil
+	}
+	r, w := io.Pipe()
+	go func() { _ = w.CloseWithError(d.from.Send(ctx, plan.Send, w)) }()
+	err = d.to.Receive(ctx, zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}, r)
+	_ = r.CloseWithError(err)
+	return transfer.Result{GUID: plan.ToGUID, FromGUID: plan.FromGUID}, err
+}
+
+// migrationNode is one node of the test: its fake ZFS and its Manager.
+type migrationNode struct {
+	f *zfstest.Fake
+	c *zfs.Client
+	m *Manager
+}
+
+func newMigrationNode(t *testing.T, c *cluster, node string, class model.Class) *migrationNode {
+	t.Helper()
+	f, z := newFakeZFS(t)
+	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{class}}
+	m := NewManager(cfg, z, nodeAllocs{c: c, node: node}, hclog.NewNullLogger())
+	// The pulls' pauses, short: the test waits on what they do.
+	m.SetClock(time.Now, func(ctx context.Context, _ time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+			return nil
+		}
+	})
+	m.Reconcile(t.Context())
+	return &migrationNode{f: f, c: z, m: m}
+}
+
+func (n *migrationNode) settle(t *testing.T, c *cluster, node string) {
+	t.Helper()
+	n.m.storeSnapshot(nodeAllocs{c: c, node: node}.snap())
+	n.m.Reconcile(t.Context())
+}
+
+// TestDataFollowsToAnotherNode: B, placed on node 2 to replace A on node 1,
+// gets A's data: a pre-copy while A still stops, the last increment once A
+// has ended and its data is parked on node 1, and B's Reserve claims the
+// copy, which holds what A wrote last. Node 1 then gives A's data to the
+// class's policy, and nothing is left on either node but the slots.
+func TestDataFollowsToAnotherNode(t *testing.T) {
+	class := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
+		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
+	c := &cluster{}
+	n1 := newMigrationNode(t, c, "node-1", class)
+	n2 := newMigrationNode(t, c, "node-2", class)
+	n2.m.SetFetcher(directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	on := func(id, node string, index uint64, client, desired string) model.Alloc {
+		return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
+			ClientStatus: client, DesiredStatus: desired,
+			Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
+	}
+	a := on("A", "node-1", 10, "running", "run")
+	c.set(a)
+	n1.settle(t, c, "node-1")
+	slot1 := "tank/nomad/pg/pg-1"
+	write(t, n1.f, slot1, "data", "before the drain")
+
+	// The drain: A is to stop, B placed on node 2.
+	a.DesiredStatus, a.NextAllocation = "stop", "B"
+	b := on("B", "node-2", 20, "pending", "run")
+	b.PreviousAllocation = "A"
+	c.set(a, b)
+	n1.settle(t, c, "node-1")
+	n2.m.storeSnapshot(nodeAllocs{c: c, node: "node-2"}.snap())
+	n2.m.Settle(ctx) // starts the pull
+	copyName := "tank/nomad/pg/parked-A-pg-1"
+	waitUntil(t, 30*time.Second, "a pre-copy on node 2", func() bool {
+		rows, _ := n2.c.List(ctx, copyName, model.UserProps)
+		return len(rows) > 1
+	})
+	if rows, _ := n2.c.List(ctx, copyName, model.UserProps); rows[0].User.Get(model.PropState) != string(model.StateReceiving) {
+		t.Fatalf("the pre-copy is %q, want receiving: never claimable before the final increment", rows[0].User.Get(model.PropState))
+	}
+	// A Reserve by B now waits: the copy is not final.
+	rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	if _, err := n2.m.Reserve(rctx, []string{"pg-1"}); err == nil {
+		t.Fatal("B's Reserve was granted while A's data was still coming")
+	}
+	rcancel()
+
+	// A writes its last and ends; node 1 parks its data.
+	write(t, n1.f, slot1, "data", "the last write")
+	a.ClientStatus = "complete"
+	c.set(a, b)
+	n1.settle(t, c, "node-1")
+	if rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", model.UserProps); len(rows) == 0 {
+		t.Fatal("A's data is not parked on node 1")
+	}
+	waitUntil(t, 30*time.Second, "the final copy on node 2", func() bool {
+		rows, _ := n2.c.List(ctx, copyName, model.UserProps)
+		return len(rows) > 0 && rows[0].User.Get(model.PropState) == string(model.StateParked)
+	})
+
+	grants, err := n2.m.Reserve(ctx, []string{"pg-1"})
+	if err != nil {
+		t.Fatalf("B's Reserve: %v", err)
+	}
+	if got := read(t, n2.f, grants[0].Slot.Dataset, "data"); got != "the last write" {
+		t.Fatalf("B's slot holds %q, want A's last write", got)
+	}
+
+	// Node 1 learns the copy is whole at the pull's next request, then
+	// gives A's data to the policy.
+	waitUntil(t, 30*time.Second, "node 1 to record the copy", func() bool {
+		rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", nil)
+		for _, r := range rows {
+			if r.Name == "tank/nomad/pg/parked-A-pg-1@"+model.Migrated {
+				return true
+			}
+		}
+		return false
+	})
+	n1.settle(t, c, "node-1")
+	if rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", nil); len(rows) != 0 {
+		t.Errorf("A's data is still on node 1 after the copy was confirmed: %v", rows)
+	}
+	b.ClientStatus = "running"
+	c.set(a, b)
+	n2.settle(t, c, "node-2")
+	for _, n := range []*migrationNode{n1, n2} {
+		rows, err := n.c.List(ctx, "tank/nomad", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			switch r.Name {
+			case "tank/nomad", "tank/nomad/pg", slot1:
+			default:
+				t.Errorf("left behind: %s", r.Name)
+			}
+		}
+	}
+}
+
+func write(t *testing.T, f *zfstest.Fake, dataset, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(f.Mountpoint(dataset), name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func read(t *testing.T, f *zfstest.Fake, dataset, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.Mountpoint(dataset), name))
+	if err != nil {
+		t.Fatalf("reading %s in %s: %v", name, dataset, err)
+	}
+	return string(b)
+}
