@@ -181,7 +181,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.ReconcileScanned(ctx, s.scan)
 			wait := scanWait(m.cfg.ScanInterval, s.took)
 			if wait > m.cfg.ScanInterval {
-				m.logger.Debug("scan took long; next one later", "took", s.took.Round(time.Millisecond), "next_in", wait.Round(time.Second))
+				m.logger.Debug("scan took long; next one later", "took", s.took.Round(time.Millisecond).String(), "next_in", wait.Round(time.Second).String())
 			}
 			timer.Reset(wait)
 		case <-m.wake:

@@ -221,7 +221,7 @@ func (c *Client) Fetch(ctx context.Context, req Request, into Into) (Result, err
 		return res, err
 	}
 	c.c.Logger.Info("received", "alloc_id", req.Alloc, "replacement_id", req.Replacement, "peer", peer.String(),
-		"snapshot", res.Snapshot, "bytes", res.Bytes, "duration", time.Since(start), "resumed", res.Resumed)
+		"snapshot", res.Snapshot, "bytes", res.Bytes, "duration", time.Since(start).Round(time.Millisecond).String(), "resumed", res.Resumed)
 	return res, nil
 }
 

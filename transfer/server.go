@@ -257,11 +257,11 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request,
 	}
 	if err != nil {
 		h.Set(trailerResult, "error: "+err.Error())
-		log.Warn("send ended early", "bytes", cw.n, "duration", time.Since(start), "error", err)
+		log.Warn("send ended early", "bytes", cw.n, "duration", time.Since(start).Round(time.Millisecond).String(), "error", err)
 		return
 	}
 	h.Set(trailerResult, "ok")
-	log.Info("sent", "bytes", cw.n, "duration", time.Since(start), "resumed", req.ResumeToken != "")
+	log.Info("sent", "bytes", cw.n, "duration", time.Since(start).Round(time.Millisecond).String(), "resumed", req.ResumeToken != "")
 }
 
 // countingWriter counts what went out.
