@@ -18,19 +18,23 @@ import (
 type View struct {
 	// ScannedAt is when the data was read.
 	ScannedAt time.Time
-	// Pool is the parent's pool, nil when unknown.
-	Pool *zfs.Pool
-	// Problem, when set, makes every slot unhealthy: pool missing or not
-	// healthy, parent missing, scan failed.
-	Problem string
-	// ParentMountpoint is the parent dataset's mountpoint, "" when unknown:
-	// every slot's path follows from it (Slot.WantMountpoint).
+	// Parents are the parent datasets the plugin works below, as the scan
+	// found them, in Config.Parents order (the block's first). A parent's
+	// problem makes its own classes' slots unhealthy, and no others.
+	Parents []ParentView
+	// Pool, Problem and ParentMountpoint are the block's parent's
+	// (Parents[0]): everything there is to know of a configuration whose
+	// classes all live below it. With classes below other parents, each
+	// class's is its parent's (View.Parent, ClassView.Problem).
+	Pool             *zfs.Pool
+	Problem          string
 	ParentMountpoint string
 	Classes          []ClassView
-	// Removed are the plugin's class datasets that the configuration no
-	// longer has: their slots are orphans (ClassView.Orphans), their
-	// retained data expires as recorded, and the class dataset itself is
-	// destroyed once nothing is left below it (ClassView.Empty).
+	// Removed are the plugin's class datasets below any parent that the
+	// configuration no longer has: their slots are orphans
+	// (ClassView.Orphans), their retained data expires as recorded, and the
+	// class dataset itself is destroyed once nothing is left below it
+	// (ClassView.Empty).
 	Removed []ClassView
 	// classes finds a class by name; a slot's ID then gives its place
 	// (<class>-<n> is Slots[n-1]), with no map of 10,000 IDs in every
@@ -38,9 +42,51 @@ type View struct {
 	classes map[string]int
 }
 
+// ParentView is one parent dataset as a scan found it.
+type ParentView struct {
+	// Dataset is the parent's name, e.g. "tank/nomad".
+	Dataset string
+	// Pool is its pool, nil when unknown.
+	Pool *zfs.Pool
+	// Problem, when set, makes every slot of the classes below this parent
+	// unhealthy, and the lifecycle leaves them alone: pool missing or not
+	// healthy, parent missing or not mounted, its listing failed.
+	Problem string
+	// Mountpoint is the parent dataset's mountpoint, "" when unknown:
+	// every slot's path below it follows from it (Slot.WantMountpoint).
+	Mountpoint string
+	// Moved are the plugin's class datasets below this parent whose class
+	// the configuration now puts below another parent. The plugin leaves
+	// them and everything below them alone (their slot IDs are the moved
+	// class's too): the operator destroys them once no task uses them.
+	Moved []string
+}
+
+// Parent is the view of parent dataset p. A view built by hand, without
+// Parents, keeps its one parent's in Pool, Problem and ParentMountpoint. A
+// parent the view does not have is a problem: nothing below it is acted on.
+func (v *View) Parent(p string) ParentView {
+	for i := range v.Parents {
+		if v.Parents[i].Dataset == p {
+			return v.Parents[i]
+		}
+	}
+	if len(v.Parents) == 0 {
+		return ParentView{Dataset: p, Pool: v.Pool, Problem: v.Problem, Mountpoint: v.ParentMountpoint}
+	}
+	return ParentView{Dataset: p, Problem: fmt.Sprintf("%q is not a parent dataset of this configuration", p)}
+}
+
+// ParentProblem is the problem of class view cv's parent, "" if none: while
+// it is set, nothing of the class is created, released or destroyed.
+func (v *View) ParentProblem(cv *ClassView) string { return v.Parent(cv.Parent).Problem }
+
 // ClassView is one class's datasets.
 type ClassView struct {
-	Class   Class
+	Class Class
+	// Parent is the parent dataset the class dataset is below: the class's
+	// own parent, or the block's.
+	Parent  string
 	Dataset string
 	// Exists: the class dataset exists and is owned.
 	Exists bool
@@ -138,117 +184,163 @@ func (v *View) Slot(id string) (*Slot, *ClassView) {
 	return &cv.Slots[si], cv
 }
 
-// Scan is the raw result of one scan: one zpool and one zfs process.
+// Scan is the raw result of one scan: one zpool process (every pool the
+// parents are in) and one zfs process per parent.
 type Scan struct {
 	At      time.Time
 	Pools   []zfs.Pool
 	PoolErr error
-	Sets    []zfs.Dataset
-	ListErr error
+	// Sets are the rows of every parent's listing.
+	Sets []zfs.Dataset
+	// ListErrs are the listings that failed, by parent dataset.
+	ListErrs map[string]error
 	// CreateErrs are the last failures to create a slot or class dataset,
 	// by dataset name, shown as the slot's reason until it exists.
 	CreateErrs map[string]string
 }
 
-// BuildView turns a scan into a View. When the scan failed for a
-// reason other than a missing parent, the previous view's slot data is kept
-// (the last good set) and every slot is marked unhealthy with the reason.
+// BuildView turns a scan into a View. When a parent's listing failed for a
+// reason other than a missing parent, the previous view's datasets below
+// that parent are kept (the last good set) and its classes' slots are
+// marked unhealthy with the reason; the other parents' classes are not
+// affected.
 func BuildView(cfg *Config, s Scan, prev *View) *View {
 	v := &View{ScannedAt: s.At}
-	pool := zfs.PoolOf(cfg.Parent)
-	for i := range s.Pools {
-		if s.Pools[i].Name == pool {
-			v.Pool = &s.Pools[i]
-		}
-	}
-
 	byName := make(map[string]*zfs.Dataset, len(s.Sets))
 	for i := range s.Sets {
 		byName[s.Sets[i].Name] = &s.Sets[i]
 	}
+	parents := cfg.Parents()
+	v.Parents = make([]ParentView, len(parents))
+	for i, p := range parents {
+		v.Parents[i] = parentView(p, s, byName)
+	}
+	for i := range v.Parents {
+		pv := &v.Parents[i]
+		if err := s.ListErrs[pv.Dataset]; err != nil && prev != nil && !errors.Is(err, zfs.ErrNotExist) {
+			// Keep the last good set, marked unhealthy by the problem.
+			pv.Mountpoint = prev.Parent(pv.Dataset).Mountpoint
+			prevDatasets(prev, pv.Dataset, byName)
+		}
+	}
+	v.Pool, v.Problem, v.ParentMountpoint = v.Parents[0].Pool, v.Parents[0].Problem, v.Parents[0].Mountpoint
+
+	kids, below := treeIndex(parents, byName)
+	v.classes = make(map[string]int, len(cfg.Classes))
+	v.Classes = make([]ClassView, 0, len(cfg.Classes))
+	for ci, c := range cfg.Classes {
+		pv := &v.Parents[slices.Index(parents, cfg.ClassParent(c.Name))]
+		v.Classes = append(v.Classes, buildClass(cfg, c, pv, byName, kids, below, s.CreateErrs))
+		v.classes[c.Name] = ci
+	}
+	v.Removed = removedClasses(cfg, v.Parents, byName, kids, below)
+	return v
+}
+
+// parentView is parent p's pool, problem and mountpoint in scan s, whose
+// rows byName indexes.
+func parentView(p string, s Scan, byName map[string]*zfs.Dataset) ParentView {
+	pv := ParentView{Dataset: p}
+	pool := zfs.PoolOf(p)
+	for i := range s.Pools {
+		if s.Pools[i].Name == pool {
+			pv.Pool = &s.Pools[i]
+		}
+	}
+	listErr := s.ListErrs[p]
 	switch {
-	case errors.Is(s.PoolErr, zfs.ErrNotExist) || (s.PoolErr == nil && v.Pool == nil):
-		v.Problem = fmt.Sprintf("pool %q not found (parent = %q)", pool, cfg.Parent)
+	case errors.Is(s.PoolErr, zfs.ErrNotExist) || (s.PoolErr == nil && pv.Pool == nil):
+		pv.Problem = fmt.Sprintf("pool %q not found (parent = %q)", pool, p)
 	case s.PoolErr != nil:
-		v.Problem = fmt.Sprintf("zpool list failed: %v", s.PoolErr)
-	case v.Pool.Health != "ONLINE":
-		v.Problem = fmt.Sprintf("pool %q is %s", pool, v.Pool.Health)
-	case v.Pool.ReadOnly:
-		v.Problem = fmt.Sprintf("pool %q is read-only", pool)
-	case errors.Is(s.ListErr, zfs.ErrNotExist):
-		v.Problem = fmt.Sprintf("parent dataset %q does not exist (create it: zfs create -p %s)", cfg.Parent, cfg.Parent)
-	case s.ListErr != nil:
-		v.Problem = fmt.Sprintf("zfs list failed: %v", s.ListErr)
-	case unmounted(byName[cfg.Parent]):
+		pv.Problem = fmt.Sprintf("zpool list failed: %v", s.PoolErr)
+	case pv.Pool.Health != "ONLINE":
+		pv.Problem = fmt.Sprintf("pool %q is %s", pool, pv.Pool.Health)
+	case pv.Pool.ReadOnly:
+		pv.Problem = fmt.Sprintf("pool %q is read-only", pool)
+	case errors.Is(listErr, zfs.ErrNotExist):
+		pv.Problem = fmt.Sprintf("parent dataset %q does not exist (create it: zfs create -p %s)", p, p)
+	case listErr != nil:
+		pv.Problem = fmt.Sprintf("zfs list failed: %v", listErr)
+	case unmounted(byName[p]):
 		// Mounting anything below it would put it on the directory that the
 		// parent's own mount later covers (a pool imported with -N, or one
 		// still mounting its datasets): the slot's path would then show the
 		// parent, and a task would write outside its slot.
-		v.Problem = fmt.Sprintf("parent dataset %q is not mounted; nothing below it is mounted until it is (zfs mount %s)", cfg.Parent, cfg.Parent)
+		pv.Problem = fmt.Sprintf("parent dataset %q is not mounted; nothing below it is mounted until it is (zfs mount %s)", p, p)
 	}
-	if p := byName[cfg.Parent]; p != nil {
-		v.ParentMountpoint = p.Mountpoint
+	if d := byName[p]; d != nil {
+		pv.Mountpoint = d.Mountpoint
 	}
-	if s.ListErr != nil && prev != nil && !errors.Is(s.ListErr, zfs.ErrNotExist) {
-		byName = prevDatasets(prev) // keep the last good set, marked unhealthy below
-		v.ParentMountpoint = prev.ParentMountpoint
-	}
-
-	kids, below := treeIndex(cfg, byName)
-	v.classes = make(map[string]int, len(cfg.Classes))
-	v.Classes = make([]ClassView, 0, len(cfg.Classes))
-	for ci, c := range cfg.Classes {
-		v.Classes = append(v.Classes, buildClass(cfg, c, byName, kids[cfg.ClassDataset(c.Name)], below, v.ParentMountpoint, s.CreateErrs, v.Problem))
-		v.classes[c.Name] = ci
-	}
-	v.Removed = removedClasses(cfg, byName, kids, below, v.ParentMountpoint, v.Problem)
-	return v
+	return pv
 }
 
-// treeIndex sorts the scan's rows below the class datasets, in one pass:
-// kids are the datasets directly below each class dataset
-// (<parent>/<class>/<name>: slots, retained and parked data, anyone's), by
-// class dataset; below are the rows below each of those (their snapshots,
-// and anything created below them), by that dataset.
-func treeIndex(cfg *Config, byName map[string]*zfs.Dataset) (kids, below map[string][]*zfs.Dataset) {
+// treeIndex sorts the scan's rows below the class datasets of every
+// parent, in one pass: kids are the datasets directly below each class
+// dataset (<parent>/<class>/<name>: slots, retained and parked data,
+// anyone's), by class dataset; below are the rows below each of those
+// (their snapshots, and anything created below them), by that dataset.
+// Both are keyed by full names, so parents share them.
+func treeIndex(parents []string, byName map[string]*zfs.Dataset) (kids, below map[string][]*zfs.Dataset) {
 	kids, below = map[string][]*zfs.Dataset{}, map[string][]*zfs.Dataset{}
-	prefix := cfg.Parent + "/"
+	prefixes := make([]string, len(parents))
+	for i, p := range parents {
+		prefixes[i] = p + "/"
+	}
 	for name, d := range byName {
-		rest, ok := strings.CutPrefix(name, prefix)
-		if !ok {
-			continue
+		for _, prefix := range prefixes {
+			rest, ok := strings.CutPrefix(name, prefix)
+			if !ok {
+				continue
+			}
+			class, rest, ok := strings.Cut(rest, "/")
+			if !ok || rest == "" {
+				continue // the parent's own snapshots, class datasets and theirs
+			}
+			if end := strings.IndexAny(rest, "/@"); end >= 0 {
+				key := prefix + class + "/" + rest[:end]
+				below[key] = append(below[key], d)
+				continue
+			}
+			kids[prefix+class] = append(kids[prefix+class], d)
 		}
-		class, rest, ok := strings.Cut(rest, "/")
-		if !ok || rest == "" {
-			continue // the parent's own snapshots, class datasets and theirs
-		}
-		if end := strings.IndexAny(rest, "/@"); end >= 0 {
-			key := prefix + class + "/" + rest[:end]
-			below[key] = append(below[key], d)
-			continue
-		}
-		kids[prefix+class] = append(kids[prefix+class], d)
 	}
 	return kids, below
 }
 
-// removedClasses lists the plugin's class datasets below the parent that
-// the configuration no longer has, by name, with their orphaned slots and
-// retained data.
-func removedClasses(cfg *Config, byName map[string]*zfs.Dataset, kids map[string][]*zfs.Dataset,
-	below map[string][]*zfs.Dataset, parentMountpoint, problem string) []ClassView {
+// removedClasses lists the plugin's class datasets directly below each
+// parent that the configuration no longer has, by name, with their orphaned
+// slots and retained data. A class dataset of a class that is now
+// configured below another parent is not one: it goes into its parent's
+// Moved, and is left alone.
+func removedClasses(cfg *Config, parents []ParentView, byName map[string]*zfs.Dataset, kids map[string][]*zfs.Dataset,
+	below map[string][]*zfs.Dataset) []ClassView {
 	var out []ClassView
-	prefix := cfg.Parent + "/"
+	prefixes := make([]string, len(parents))
+	for pi := range parents {
+		prefixes[pi] = parents[pi].Dataset + "/"
+	}
 	for name, d := range byName {
-		class, ok := strings.CutPrefix(name, prefix)
-		if !ok || strings.ContainsAny(class, "/@") || !Owned(d) || cfg.HasClass(class) {
-			continue
+		for pi := range parents {
+			pv := &parents[pi]
+			class, ok := strings.CutPrefix(name, prefixes[pi])
+			if !ok || strings.ContainsAny(class, "/@") || !Owned(d) {
+				continue
+			}
+			if cfg.HasClass(class) {
+				if cfg.ClassParent(class) != pv.Dataset {
+					pv.Moved = append(pv.Moved, name)
+				}
+				continue
+			}
+			cv := ClassView{Class: cfg.Class(class), Parent: pv.Dataset, Dataset: name, Exists: true, Info: *d, Problem: pv.Problem, Removed: true}
+			cv.Orphans = orphans(cfg, cv.Class, pv, byName, kids[name], below)
+			cv.Retained, cv.Parked = aside(kids[name], below)
+			cv.Empty = len(kids[name]) == 0 && !hasBelow(byName, name)
+			out = append(out, cv)
 		}
-		cv := ClassView{Class: cfg.Class(class), Dataset: name, Exists: true, Info: *d, Problem: problem, Removed: true}
-		cv.Orphans = orphans(cfg, class, byName, kids[name], below, parentMountpoint, problem)
-		cv.Retained, cv.Parked = aside(kids[name], below)
-		cv.Empty = len(kids[name]) == 0 && !hasBelow(byName, name)
-		out = append(out, cv)
+	}
+	for pi := range parents {
+		sort.Strings(parents[pi].Moved)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Dataset < out[j].Dataset })
 	return out
@@ -265,36 +357,36 @@ func hasBelow(byName map[string]*zfs.Dataset, dataset string) bool {
 	return false
 }
 
-// orphans lists the plugin's slot datasets of class among its class
-// dataset's children (kids) that the configuration no longer has, in slot
-// order. Each is unhealthy: it is never offered again.
-func orphans(cfg *Config, class string, byName map[string]*zfs.Dataset, kids []*zfs.Dataset,
-	below map[string][]*zfs.Dataset, parentMountpoint, problem string) []Slot {
+// orphans lists the plugin's slot datasets of class c below parent pv
+// among its class dataset's children (kids) that the configuration no
+// longer has, in slot order. Each is unhealthy: it is never offered again.
+func orphans(cfg *Config, c Class, pv *ParentView, byName map[string]*zfs.Dataset, kids []*zfs.Dataset,
+	below map[string][]*zfs.Dataset) []Slot {
 	var out []Slot
-	c := cfg.Class(class)
 	for _, d := range kids {
 		id := path.Base(d.Name)
 		// A slot's name is never a retained or parked one (renamedAside);
 		// a claimed slot may still carry its own name in PropRetainAs.
-		if _, ok := SlotNumber(class, id); !ok || !Owned(d) || cfg.Configured(class, id) ||
+		if _, ok := SlotNumber(c.Name, id); !ok || !Owned(d) || cfg.Configured(c.Name, id) ||
 			State(d.User.Get(PropState)) == StateRetained {
 			continue
 		}
-		s := slotFrom(cfg, c, id, byName, below[d.Name], parentMountpoint)
-		s.Healthy, s.Reason = Health(&s, problem, "")
+		s := slotFrom(cfg, c, pv.Dataset, id, byName, below[d.Name], pv.Mountpoint)
+		s.Healthy, s.Reason = Health(&s, pv.Problem, "")
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		ni, _ := SlotNumber(class, out[i].ID)
-		nj, _ := SlotNumber(class, out[j].ID)
+		ni, _ := SlotNumber(c.Name, out[i].ID)
+		nj, _ := SlotNumber(c.Name, out[j].ID)
 		return ni < nj
 	})
 	return out
 }
 
-func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, kids []*zfs.Dataset, below map[string][]*zfs.Dataset,
-	parentMountpoint string, createErrs map[string]string, problem string) ClassView {
-	cv := ClassView{Class: c, Dataset: cfg.ClassDataset(c.Name), Problem: problem, Slots: make([]Slot, 0, c.Slots)}
+// buildClass builds the view of configured class c below parent pv.
+func buildClass(cfg *Config, c Class, pv *ParentView, byName map[string]*zfs.Dataset, kids, below map[string][]*zfs.Dataset,
+	createErrs map[string]string) ClassView {
+	cv := ClassView{Class: c, Parent: pv.Dataset, Dataset: pv.Dataset + "/" + c.Name, Problem: pv.Problem, Slots: make([]Slot, 0, c.Slots)}
 	if d, ok := byName[cv.Dataset]; ok {
 		if Owned(d) {
 			cv.Exists, cv.Info = true, *d
@@ -304,7 +396,7 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, kids []*zf
 	}
 	for n := 1; n <= c.Slots; n++ {
 		id := SlotID(c.Name, n)
-		cv.Slots = append(cv.Slots, slotFrom(cfg, c, id, byName, below[cfg.SlotDataset(c.Name, id)], parentMountpoint))
+		cv.Slots = append(cv.Slots, slotFrom(cfg, c, pv.Dataset, id, byName, below[cv.Dataset+"/"+id], pv.Mountpoint))
 	}
 	if cv.Problem == "" && cv.Exists && unmounted(&cv.Info) {
 		for _, s := range cv.Slots {
@@ -320,8 +412,8 @@ func buildClass(cfg *Config, c Class, byName map[string]*zfs.Dataset, kids []*zf
 		s := &cv.Slots[i]
 		s.Healthy, s.Reason = Health(s, cv.Problem, createErrs[s.Dataset])
 	}
-	cv.Retained, cv.Parked = aside(kids, below)
-	cv.Orphans = orphans(cfg, c.Name, byName, kids, below, parentMountpoint, cv.Problem)
+	cv.Retained, cv.Parked = aside(kids[cv.Dataset], below)
+	cv.Orphans = orphans(cfg, c, pv, byName, kids[cv.Dataset], below)
 	return cv
 }
 
@@ -449,31 +541,38 @@ func unmounted(d *zfs.Dataset) bool {
 	return d != nil && !d.IsSnapshot() && !d.Mounted && Mountable(d.Mountpoint) && d.Mountpoint != "-"
 }
 
-// prevDatasets rebuilds the dataset index from a previous view.
-func prevDatasets(prev *View) map[string]*zfs.Dataset {
-	m := make(map[string]*zfs.Dataset)
+// prevDatasets adds the datasets a previous view read below parent to
+// byName, where byName has none of that name.
+func prevDatasets(prev *View, parent string, byName map[string]*zfs.Dataset) {
+	add := func(name string, d *zfs.Dataset) {
+		if _, ok := byName[name]; !ok {
+			byName[name] = d
+		}
+	}
 	classes := append(slices.Clip(prev.Classes), prev.Removed...)
 	for ci := range classes {
 		cv := &classes[ci]
+		if cv.Parent != parent && cv.Parent != "" {
+			continue
+		}
 		if cv.Exists {
-			m[cv.Dataset] = &cv.Info
+			add(cv.Dataset, &cv.Info)
 		}
 		for si := range cv.Slots {
 			if s := &cv.Slots[si]; s.Exists {
-				m[s.Dataset] = s.row()
+				add(s.Dataset, s.row())
 			}
 		}
 		for ri := range cv.Retained {
-			m[cv.Retained[ri].Dataset] = &cv.Retained[ri].Info
+			add(cv.Retained[ri].Dataset, &cv.Retained[ri].Info)
 		}
 		for oi := range cv.Orphans {
-			m[cv.Orphans[oi].Dataset] = cv.Orphans[oi].row()
+			add(cv.Orphans[oi].Dataset, cv.Orphans[oi].row())
 		}
 		for pi := range cv.Parked {
-			m[cv.Parked[pi].Dataset] = &cv.Parked[pi].Info
+			add(cv.Parked[pi].Dataset, &cv.Parked[pi].Info)
 		}
 	}
-	return m
 }
 
 // ParkedFromRows builds parked data from one `zfs list -r` of its dataset
