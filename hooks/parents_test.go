@@ -199,4 +199,3 @@ func TestInspectErrorOnlyWhenNothingIsRead(t *testing.T) {
 		t.Errorf("every listing failed: error %v", err)
 	}
 }
-
