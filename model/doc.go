@@ -11,9 +11,10 @@
 //     (its state machine's edges).
 //   - info.go: what a view keeps of a scanned row.
 //   - ownership.go: what is the plugin's, and what keeps it from acting.
-//   - view.go, ensure.go: one scan → the View the plugin fingerprints (each
-//     parent's pool and problem, each class below its parent), and what to
-//     create or mount (PlanEnsure).
+//   - view.go: the View the plugin fingerprints (each parent's pool and
+//     problem, each class below its parent) and a slot's health (Health);
+//     build.go: one scan → the View (BuildView); ensure.go: what to create
+//     or mount (PlanEnsure).
 //   - holder.go: "may this holder still run?" (Judge), from Nomad's answer.
 //   - lifecycle.go: what the watcher's snapshot calls for on each slot
 //     (PlanSlot); reserve.go: the fence a Reserve must pass (DecideReserve).
