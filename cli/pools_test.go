@@ -113,6 +113,9 @@ func TestDoctorTwoPools(t *testing.T) {
 
 func TestStatusTwoPools(t *testing.T) {
 	f, cfg := twoPoolHost(t, t.TempDir())
+	// scratch's class dataset from when it lived below nvme/nomad.
+	_, err := f.Run(t.Context(), "zfs", "create", "-o", model.PropOwner+"=nvme/nomad/scratch", "nvme/nomad/scratch")
+	must(t, err)
 	must(t, f.SetPoolHealth("nvme", "DEGRADED"))
 	code, out, _ := runCLI(t, &env{runner: f}, "status", "-config", cfg)
 	if code != 0 {
@@ -127,6 +130,7 @@ func TestStatusTwoPools(t *testing.T) {
 		`^fast-1 +fast +ready +1 .* nvme/nomad/fast/fast-1$`,
 		`^scratch-1 +scratch +ready +1 .* tank/nomad/scratch/scratch-1$`,
 		`^fast-1 +pool "nvme" is DEGRADED$`,
+		`^Left behind += nvme/nomad/scratch \(its class is below another parent now; the plugin leaves it alone`,
 	} {
 		if !regexp.MustCompile(`(?m)` + w).MatchString(out) {
 			t.Errorf("no line matches %s", w)
@@ -143,7 +147,7 @@ func TestStatusTwoPools(t *testing.T) {
 	}
 	nv := rep.Parents[1]
 	if nv.Parent != "nvme/nomad" || nv.Pool == nil || nv.Pool.Health != "DEGRADED" || nv.Problem != `pool "nvme" is DEGRADED` ||
-		strings.Join(nv.Classes, ",") != "fast" {
+		strings.Join(nv.Classes, ",") != "fast" || strings.Join(nv.Moved, ",") != "nvme/nomad/scratch" {
 		t.Errorf("second parent %+v", nv)
 	}
 }
