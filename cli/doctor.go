@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,8 +25,8 @@ const doctorHelp = `
 Check what the plugin depends on, the way the Nomad agent would meet it:
 the agent's configuration files (-config, like 'nomad agent -config'), the
 plugin binary in plugin_dir and its block, the plugin's configuration (with
-the agent's own error text), zfs and zpool, the pool and the parent dataset,
-the class datasets, and the Nomad API at the address and with the token the
+the agent's own error text), zfs and zpool, every parent dataset and its
+pool, the class datasets, and the Nomad API at the address and with the token the
 plugin uses, capability by capability. Then it starts the plugin binary as
 the agent does and prints the device groups Nomad would see.
 
@@ -282,8 +284,10 @@ func (d *doctor) zfsVersion(ctx context.Context, timeout time.Duration) {
 	}
 }
 
-// checkDatasets scans the parent as the plugin does and reports the
-// problems the plugin would report as unhealthy instances.
+// checkDatasets scans every parent as the plugin does and reports the
+// problems the plugin would report as unhealthy instances: each parent's
+// pool and the parent itself, then the classes below the parents that have
+// no problem.
 func (d *doctor) checkDatasets(ctx context.Context, st *settings, timeout time.Duration) {
 	v, err := hooks.Inspect(ctx, &st.Slots, d.e.zfs(timeout))
 	switch {
@@ -291,16 +295,30 @@ func (d *doctor) checkDatasets(ctx context.Context, st *settings, timeout time.D
 		d.fail("zpool is not installed: no zpool on PATH (%s)", os.Getenv("PATH"))
 		return
 	case err != nil:
-		d.fail("cannot scan %s: %v", st.Slots.Parent, err)
-		return
-	case v.Problem != "":
-		d.fail("%s", v.Problem)
+		d.fail("cannot scan %s: %v", strings.Join(st.Slots.Parents(), ", "), err)
 		return
 	}
-	d.ok("pool %q %s, %s free", v.Pool.Name, v.Pool.Health, size(v.Pool.Free))
-	d.ok("parent %q exists and is mounted", st.Slots.Parent)
+	var pools []string
+	for _, p := range v.Parents {
+		if p.Problem != "" {
+			d.fail("%s", p.Problem)
+			continue
+		}
+		if !slices.Contains(pools, p.Pool.Name) {
+			pools = append(pools, p.Pool.Name)
+			d.ok("pool %q %s, %s free", p.Pool.Name, p.Pool.Health, size(p.Pool.Free))
+		}
+		d.ok("parent %q exists and is mounted", p.Dataset)
+		for _, m := range p.Moved {
+			d.warn("%s is the plugin's dataset of class %q, which is below %s now: the plugin leaves it alone, with its slots "+
+				"and the data kept below it; destroy it once no task uses them (zfs destroy -r %s)", m, path.Base(m), st.Slots.ClassParent(path.Base(m)), m)
+		}
+	}
 	for ci := range v.Classes {
 		cv := &v.Classes[ci]
+		if v.ParentProblem(cv) != "" {
+			continue // reported with its parent
+		}
 		if cv.Problem != "" {
 			d.fail("%s", cv.Problem)
 			continue
@@ -338,7 +356,11 @@ func oneLine(s string) string {
 func describeClasses(cfg *model.Config) string {
 	parts := make([]string, 0, len(cfg.Classes))
 	for _, c := range cfg.Classes {
-		parts = append(parts, fmt.Sprintf("%s (%d slots, release %s)", c.Name, c.Slots, c.Release.Policy))
+		where := ""
+		if p := cfg.ClassParent(c.Name); p != cfg.Parent {
+			where = ", parent " + p
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d slots, release %s%s)", c.Name, c.Slots, c.Release.Policy, where))
 	}
 	return fmt.Sprintf("%d class(es): %s", len(cfg.Classes), strings.Join(parts, ", "))
 }

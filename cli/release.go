@@ -105,7 +105,7 @@ func (r *releaser) run(ctx context.Context, configs []string, af *apiFlags, forc
 	seen, err := hooks.ReadSlot(ctx, &st.Slots, z, id)
 	switch {
 	case errors.Is(err, hooks.ErrUnknownSlot):
-		return r.fail("no slot %q in this configuration (parent %s; slots %s)", id, st.Slots.Parent, slotRange(&st.Slots))
+		return r.fail("no slot %q in this configuration (parent %s; slots %s)", id, strings.Join(st.Slots.Parents(), ", "), slotRange(&st.Slots))
 	case err != nil:
 		return r.fail("cannot read slot %s: %v", id, err)
 	}

@@ -13,18 +13,23 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 const statusHelp = `
-Show the plugin's slots by class, read from ZFS in one zfs list (the plugin's
-own scan): state, generation, holder allocation with its job, task and
-status (asked from the Nomad API when it answers), since when, space used
-and quota; then the retained data with its expiry.`
+Show every parent dataset with its pool's health, then the plugin's slots by
+class, read from ZFS as the plugin's own scan reads them (one zfs list per
+parent): state, generation, holder allocation with its job, task and status
+(asked from the Nomad API when it answers), since when, space used and
+quota; then the retained data with its expiry.`
 
 type statusReport struct {
+	// Parent, Pool and Problem are the block's parent's; Parents has every
+	// parent, the block's first.
 	Parent        string         `json:"parent"`
 	Pool          *poolJSON      `json:"pool,omitempty"`
 	Problem       string         `json:"problem,omitempty"`
+	Parents       []parentJSON   `json:"parents"`
 	NomadAPI      string         `json:"nomad_api"`
 	NomadAPIError string         `json:"nomad_api_error,omitempty"`
 	ScannedAt     time.Time      `json:"scanned_at"`
@@ -32,6 +37,17 @@ type statusReport struct {
 	Retained      []retainedJSON `json:"retained"`
 	// Parked is sticky data waiting for its allocation's replacement.
 	Parked []retainedJSON `json:"parked"`
+}
+
+// parentJSON is one parent dataset: its pool, its problem (every slot of
+// its classes is unhealthy while it has one), its classes, and the class
+// datasets left below it by a class now below another parent.
+type parentJSON struct {
+	Parent  string    `json:"parent"`
+	Pool    *poolJSON `json:"pool,omitempty"`
+	Problem string    `json:"problem,omitempty"`
+	Classes []string  `json:"classes"`
+	Moved   []string  `json:"moved,omitempty"`
 }
 
 type poolJSON struct {
@@ -111,8 +127,15 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch.Config) *statusReport {
 	rep := &statusReport{Parent: st.Slots.Parent, Problem: v.Problem, ScannedAt: v.ScannedAt,
 		NomadAPI: address(nc), Slots: []slotJSON{}, Retained: []retainedJSON{}, Parked: []retainedJSON{}}
-	if p := v.Pool; p != nil {
-		rep.Pool = &poolJSON{Name: p.Name, Health: p.Health, ReadOnly: p.ReadOnly, Free: p.Free}
+	rep.Pool = newPoolJSON(v.Pool)
+	for _, p := range v.Parents {
+		pj := parentJSON{Parent: p.Dataset, Pool: newPoolJSON(p.Pool), Problem: p.Problem, Classes: []string{}, Moved: p.Moved}
+		for _, c := range st.Slots.Classes {
+			if st.Slots.ClassParent(c.Name) == p.Dataset {
+				pj.Classes = append(pj.Classes, c.Name)
+			}
+		}
+		rep.Parents = append(rep.Parents, pj)
 	}
 	n, err := newNomadAPI(nc)
 	if err != nil {
@@ -153,17 +176,35 @@ func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch
 	return rep
 }
 
-func (r *statusReport) print(w io.Writer, now time.Time) {
-	kv := [][2]string{{"Parent", r.Parent}}
-	if p := r.Pool; p != nil {
-		state := p.Health
-		if p.ReadOnly {
-			state += ", read-only"
-		}
-		kv = append(kv, [2]string{"Pool", fmt.Sprintf("%s (%s, %s free)", p.Name, state, size(p.Free))})
+func newPoolJSON(p *zfs.Pool) *poolJSON {
+	if p == nil {
+		return nil
 	}
-	if r.Problem != "" {
-		kv = append(kv, [2]string{"Problem", r.Problem})
+	return &poolJSON{Name: p.Name, Health: p.Health, ReadOnly: p.ReadOnly, Free: p.Free}
+}
+
+func (r *statusReport) print(w io.Writer, now time.Time) {
+	var kv [][2]string
+	for _, p := range r.Parents {
+		parent := p.Parent
+		if len(r.Parents) > 1 {
+			// Which classes each parent's health is the health of.
+			parent += " (" + classList(p.Classes) + ")"
+		}
+		kv = append(kv, [2]string{"Parent", parent})
+		if p := p.Pool; p != nil {
+			state := p.Health
+			if p.ReadOnly {
+				state += ", read-only"
+			}
+			kv = append(kv, [2]string{"Pool", fmt.Sprintf("%s (%s, %s free)", p.Name, state, size(p.Free))})
+		}
+		if p.Problem != "" {
+			kv = append(kv, [2]string{"Problem", p.Problem})
+		}
+		for _, m := range p.Moved {
+			kv = append(kv, [2]string{"Left behind", m + " (its class is below another parent now; the plugin leaves it alone: destroy it once no task uses it)"})
+		}
 	}
 	api := r.NomadAPI
 	if r.NomadAPIError != "" {
@@ -248,6 +289,18 @@ func (r *statusReport) print(w io.Writer, now time.Time) {
 			fmt.Fprintf(w, "! %s: %s\n", rt.Dataset, rt.Problem)
 		}
 	}
+}
+
+// classList names classes for people: "class fast", "classes bulk, scratch",
+// "no class".
+func classList(classes []string) string {
+	switch len(classes) {
+	case 0:
+		return "no class"
+	case 1:
+		return "class " + classes[0]
+	}
+	return "classes " + strings.Join(classes, ", ")
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -117,16 +117,16 @@ func interleave(acts []model.Action) []model.Action {
 }
 
 // offersEveryClass reports whether publishing v is safe while slots are
-// still being created: a node-wide problem (nothing will change soon), or a
-// healthy slot in every class. A class shown with no healthy instance makes
-// Nomad mark the node's class ineligible for a job evaluated then, and
-// device health is not part of the computed class, so the job would stay
-// blocked after the slots turn healthy.
+// still being created: a healthy slot in every class whose parent has no
+// problem (below one that has, nothing will change soon). A class shown
+// with no healthy instance makes Nomad mark the node's class ineligible for
+// a job evaluated then, and device health is not part of the computed
+// class, so the job would stay blocked after the slots turn healthy.
 func offersEveryClass(v *model.View) bool {
-	if v.Problem != "" {
-		return true
-	}
 	for ci := range v.Classes {
+		if v.ParentProblem(&v.Classes[ci]) != "" {
+			continue
+		}
 		healthy := false
 		for si := range v.Classes[ci].Slots {
 			healthy = healthy || v.Classes[ci].Slots[si].Healthy

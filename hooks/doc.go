@@ -1,6 +1,7 @@
 // Package hooks is the Manager: the only code above the zfs seam that
 // changes ZFS. Each pass reads top to bottom as scan → decide → act: it
-// scans the parent (one zpool and one zfs process), asks the slot model
+// scans the parents (one zpool process, one zfs process per parent: a
+// class may live below a parent of its own, on another pool), asks the slot model
 // (package model) what the scan and the watcher's latest snapshot call for,
 // and runs the plans the model returns under each slot's lock. It decides
 // nothing a plan could say: what to run, in which order, and what each

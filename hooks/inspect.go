@@ -20,19 +20,30 @@ import (
 // must look again rather than act on a stale reading.
 var ErrSlotChanged = errors.New("slot changed since it was read")
 
-// Inspect scans the parent exactly as one reconcile pass does (one zpool and
-// one zfs process) and builds the View the plugin would publish, changing
-// nothing. The View's Problem says what the plugin would report as unhealthy;
-// the error is set only when the scan could not read the datasets at all
-// (not for a missing pool or parent, which are Problems).
+// Inspect scans the parents exactly as one reconcile pass does (one zpool
+// process, one zfs process per parent) and builds the View the plugin would
+// publish, changing nothing. Each parent's Problem says what the plugin
+// would report as unhealthy below it; the error is set only when the scan
+// could not read the datasets at all: zpool failed, or every parent's
+// listing did (not for a missing pool or parent, which are Problems).
 func Inspect(ctx context.Context, cfg *model.Config, z ZFS) (*model.View, error) {
-	s := scanParent(ctx, cfg, z, time.Now(), nil)
+	s := scanParents(ctx, cfg, z, time.Now(), nil)
 	v := model.BuildView(cfg, s, nil)
-	switch {
-	case s.PoolErr != nil && !errors.Is(s.PoolErr, zfs.ErrNotExist):
+	if s.PoolErr != nil && !errors.Is(s.PoolErr, zfs.ErrNotExist) {
 		return v, s.PoolErr
-	case s.ListErr != nil && !errors.Is(s.ListErr, zfs.ErrNotExist):
-		return v, s.ListErr
+	}
+	var first error
+	failed := 0
+	for _, p := range cfg.Parents() {
+		if err := s.ListErrs[p]; err != nil && !errors.Is(err, zfs.ErrNotExist) {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if failed == len(cfg.Parents()) {
+		return v, first
 	}
 	return v, nil
 }
@@ -45,18 +56,19 @@ func ReadSlot(ctx context.Context, cfg *model.Config, z ZFS, id string) (model.S
 	if !ok {
 		return model.Slot{}, fmt.Errorf("%w %q", ErrUnknownSlot, id)
 	}
-	return readSlot(ctx, cfg, z, class, id, "")
+	return readSlot(ctx, cfg, z, class, cfg.SlotDataset(class, id), "")
 }
 
-// readSlot lists one slot's dataset with its snapshots and anything below
-// it (one zfs process) and builds the slot from them; a missing dataset
-// gives Exists false. parentMountpoint is the parent's, "" when unknown.
-func readSlot(ctx context.Context, cfg *model.Config, z ZFS, class, id, parentMountpoint string) (model.Slot, error) {
-	rows, err := z.List(ctx, cfg.SlotDataset(class, id), model.UserProps)
+// readSlot lists the dataset of one slot of class with its snapshots and
+// anything below it (one zfs process) and builds the slot from them; a
+// missing dataset gives Exists false. parentMountpoint is the parent's, ""
+// when unknown.
+func readSlot(ctx context.Context, cfg *model.Config, z ZFS, class, dataset, parentMountpoint string) (model.Slot, error) {
+	rows, err := z.List(ctx, dataset, model.UserProps)
 	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return model.Slot{}, err
 	}
-	return model.SlotFromRows(cfg, class, id, rows, parentMountpoint), nil
+	return model.SlotFromListing(cfg, class, dataset, rows, parentMountpoint), nil
 }
 
 // MarkReleasing records, in one `zfs set`, that seen's holder has ended and

@@ -3,6 +3,8 @@ package hooks
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,7 +47,7 @@ type Allocs interface {
 var _ Allocs = (*allocwatch.Watcher)(nil)
 
 // Manager keeps every class's ready slots and runs their lifecycle: it scans
-// the parent, creates and mounts what is missing, records holders, releases
+// the parents, creates and mounts what is missing, records holders, releases
 // slots whose holders ended, prunes retained data, and publishes a View for
 // the fingerprint, Stats and Reserve. What to do is the model's decision
 // (package model); the Manager scans, asks the model, and acts. Run is its
@@ -92,8 +94,8 @@ type Manager struct {
 	// and the reconcile's lifecycle steps.
 	locks slotLocks
 
-	// lastProblem is the node-wide problem last logged (Run only).
-	lastProblem string
+	// lastProblem is the problem last logged of each parent (Run only).
+	lastProblem map[string]string
 	// failures counts the passes in a row in which a lifecycle step failed
 	// (a busy dataset, a zfs error); Run retries after retryWait(failures).
 	failures int
@@ -122,6 +124,7 @@ func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *M
 		ended:       map[string]model.Alloc{},
 		remote:      map[string]model.Alloc{},
 		overrides:   map[string]*override{},
+		lastProblem: map[string]string{},
 		concurrency: createConcurrency,
 	}
 }
@@ -376,8 +379,9 @@ func (m *Manager) Reconcile(ctx context.Context) {
 	m.ReconcileScanned(ctx, m.Scan(ctx))
 }
 
-// Scan reads the parent's pool and everything below the parent: one zpool
-// and one zfs process. It is safe beside everything else the Manager does.
+// Scan reads the parents' pools and everything below each parent: one
+// zpool process, and one zfs process per parent. It is safe beside
+// everything else the Manager does.
 func (m *Manager) Scan(ctx context.Context) model.Scan {
 	return m.scan(ctx, nil)
 }
@@ -434,9 +438,9 @@ func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
 	m.publish(v, s.At)
 }
 
-// scan runs one zpool and one zfs process.
+// scan runs one zpool process and one zfs process per parent.
 func (m *Manager) scan(ctx context.Context, createErrs map[string]string) model.Scan {
-	return scanParent(ctx, m.cfg, m.zfs, m.stamp(), createErrs)
+	return scanParents(ctx, m.cfg, m.zfs, m.stamp(), createErrs)
 }
 
 // stamp is the time a read of datasets begins: now, but strictly after
@@ -453,26 +457,67 @@ func (m *Manager) stamp() time.Time {
 	return t
 }
 
-// scanParent reads the parent's pool and everything below the parent.
-func scanParent(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, createErrs map[string]string) model.Scan {
+// scanParents reads the parents' pools and everything below each parent.
+// The pools are one zpool process: by name when there is one, as it always
+// was; all of them when the parents are in several, since zpool fails the
+// whole listing when one named pool is missing, and one missing pool must
+// not hide the others' health.
+func scanParents(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, createErrs map[string]string) model.Scan {
 	s := model.Scan{At: at, CreateErrs: createErrs}
-	s.Pools, s.PoolErr = z.Pools(ctx, zfs.PoolOf(cfg.Parent))
-	s.Sets, s.ListErr = z.List(ctx, cfg.Parent, model.UserProps)
+	parents := cfg.Parents()
+	var pools []string
+	for _, p := range parents {
+		if pool := zfs.PoolOf(p); !slices.Contains(pools, pool) {
+			pools = append(pools, pool)
+		}
+	}
+	if len(pools) == 1 {
+		s.Pools, s.PoolErr = z.Pools(ctx, pools[0])
+	} else {
+		s.Pools, s.PoolErr = z.Pools(ctx)
+	}
+	for _, p := range parents {
+		sets, err := z.List(ctx, p, model.UserProps)
+		if err != nil {
+			if s.ListErrs == nil {
+				s.ListErrs = map[string]error{}
+			}
+			s.ListErrs[p] = err
+		}
+		if s.Sets == nil {
+			s.Sets = sets
+		} else {
+			s.Sets = append(s.Sets, sets...)
+		}
+	}
 	return s
 }
 
-// logProblem logs a node-wide problem once when it appears and once when it
-// clears, not every period.
+// logProblem logs each parent's problem once when it appears and once when
+// it clears, not every period.
 func (m *Manager) logProblem(v *model.View) {
-	if v.Problem == m.lastProblem {
-		return
+	for _, p := range v.Parents {
+		if p.Problem == m.lastProblem[p.Dataset] {
+			continue
+		}
+		if p.Problem != "" {
+			m.logger.Error("slots unavailable", "parent", p.Dataset, "classes", m.classesBelow(p.Dataset), "reason", p.Problem)
+		} else {
+			m.logger.Info("slots available again", "parent", p.Dataset, "classes", m.classesBelow(p.Dataset))
+		}
+		m.lastProblem[p.Dataset] = p.Problem
 	}
-	if v.Problem != "" {
-		m.logger.Error("slots unavailable", "parent", m.cfg.Parent, "reason", v.Problem)
-	} else {
-		m.logger.Info("slots available again", "parent", m.cfg.Parent)
+}
+
+// classesBelow names the configured classes below parent, for the log.
+func (m *Manager) classesBelow(parent string) string {
+	var names []string
+	for _, c := range m.cfg.Classes {
+		if m.cfg.ClassParent(c.Name) == parent {
+			names = append(names, c.Name)
+		}
 	}
-	m.lastProblem = v.Problem
+	return strings.Join(names, ",")
 }
 
 // slotLocks hands out one mutex per slot ID.

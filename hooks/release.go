@@ -17,7 +17,7 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 			Snap: m.snapshot(), SlotOf: m.currentSlot, Seen: seen, Now: m.now(),
 		})
 	}, func(ctx context.Context) (err error) {
-		s, err = m.reread(ctx, s.Class, s.ID)
+		s, err = m.reread(ctx, s.Class, s.Dataset)
 		return err
 	})
 }

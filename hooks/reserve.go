@@ -45,7 +45,7 @@ func (m *Manager) Reserve(ctx context.Context, ids []string) ([]Grant, error) {
 	for v == nil {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: no scan of %s has finished yet", ErrNotReady, m.cfg.Parent)
+			return nil, fmt.Errorf("%w: no scan of %s has finished yet", ErrNotReady, strings.Join(m.cfg.Parents(), ", "))
 		case <-updated:
 			v, updated = m.View()
 		}
@@ -101,7 +101,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			// The replacement of the ended holder, in a sticky class: the
 			// data is its own now.
 			if err = m.recordHolder(ctx, *s, d.Alloc); err == nil {
-				_, err = m.reread(ctx, cv.Class.Name, id)
+				_, err = m.reread(ctx, cv.Class.Name, s.Dataset)
 			}
 			if err == nil {
 				continue
@@ -135,7 +135,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			err = m.releaseIfGone(ctx, *s, cv.Class, d.Alloc.ID)
 		}
 		if d.Kind == model.ReserveReleaseFirst || d.Kind == model.ReserveCheckLost || d.Kind == model.ReserveCheckGone {
-			if _, rerr := m.reread(ctx, cv.Class.Name, id); rerr != nil && err == nil {
+			if _, rerr := m.reread(ctx, cv.Class.Name, s.Dataset); rerr != nil && err == nil {
 				err = rerr
 			}
 			if errors.Is(err, errKeep) {
@@ -179,7 +179,7 @@ func (m *Manager) takeReady(ctx context.Context, s model.Slot, c model.Class, ca
 			return false, err
 		}
 	}
-	_, err = m.reread(ctx, c.Name, s.ID)
+	_, err = m.reread(ctx, c.Name, s.Dataset)
 	return fresh, err
 }
 

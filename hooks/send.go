@@ -164,7 +164,7 @@ func (m *Manager) lockData(ctx context.Context, class string, req SendRequest) (
 		// moving. The peer asks again.
 		return "", false, nil, fmt.Errorf("%w: slot %s is busy", transfer.ErrPeerBusy, req.Slot)
 	}
-	s, err := m.reread(ctx, class, req.Slot)
+	s, err := m.reread(ctx, class, m.cfg.SlotDataset(class, req.Slot))
 	switch {
 	case err != nil:
 		lock.Unlock()

@@ -20,18 +20,19 @@ func (m *Manager) runLifecycle(ctx context.Context, v *model.View) (changed, fai
 	m.lookupPredecessors(ctx)
 	snap := m.snapshot()
 	for _, st := range model.PlanLifecycle(v, snap) {
-		c, f := m.runStep(ctx, st.Slot.ID, st.Slot.Class, snap)
+		c, f := m.runStep(ctx, st.Slot.Class, st.Slot.Dataset, snap)
 		changed = changed || c
 		failed = failed || f
 	}
 	return changed, failed
 }
 
-// runStep re-reads one slot under its lock, re-plans and acts. A slot whose
-// lock is taken is being fenced by a Reserve, which may wait up to
-// reserve_timeout for a predecessor: the pass skips it rather than stall
-// every other slot, and the next pass looks again.
-func (m *Manager) runStep(ctx context.Context, id, class string, snap *model.Snapshot) (changed, failed bool) {
+// runStep re-reads one slot of class, at dataset, under its lock, re-plans
+// and acts. A slot whose lock is taken is being fenced by a Reserve, which
+// may wait up to reserve_timeout for a predecessor: the pass skips it
+// rather than stall every other slot, and the next pass looks again.
+func (m *Manager) runStep(ctx context.Context, class, dataset string, snap *model.Snapshot) (changed, failed bool) {
+	id := path.Base(dataset)
 	lock := m.locks.get(id)
 	if !lock.TryLock() {
 		// Retried soon, as a failed step is: a transfer's snapshot holds
@@ -41,7 +42,7 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *model.Sna
 	}
 	defer lock.Unlock()
 
-	s, err := m.reread(ctx, class, id)
+	s, err := m.reread(ctx, class, dataset)
 	if err != nil {
 		m.logger.Error("cannot read slot", "slot", id, "error", err)
 		return false, true
@@ -71,7 +72,7 @@ func (m *Manager) runStep(ctx context.Context, id, class string, snap *model.Sna
 	if err != nil {
 		m.logger.Error("slot lifecycle step failed; will retry", "slot", id, "step", st.Kind, "alloc_id", st.Alloc.ID, "error", err)
 	}
-	if _, rerr := m.reread(ctx, class, id); rerr != nil {
+	if _, rerr := m.reread(ctx, class, dataset); rerr != nil {
 		m.logger.Debug("cannot re-read slot after a change", "slot", id, "error", rerr)
 	}
 	return true, err != nil
@@ -121,29 +122,36 @@ func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class
 	}
 }
 
-// reread scans one slot's dataset (one zfs process) and records the result
-// as an override of the published view, so Reserve sees the change at once.
-func (m *Manager) reread(ctx context.Context, class, id string) (model.Slot, error) {
+// reread scans the dataset of one slot of class (one zfs process), judged
+// by its parent's part of the published view, and records the result as an
+// override of that view, so Reserve sees the change at once. The dataset,
+// not the ID, names the slot: an orphan of a removed class may be below any
+// parent.
+func (m *Manager) reread(ctx context.Context, class, dataset string) (model.Slot, error) {
 	at := m.stamp()
 	v, _ := m.View()
-	problem, parentMountpoint := "", ""
+	var pv model.ParentView
 	if v != nil {
-		problem, parentMountpoint = v.Problem, v.ParentMountpoint
+		pv = v.Parent(slotParent(dataset))
 	}
-	s, err := readSlot(ctx, m.cfg, m.zfs, class, id, parentMountpoint)
+	s, err := readSlot(ctx, m.cfg, m.zfs, class, dataset, pv.Mountpoint)
 	if err != nil {
 		return model.Slot{}, err
 	}
-	s.Healthy, s.Reason = model.Health(&s, problem, "")
+	s.Healthy, s.Reason = model.Health(&s, pv.Problem, "")
 	m.mu.Lock()
-	m.overrides[id] = &override{slot: s, at: at}
+	m.overrides[s.ID] = &override{slot: s, at: at}
 	m.mu.Unlock()
 	return s, nil
 }
 
+// slotParent is the parent dataset of a slot's dataset,
+// <parent>/<class>/<id>.
+func slotParent(dataset string) string { return zfs.Parent(zfs.Parent(dataset)) }
+
 // rereadMany reads the slots of acts back with one zfs process and records
 // them as overrides, as reread does for one, judged against v (the pass's
-// scan: its problem and the parent's mountpoint). A failure only logs: the
+// scan: their parents' problems and mountpoints). A failure only logs: the
 // next scan reads them anyway.
 func (m *Manager) rereadMany(ctx context.Context, v *model.View, acts []model.Action) {
 	at := m.stamp()
@@ -165,14 +173,13 @@ func (m *Manager) rereadMany(ctx context.Context, v *model.View, acts []model.Ac
 			}
 		}
 	}
-	problem, parentMountpoint := v.Problem, v.ParentMountpoint
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, a := range acts {
-		id := path.Base(a.Dataset)
-		s := model.SlotFromRows(m.cfg, a.Class, id, bySlot[a.Dataset], parentMountpoint)
-		s.Healthy, s.Reason = model.Health(&s, problem, "")
-		m.overrides[id] = &override{slot: s, at: at}
+		pv := v.Parent(slotParent(a.Dataset))
+		s := model.SlotFromListing(m.cfg, a.Class, a.Dataset, bySlot[a.Dataset], pv.Mountpoint)
+		s.Healthy, s.Reason = model.Health(&s, pv.Problem, "")
+		m.overrides[s.ID] = &override{slot: s, at: at}
 	}
 }
 

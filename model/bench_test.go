@@ -34,6 +34,30 @@ func BenchmarkBuildView(b *testing.B) {
 	}
 }
 
+// BenchmarkBuildViewTwoParents is BuildView of n slots in two classes, one
+// below the block's parent and one below a parent of its own on another
+// pool: what a second parent adds to the same number of rows.
+//
+//	go test -run '^$' -bench BuildView -benchmem ./model
+func BenchmarkBuildViewTwoParents(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			cfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "bulk", Slots: n / 2}, {Name: "fast", Parent: "nvme/nomad", Slots: n / 2}}}
+			sets := []zfs.Dataset{fsRow("tank/nomad", nil), ownedRow("tank/nomad/bulk", ""), fsRow("nvme/nomad", nil), ownedRow("nvme/nomad/fast", "")}
+			for _, c := range cfg.Classes {
+				for i := 1; i <= c.Slots; i++ {
+					sets = append(sets, ownedRow(cfg.SlotDataset(c.Name, SlotID(c.Name, i)), StateReady))
+				}
+			}
+			s := Scan{At: time.Unix(1700000000, 0), Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE"}, {Name: "nvme", Health: "ONLINE"}}, Sets: sets}
+			b.ReportAllocs()
+			for b.Loop() {
+				BuildView(cfg, s, nil)
+			}
+		})
+	}
+}
+
 // BenchmarkViewSlot is the lookup Reserve and the fence make per slot.
 func BenchmarkViewSlot(b *testing.B) {
 	cfg, s := scanOf(10000)

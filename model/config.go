@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +13,8 @@ import (
 // plugin's hclspec before it gets here.
 type Config struct {
 	// Parent is the operator-owned dataset the plugin works below, e.g.
-	// "tank/nomad". The plugin never creates, changes or destroys it.
+	// "tank/nomad", and every class's unless the class names its own. The
+	// plugin never creates, changes or destroys it.
 	Parent string
 	// Classes in name order.
 	Classes []Class
@@ -22,8 +24,13 @@ type Config struct {
 
 // Class is one device group: Slots ready datasets under <parent>/<name>.
 type Class struct {
-	Name  string
-	Slots int
+	Name string
+	// Parent is the operator-owned dataset the class's datasets live
+	// below, e.g. "nvme/nomad" for a fast class on another pool; "" means
+	// Config.Parent. Like that one, the plugin never creates, changes or
+	// destroys it.
+	Parent string
+	Slots  int
 	// Properties are set on every slot at creation, e.g. quota=1G.
 	Properties map[string]string
 	// MountPath is where a slot appears inside the task.
@@ -75,11 +82,37 @@ func (c *Config) MigrateWait(ids []string) time.Duration {
 	return wait
 }
 
+// ClassParent is the parent dataset of a configured class: its own, or
+// the block's. A class the configuration does not have gets the block's;
+// a removed class's datasets are found by a scan (View.Removed), never
+// named from here.
+func (c *Config) ClassParent(class string) string {
+	for i := range c.Classes {
+		if c.Classes[i].Name == class && c.Classes[i].Parent != "" {
+			return c.Classes[i].Parent
+		}
+	}
+	return c.Parent
+}
+
+// Parents lists every parent dataset the plugin works below, each once:
+// the block's first, then the classes' own in class order. Each is
+// scanned, for its classes and for the removed classes below it.
+func (c *Config) Parents() []string {
+	out := []string{c.Parent}
+	for _, cl := range c.Classes {
+		if cl.Parent != "" && !slices.Contains(out, cl.Parent) {
+			out = append(out, cl.Parent)
+		}
+	}
+	return out
+}
+
 // ClassDataset is the dataset of a class, <parent>/<class>.
-func (c *Config) ClassDataset(class string) string { return c.Parent + "/" + class }
+func (c *Config) ClassDataset(class string) string { return c.ClassParent(class) + "/" + class }
 
 // SlotDataset is the dataset of slot id of class, <parent>/<class>/<id>.
-func (c *Config) SlotDataset(class, id string) string { return c.Parent + "/" + class + "/" + id }
+func (c *Config) SlotDataset(class, id string) string { return c.ClassDataset(class) + "/" + id }
 
 // Class returns the configured class by name; an unknown name gives a class
 // with that name and nothing else (no slots, policy destroy).

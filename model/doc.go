@@ -7,12 +7,14 @@
 //   - alloc.go: what the lifecycle knows of Nomad's allocations (Alloc,
 //     Device, Snapshot), as the watcher converts them.
 //   - slot.go, props.go: a slot's state in ZFS user properties — how it is
-//     read back (SlotFromRows) and every property set the lifecycle writes
+//     read back (SlotFromListing) and every property set the lifecycle writes
 //     (its state machine's edges).
 //   - info.go: what a view keeps of a scanned row.
 //   - ownership.go: what is the plugin's, and what keeps it from acting.
-//   - view.go, ensure.go: one scan → the View the plugin fingerprints, and
-//     what to create or mount (PlanEnsure).
+//   - view.go: the View the plugin fingerprints (each parent's pool and
+//     problem, each class below its parent) and a slot's health (Health);
+//     build.go: one scan → the View (BuildView); ensure.go: what to create
+//     or mount (PlanEnsure).
 //   - holder.go: "may this holder still run?" (Judge), from Nomad's answer.
 //   - lifecycle.go: what the watcher's snapshot calls for on each slot
 //     (PlanSlot); reserve.go: the fence a Reserve must pass (DecideReserve).

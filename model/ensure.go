@@ -35,18 +35,16 @@ type Action struct {
 	Ops     []Op
 }
 
-// PlanEnsure lists what to do so every class has its ready slots. It plans nothing while the view has a node-wide problem, nothing for
-// a class whose dataset belongs to someone else, and never touches a foreign
-// dataset. Slots that need space up front are planned only while the class
-// dataset's available space covers them; the others get a reason instead.
+// PlanEnsure lists what to do so every class has its ready slots. It plans
+// nothing for a class whose parent has a problem or whose dataset belongs to
+// someone else, and never touches a foreign dataset. Slots that need space
+// up front are planned only while the class dataset's available space
+// covers them; the others get a reason instead.
 func PlanEnsure(v *View, now time.Time) (acts []Action, blocked map[string]string) {
-	if v.Problem != "" {
-		return nil, nil
-	}
 	blocked = map[string]string{}
 	for ci := range v.Classes {
 		cv := &v.Classes[ci]
-		if cv.Problem != "" {
+		if cv.Problem != "" || v.ParentProblem(cv) != "" {
 			continue
 		}
 		avail := cv.Info.Available

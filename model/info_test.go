@@ -61,7 +61,7 @@ func TestKeptRowRebuildsTheSlot(t *testing.T) {
 	good := BuildView(testCfg, Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
 		fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), row,
 	}}, nil)
-	failed := BuildView(testCfg, Scan{Pools: onlinePool(), ListErr: errors.New("zfs list: signal: killed")}, good)
+	failed := BuildView(testCfg, Scan{Pools: onlinePool(), ListErrs: map[string]error{"tank/nomad": errors.New("zfs list: signal: killed")}}, good)
 	was, is := good.Classes[0].Slots[0], failed.Classes[0].Slots[0]
 	is.Healthy, is.Reason = was.Healthy, was.Reason
 	if was.Since.IsZero() || was.Holder != "alloc-1" || was.Generation != 3 || was.Info.User.Get(PropRetainAs) != "tank/x" {

@@ -56,13 +56,19 @@ type Step struct {
 
 // PlanLifecycle decides, for every existing slot, what the watcher's latest
 // snapshot calls for. It is level-triggered: the same inputs give the same
-// steps, so a crash or a repeated snapshot is harmless.
+// steps, so a crash or a repeated snapshot is harmless. The classes below a
+// parent with a problem (its pool not healthy, its listing failed) are left
+// alone until it clears.
 func PlanLifecycle(v *View, snap *Snapshot) []Step {
-	if v == nil || snap == nil || v.Problem != "" {
+	if v == nil || snap == nil {
 		return nil
 	}
 	var steps []Step
-	plan := func(c Class, slots []Slot) {
+	plan := func(cv *ClassView, slots []Slot) {
+		if v.ParentProblem(cv) != "" {
+			return
+		}
+		c := cv.Class
 		for _, s := range slots {
 			if !s.Exists {
 				continue
@@ -73,11 +79,11 @@ func PlanLifecycle(v *View, snap *Snapshot) []Step {
 		}
 	}
 	for ci := range v.Classes {
-		plan(v.Classes[ci].Class, v.Classes[ci].Slots)
-		plan(v.Classes[ci].Class, v.Classes[ci].Orphans)
+		plan(&v.Classes[ci], v.Classes[ci].Slots)
+		plan(&v.Classes[ci], v.Classes[ci].Orphans)
 	}
 	for ci := range v.Removed {
-		plan(v.Removed[ci].Class, v.Removed[ci].Orphans)
+		plan(&v.Removed[ci], v.Removed[ci].Orphans)
 	}
 	return steps
 }

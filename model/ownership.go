@@ -46,7 +46,7 @@ func ownSnapshot(d *zfs.Dataset) bool {
 // keeps its data and its state, and its health says what to do.
 func CheckRelease(cfg *Config, s Slot) error {
 	if len(s.Strangers) > 0 {
-		return fmt.Errorf("not released: %s", strangersAdvice(cfg.Parent, s.Dataset, s.Strangers))
+		return fmt.Errorf("not released: %s", strangersAdvice(parentOf(&s), s.Dataset, s.Strangers))
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ func (r Retained) Problem(cfg *Config) string {
 	if len(r.Strangers) == 0 {
 		return ""
 	}
-	return strangersAdvice(cfg.Parent, r.Dataset, r.Strangers)
+	return strangersAdvice(zfs.Parent(zfs.Parent(r.Dataset)), r.Dataset, r.Strangers)
 }
 
 // Trespassed reports whether slot s has something foreign below it, or a

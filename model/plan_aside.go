@@ -60,14 +60,11 @@ func PlanDestroyRetained(cfg *Config, r Retained) (Plan, error) {
 // PlanRetireClasses destroys the class datasets of removed classes that
 // have nothing left below them (their orphans released, their retained data
 // expired), without -r: ZFS itself refuses if anything appeared since the
-// scan. Nothing while the view has a node-wide problem.
+// scan. Nothing below a parent with a problem.
 func PlanRetireClasses(v *View) []Plan {
-	if v.Problem != "" {
-		return nil
-	}
 	var plans []Plan
 	for _, cv := range v.Removed {
-		if !cv.Empty {
+		if !cv.Empty || v.ParentProblem(&cv) != "" {
 			continue
 		}
 		plans = append(plans, Plan{

@@ -99,7 +99,10 @@ func (w *world) view() *model.View {
 	w.t.Helper()
 	s := model.Scan{At: w.now}
 	s.Pools, s.PoolErr = w.c.Pools(w.t.Context(), "tank")
-	s.Sets, s.ListErr = w.c.List(w.t.Context(), parent, model.UserProps)
+	var err error
+	if s.Sets, err = w.c.List(w.t.Context(), parent, model.UserProps); err != nil {
+		s.ListErrs = map[string]error{parent: err}
+	}
 	return model.BuildView(w.cfg, s, nil)
 }
 
@@ -231,12 +234,13 @@ func (w *world) carryOut(st step) {
 // slot reads slot id as a step reads it before it acts.
 func (w *world) slot(class, id string) model.Slot {
 	w.t.Helper()
-	rows, err := w.c.List(w.t.Context(), w.cfg.SlotDataset(class, id), model.UserProps)
+	dataset := w.cfg.SlotDataset(class, id)
+	rows, err := w.c.List(w.t.Context(), dataset, model.UserProps)
 	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		w.t.Fatal(err)
 	}
 	v := w.view()
-	return model.SlotFromRows(w.cfg, class, id, rows, v.ParentMountpoint)
+	return model.SlotFromListing(w.cfg, class, dataset, rows, v.ParentMountpoint)
 }
 
 // write puts a file with content into dataset's mounted directory: a

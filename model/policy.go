@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // Policy says what happens to a slot's data when its holder ends.
@@ -116,13 +118,13 @@ func (c Class) NeedsPristine() bool {
 }
 
 // RetainedName is where PolicySnapshot puts slot s's data: one dataset per
-// holder, beside the slots.
+// holder, beside the slot (below its class dataset, wherever its parent).
 func (c *Config) RetainedName(s Slot) string {
 	tag := s.Holder
 	if tag == "" {
 		tag = fmt.Sprintf("%s-gen%d", s.ID, s.Generation)
 	}
-	return c.ClassDataset(s.Class) + "/" + retainedPrefix + tag
+	return zfs.Parent(s.Dataset) + "/" + retainedPrefix + tag
 }
 
 // retainedPrefix starts the name of every retained dataset below its class.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -148,36 +149,38 @@ func (s *Slot) fillFromDataset(d *zfs.Dataset) {
 	s.Mounted = d.Mounted
 }
 
-// SlotFromRows builds slot id of class from the rows of one `zfs list -r`
-// of the slot's dataset (its dataset, snapshots and anything below it).
-// parentMountpoint is the parent dataset's mountpoint, "" when unknown.
-func SlotFromRows(cfg *Config, class, id string, rows []zfs.Dataset, parentMountpoint string) Slot {
+// SlotFromListing builds the slot of class at dataset
+// (<parent>/<class>/<id>) from the rows of one `zfs list -r` of it (its
+// dataset, snapshots and anything below it). parentMountpoint is the
+// parent dataset's mountpoint, "" when unknown.
+func SlotFromListing(cfg *Config, class, dataset string, rows []zfs.Dataset, parentMountpoint string) Slot {
 	byName := make(map[string]*zfs.Dataset, len(rows))
 	below := make([]*zfs.Dataset, 0, len(rows))
-	dataset := cfg.SlotDataset(class, id)
 	for i := range rows {
 		byName[rows[i].Name] = &rows[i]
 		if rows[i].Name != dataset {
 			below = append(below, &rows[i])
 		}
 	}
-	return slotFrom(cfg, cfg.Class(class), id, byName, below, parentMountpoint)
+	parent, id := zfs.Parent(zfs.Parent(dataset)), path.Base(dataset)
+	return slotFrom(cfg, cfg.Class(class), parent, id, byName, below, parentMountpoint)
 }
 
-// slotFrom builds one slot from scanned rows: its dataset (byName) and
-// what lies below it (below: its snapshots, and any child datasets).
-func slotFrom(cfg *Config, c Class, id string, byName map[string]*zfs.Dataset, below []*zfs.Dataset, parentMountpoint string) Slot {
+// slotFrom builds one slot of class c below parent from scanned rows: its
+// dataset (byName) and what lies below it (below: its snapshots, and any
+// child datasets).
+func slotFrom(cfg *Config, c Class, parent, id string, byName map[string]*zfs.Dataset, below []*zfs.Dataset, parentMountpoint string) Slot {
 	s := Slot{ID: id, Class: c.Name, WantOrigin: c.FromSnapshot, Orphan: !cfg.Configured(c.Name, id)}
 	if Mountable(parentMountpoint) {
 		s.WantMountpoint = parentMountpoint + "/" + c.Name + "/" + id
 	}
-	if rest, ok := strings.CutPrefix(parentMountpoint, "/"); ok && rest == cfg.Parent && s.WantMountpoint != "" {
+	if rest, ok := strings.CutPrefix(parentMountpoint, "/"); ok && rest == parent && s.WantMountpoint != "" {
 		// ZFS's default mountpoint: the path ends with the dataset's name,
 		// which ends with the ID. One string for the three.
 		s.Dataset = s.WantMountpoint[1:]
 		s.ID = s.Dataset[len(s.Dataset)-len(id):]
 	} else {
-		s.Dataset = cfg.SlotDataset(c.Name, id)
+		s.Dataset = parent + "/" + c.Name + "/" + id
 	}
 	d, ok := byName[s.Dataset]
 	switch {

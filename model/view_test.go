@@ -82,7 +82,7 @@ func TestBuildViewHealth(t *testing.T) {
 			wantReason: [2]string{"SUSPENDED", "SUSPENDED"}},
 		{name: "pool read-only", scan: Scan{Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE", ReadOnly: true}}, Sets: full},
 			wantReason: [2]string{"read-only", "read-only"}},
-		{name: "parent missing", scan: Scan{Pools: onlinePool(), ListErr: zfs.NewError("zfs", nil, "cannot open 'tank/nomad': dataset does not exist", 1)},
+		{name: "parent missing", scan: Scan{Pools: onlinePool(), ListErrs: map[string]error{"tank/nomad": zfs.NewError("zfs", nil, "cannot open 'tank/nomad': dataset does not exist", 1)}},
 			wantReason: [2]string{`parent dataset "tank/nomad" does not exist`, "zfs create -p tank/nomad"}},
 		{name: "nothing created yet", scan: Scan{Pools: onlinePool(), Sets: full[:1]},
 			wantReason: [2]string{"not created yet", "not created yet"}},
@@ -132,7 +132,7 @@ func TestBuildViewKeepsLastGoodSet(t *testing.T) {
 		ownedRow("tank/nomad/scratch", ""),
 		ownedRow("tank/nomad/scratch/scratch-1", StateReady),
 	}}, nil)
-	failed := BuildView(testCfg, Scan{Pools: onlinePool(), ListErr: errors.New("zfs list: signal: killed")}, good)
+	failed := BuildView(testCfg, Scan{Pools: onlinePool(), ListErrs: map[string]error{"tank/nomad": errors.New("zfs list: signal: killed")}}, good)
 	s := failed.Classes[0].Slots[0]
 	if !s.Exists || s.Healthy || !strings.Contains(s.Reason, "zfs list failed") {
 		t.Fatalf("got %+v", s)
@@ -166,7 +166,7 @@ func TestPlanEnsure(t *testing.T) {
 			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), unmounted, ownedRow("tank/nomad/scratch/scratch-2", StateHeld)}},
 			want: []string{"mount slot tank/nomad/scratch/scratch-1"}},
 		{name: "pool problem plans nothing", cfg: testCfg, scan: Scan{Pools: []zfs.Pool{{Name: "tank", Health: "DEGRADED"}}, Sets: []zfs.Dataset{fsRow("tank/nomad", nil)}}},
-		{name: "parent missing plans nothing", cfg: testCfg, scan: Scan{Pools: onlinePool(), ListErr: zfs.NewError("zfs", nil, "dataset does not exist", 1)}},
+		{name: "parent missing plans nothing", cfg: testCfg, scan: Scan{Pools: onlinePool(), ListErrs: map[string]error{"tank/nomad": zfs.NewError("zfs", nil, "dataset does not exist", 1)}}},
 		{name: "foreign class dataset is left alone", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{fsRow("tank/nomad", nil), fsRow("tank/nomad/scratch", nil)}}},
 		{name: "foreign slot is left alone", cfg: testCfg, scan: Scan{Pools: onlinePool(), Sets: []zfs.Dataset{
 			fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), fsRow("tank/nomad/scratch/scratch-1", nil)}},

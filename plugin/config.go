@@ -99,6 +99,9 @@ var releaseDefault = hclspec.NewLiteral(`{ policy = ` + defaultPolicy + `, on_fa
 
 // classSpec is one `class "<name>" { ... }` block.
 var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	// No default in the spec: an unset parent is the block's, which only
+	// validation knows.
+	"parent": hclspec.NewAttr("parent", "string", false),
 	"slots": hclspec.NewDefault(
 		hclspec.NewAttr("slots", "number", false),
 		hclspec.NewLiteral(`1`),
@@ -190,6 +193,8 @@ type ReleaseConfig struct {
 
 // ClassConfig is one decoded class block.
 type ClassConfig struct {
+	// Parent is the dataset the class lives below; "" means the block's.
+	Parent string `codec:"parent"`
 	// Slots and RetainMax are read as any number so that 1.5 is refused
 	// by validate, naming the key, not by the decoder, which does not.
 	Slots      float64           `codec:"slots"`

@@ -43,6 +43,10 @@ func TestConfigDecodes(t *testing.T) {
       properties = { quota = "1G", compression = "lz4" }
       mount      = "/data"
     }
+    class "fast" {
+      parent = "nvme/nomad"
+      from_snapshot = "nvme/golden/fast@seed"
+    }
     class "pg-seed" {
       from_snapshot = "tank/golden/pg@seed"
       sticky        = true
@@ -66,9 +70,11 @@ func TestConfigDecodes(t *testing.T) {
 		Parent:       "tank/nomad",
 		ScanInterval: 5 * time.Second,
 		Classes: []model.Class{
-			{Name: "pg-seed", Slots: 1, MountPath: "/zfs/pg-seed", FromSnapshot: "tank/golden/pg@seed", Sticky: true, StickyWait: 30 * time.Minute,
+			{Name: "fast", Parent: "nvme/nomad", Slots: 1, MountPath: "/zfs/fast", FromSnapshot: "nvme/golden/fast@seed", StickyWait: time.Hour,
+				Release: model.Release{Policy: model.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}},
+			{Name: "pg-seed", Parent: "tank/nomad", Slots: 1, MountPath: "/zfs/pg-seed", FromSnapshot: "tank/golden/pg@seed", Sticky: true, StickyWait: 30 * time.Minute,
 				Release: model.Release{Policy: model.PolicyRollback, OnFailure: model.PolicySnapshot, Retain: 24 * time.Hour, RetainMax: 10}},
-			{Name: "scratch", Slots: 4, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"}, StickyWait: time.Hour,
+			{Name: "scratch", Parent: "tank/nomad", Slots: 4, MountPath: "/data", Properties: map[string]string{"quota": "1G", "compression": "lz4"}, StickyWait: time.Hour,
 				Release: model.Release{Policy: model.PolicyDestroy, Retain: 72 * time.Hour, RetainMax: 10}},
 		},
 	}
@@ -183,6 +189,31 @@ func TestConfigRejects(t *testing.T) {
  class "a" { sticky = "yes please" } }`, []string{`sticky`}},
 		{"from_snapshot not a snapshot", `config { parent = "tank/nomad" 
  class "a" { from_snapshot = "tank/golden" } }`, []string{`from_snapshot = "tank/golden"`, "not a snapshot name"}},
+		{"from_snapshot below the parent", `config { parent = "tank/nomad" 
+ class "a" { from_snapshot = "tank/nomad/golden@s" } }`, []string{`class "a": from_snapshot = "tank/nomad/golden@s"`, `below parent "tank/nomad"`}},
+		{"from_snapshot in another pool than the class's parent", `config { parent = "tank/nomad" 
+ class "a" { 
+ parent = "nvme/nomad" 
+ from_snapshot = "tank/golden@s" } }`, []string{`class "a": from_snapshot = "tank/golden@s"`, `pool "tank"`, `"nvme/nomad" in pool "nvme"`}},
+		{"from_snapshot below another class's parent", `config { parent = "tank/nomad" 
+ class "a" { from_snapshot = "tank/fast/golden@s" } 
+ class "b" { parent = "tank/fast" } }`, []string{`class "a": from_snapshot = "tank/fast/golden@s"`, `below parent "tank/fast"`}},
+		{"class parent a path", `config { parent = "tank/nomad" 
+ class "a" { parent = "/nvme/nomad" } }`, []string{`class "a": parent = "/nvme/nomad"`, "not a path"}},
+		{"class parent with snapshot", `config { parent = "tank/nomad" 
+ class "a" { parent = "nvme@s" } }`, []string{`class "a": parent = "nvme@s"`, "snapshot"}},
+		{"class parent like a flag", `config { parent = "tank/nomad" 
+ class "a" { parent = "-nvme" } }`, []string{`class "a": parent = "-nvme"`}},
+		{"class parent not a string", `config { parent = "tank/nomad" 
+ class "a" { parent = ["nvme"] } }`, []string{`parent`}},
+		{"class parent is another class's dataset", `config { parent = "tank/nomad" 
+ class "a" {} 
+ class "b" { parent = "tank/nomad/a" } }`, []string{`class "b": parent = "tank/nomad/a"`, `class "a"'s dataset`}},
+		{"class parent below another class's dataset", `config { parent = "tank/nomad" 
+ class "a" { parent = "nvme/x" } 
+ class "b" { parent = "nvme/x/a/y" } }`, []string{`class "b": parent = "nvme/x/a/y"`, `below class "a"'s dataset nvme/x/a`}},
+		{"block parent below a class's dataset", `config { parent = "tank/x/big/inner" 
+ class "big" { parent = "tank/x" } }`, []string{`parent = "tank/x/big/inner"`, `below class "big"'s dataset tank/x/big`}},
 		{"token and token_file", `config { parent = "tank/nomad" 
  nomad { 
  token = "x" 
@@ -304,5 +335,57 @@ func TestConfigPlaintextTokenFromEnvironment(t *testing.T) {
 		Classes: map[string]*ClassConfig{"a": {Slots: 1, StickyWait: "1h", Release: rel}}}
 	if _, err := c.Resolve(); err != nil {
 		t.Errorf("Resolve counted the shell's environment: %v", err)
+	}
+}
+
+// TestConfigClassParents: the layouts of several parents an operator may
+// write are accepted, each class below its own parent (the block's when it
+// names none), each parent scanned once.
+func TestConfigClassParents(t *testing.T) {
+	cases := []struct {
+		name    string
+		classes string
+		// want is each class's parent, by class; parents Config.Parents.
+		want    map[string]string
+		parents []string
+	}{
+		{name: "one parent", classes: `class "a" {}`,
+			want: map[string]string{"a": "tank/nomad"}, parents: []string{"tank/nomad"}},
+		{name: "a class on another pool", classes: `class "bulk" {} 
+ class "fast" { parent = "nvme/nomad" }`,
+			want: map[string]string{"bulk": "tank/nomad", "fast": "nvme/nomad"}, parents: []string{"tank/nomad", "nvme/nomad"}},
+		{name: "two classes share a parent", classes: `class "a" { parent = "nvme/nomad" } 
+ class "b" { parent = "nvme/nomad" }`,
+			want: map[string]string{"a": "nvme/nomad", "b": "nvme/nomad"}, parents: []string{"tank/nomad", "nvme/nomad"}},
+		{name: "the block's parent named", classes: `class "a" { parent = "tank/nomad" }`,
+			want: map[string]string{"a": "tank/nomad"}, parents: []string{"tank/nomad"}},
+		{name: "a parent below the block's, beside its classes", classes: `class "a" {} 
+ class "b" { parent = "tank/nomad/big" }`,
+			want: map[string]string{"a": "tank/nomad", "b": "tank/nomad/big"}, parents: []string{"tank/nomad", "tank/nomad/big"}},
+		{name: "a parent above the block's", classes: `class "a" {} 
+ class "b" { parent = "tank" }`,
+			want: map[string]string{"a": "tank/nomad", "b": "tank"}, parents: []string{"tank/nomad", "tank"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(hclog.NewNullLogger())
+			if err := setConfigFromAgentHCL(t, p, "config {\nparent = \"tank/nomad\"\n"+tc.classes+"\n}"); err != nil {
+				t.Fatal(err)
+			}
+			cfg := &p.settings.Slots
+			got := map[string]string{}
+			for _, c := range cfg.Classes {
+				got[c.Name] = c.Parent
+				if ds := cfg.ClassDataset(c.Name); ds != c.Parent+"/"+c.Name {
+					t.Errorf("class %s: dataset %s", c.Name, ds)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("parents %v, want %v", got, tc.want)
+			}
+			if ps := cfg.Parents(); !reflect.DeepEqual(ps, tc.parents) {
+				t.Errorf("Parents() = %v, want %v", ps, tc.parents)
+			}
+		})
 	}
 }

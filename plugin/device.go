@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -144,7 +145,7 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 		if CollectAfterScans {
 			go collectAfterScans(p.runCtx, p.mgr, collectAfter, debug.FreeOSMemory)
 		}
-		p.logger.Info("managing slots", "parent", p.settings.Slots.Parent, "classes", len(p.settings.Slots.Classes))
+		p.logger.Info("managing slots", "parents", strings.Join(p.settings.Slots.Parents(), ","), "classes", len(p.settings.Slots.Classes))
 	}
 	return p.mgr, p.settings, nil
 }

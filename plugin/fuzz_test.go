@@ -33,6 +33,10 @@ func FuzzConfig(f *testing.F) {
   }
   nomad { address = "https://127.0.0.1:4646" token_file = "/t" }
 }`)
+	f.Add(`config { parent = "tank/nomad"
+  class "bulk" { slots = 2 }
+  class "fast" { parent = "nvme/nomad" from_snapshot = "nvme/golden/fast@seed" }
+}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		file, err := devicemanager.ParseAgentConfig(`plugin "nomad-device-zfs" {` + "\n" + body + "\n}")
 		if err != nil {
@@ -70,8 +74,18 @@ func FuzzConfig(f *testing.F) {
 					t.Fatalf("accepted property %s=%q: %v", k, v, err)
 				}
 			}
-			if c.FromSnapshot != "" && strings.HasPrefix(c.FromSnapshot, s.Slots.Parent+"/") {
-				t.Fatalf("accepted from_snapshot %q below the parent", c.FromSnapshot)
+			if err := validateParent(c.Parent); err != nil {
+				t.Fatalf("accepted class %s's parent %q: %v", c.Name, c.Parent, err)
+			}
+			for _, p := range s.Slots.Parents() {
+				if c.FromSnapshot != "" && strings.HasPrefix(c.FromSnapshot, p+"/") {
+					t.Fatalf("accepted from_snapshot %q below parent %q", c.FromSnapshot, p)
+				}
+				for _, o := range s.Slots.Classes {
+					if ds := s.Slots.ClassDataset(o.Name); p == ds || strings.HasPrefix(p, ds+"/") {
+						t.Fatalf("accepted parent %q at or below class %s's dataset", p, o.Name)
+					}
+				}
 			}
 		}
 	})

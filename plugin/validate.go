@@ -5,6 +5,7 @@ import (
 	"math"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +37,7 @@ func (c *Config) validate() (*Settings, error) {
 	var errs []string
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 
+	parentOK := validateParent(c.Parent) == nil
 	if err := validateParent(c.Parent); err != nil {
 		bad("parent = %q: %v", c.Parent, err)
 	}
@@ -78,6 +80,9 @@ func (c *Config) validate() (*Settings, error) {
 		}
 		mounts[class.MountPath] = name
 		classes = append(classes, class)
+	}
+	if parentOK {
+		errs = append(errs, checkLayout(c.Parent, classes)...)
 	}
 	xfer, problems := c.Transfer.resolve()
 	errs = append(errs, problems...)
@@ -151,10 +156,21 @@ func checkTransport(n allocwatch.Config) error {
 	return nil
 }
 
+// validate checks one class block; parent is the block's. The class's
+// Parent is its own parent, or the block's when it names none (or an
+// invalid one: that is reported here, and nothing else is checked
+// against it).
 func (cc *ClassConfig) validate(name, parent string) (model.Class, []string) {
 	var errs []string
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Sprintf("class %q: ", name)+fmt.Sprintf(format, a...))
+	}
+	if cc.Parent != "" {
+		if err := validateParent(cc.Parent); err != nil {
+			bad("parent = %q: %v", cc.Parent, err)
+		} else {
+			parent = cc.Parent
+		}
 	}
 	if !classNameRE.MatchString(name) {
 		errs = append(errs, fmt.Sprintf("class %q: invalid name: it must start with a letter and contain only letters, digits, '_' and '-' (at most 64)", name))
@@ -217,7 +233,7 @@ func (cc *ClassConfig) validate(name, parent string) (model.Class, []string) {
 	for _, p := range problems {
 		bad("migrate: %s", p)
 	}
-	return model.Class{Name: name, Slots: int(cc.Slots), Properties: cc.Properties, MountPath: mount, NeedBytes: need,
+	return model.Class{Name: name, Parent: parent, Slots: int(cc.Slots), Properties: cc.Properties, MountPath: mount, NeedBytes: need,
 		Release: release, FromSnapshot: cc.FromSnapshot, Sticky: cc.Sticky, StickyWait: wait, Migrate: migrate}, errs
 }
 
@@ -273,21 +289,63 @@ func (r *ReleaseConfig) validate() (model.Release, []string) {
 }
 
 // validateOrigin checks a class's from_snapshot: a snapshot name, in the
-// parent's pool (zfs clones only within a pool), and not below the parent:
-// everything there is the plugin's to destroy or roll back, and a slot
-// cloned from it would block, or be lost with, its origin.
+// pool of the class's parent (zfs clones only within a pool). checkLayout
+// keeps it outside every parent.
 func validateOrigin(snap, parent string) error {
 	if err := zfs.ValidateName(snap, true); err != nil {
 		return err
 	}
-	ds := zfs.Parent(snap)
-	switch {
-	case ds == parent || strings.HasPrefix(ds, parent+"/"):
-		return fmt.Errorf("it is below parent %q, where the plugin creates and destroys datasets; keep the golden snapshot outside it", parent)
-	case parent != "" && zfs.PoolOf(snap) != zfs.PoolOf(parent):
-		return fmt.Errorf("it is in pool %q, the parent in pool %q: zfs clones only within one pool", zfs.PoolOf(snap), zfs.PoolOf(parent))
+	if parent != "" && zfs.PoolOf(snap) != zfs.PoolOf(parent) {
+		return fmt.Errorf("it is in pool %q, the class's parent %q in pool %q: zfs clones only within one pool",
+			zfs.PoolOf(snap), parent, zfs.PoolOf(parent))
 	}
 	return nil
+}
+
+// checkLayout checks the parents against the classes (each with its
+// parent set): no parent is, or is below, a class's dataset (the plugin
+// owns that dataset and destroys it with the class, and would work inside
+// its own slots' tree), and no from_snapshot is below a parent (everything
+// there is the plugin's to destroy or roll back, and a slot cloned from it
+// would block, or be lost with, its origin). parent is the block's.
+func checkLayout(parent string, classes []model.Class) []string {
+	var errs []string
+	below := func(name, dataset string) bool { return name == dataset || strings.HasPrefix(name, dataset+"/") }
+	inClass := func(key, p string) {
+		for _, c := range classes {
+			ds := c.Parent + "/" + c.Name
+			switch {
+			case p == ds:
+				errs = append(errs, fmt.Sprintf("%s = %q: it is class %q's dataset, which the plugin creates and destroys; "+
+					"choose a dataset outside every class's", key, p, c.Name))
+			case below(p, ds):
+				errs = append(errs, fmt.Sprintf("%s = %q: it is below class %q's dataset %s, which the plugin creates and destroys; "+
+					"choose a dataset outside every class's", key, p, c.Name, ds))
+			}
+		}
+	}
+	inClass("parent", parent)
+	parents := []string{parent}
+	for _, c := range classes {
+		if c.Parent != parent {
+			inClass(fmt.Sprintf("class %q: parent", c.Name), c.Parent)
+		}
+		if !slices.Contains(parents, c.Parent) {
+			parents = append(parents, c.Parent)
+		}
+	}
+	for _, c := range classes {
+		if c.FromSnapshot == "" {
+			continue
+		}
+		for _, p := range parents {
+			if below(zfs.Parent(c.FromSnapshot), p) {
+				errs = append(errs, fmt.Sprintf("class %q: from_snapshot = %q: it is below parent %q, where the plugin creates and destroys "+
+					"datasets; keep the golden snapshot outside it", c.Name, c.FromSnapshot, p))
+			}
+		}
+	}
+	return errs
 }
 
 // validateParent checks the parent dataset's name: absolute (pool first), no
