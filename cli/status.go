@@ -77,8 +77,11 @@ type slotJSON struct {
 }
 
 type retainedJSON struct {
-	Class   string     `json:"class"`
-	Dataset string     `json:"dataset"`
+	Class   string `json:"class"`
+	Dataset string `json:"dataset"`
+	// State is parked data's, as status shows it: parked, or where a
+	// migration to or from another node is (parkedState).
+	State   string     `json:"state,omitempty"`
 	Holder  string     `json:"alloc_id,omitempty"`
 	Outcome string     `json:"outcome,omitempty"`
 	Since   *time.Time `json:"since,omitempty"`
@@ -91,6 +94,23 @@ type retainedJSON struct {
 func newRetainedJSON(cfg *model.Config, class string, r model.Retained) retainedJSON {
 	return retainedJSON{Class: class, Dataset: r.Dataset, Holder: r.Holder, Outcome: r.Outcome,
 		Since: timePtr(r.Since), Expires: timePtr(r.Expires), Used: r.Info.Used, Problem: r.Problem(cfg)}
+}
+
+// parkedState says where parked data is in its life: this node's, waiting
+// for a replacement here; sent to or copied for another node's
+// (model/migrate.go).
+func parkedState(r model.Retained) string {
+	switch {
+	case r.State == model.StateReceiving:
+		return "receiving a copy from its node"
+	case r.Copy():
+		return "copy received, for its replacement here"
+	case r.Migrated():
+		return "copied to its replacement's node"
+	case r.FinalSent():
+		return "final copy sent to its replacement's node"
+	}
+	return "parked"
 }
 
 func runStatus(ctx context.Context, e *env, args []string) int {
@@ -167,7 +187,9 @@ func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch
 			rep.Retained = append(rep.Retained, newRetainedJSON(&st.Slots, cv.Class.Name, r))
 		}
 		for _, r := range cv.Parked {
-			rep.Parked = append(rep.Parked, newRetainedJSON(&st.Slots, cv.Class.Name, r))
+			p := newRetainedJSON(&st.Slots, cv.Class.Name, r)
+			p.State = parkedState(r)
+			rep.Parked = append(rep.Parked, p)
 		}
 	}
 	if n != nil && n.down != nil {
@@ -252,19 +274,19 @@ func (r *statusReport) print(w io.Writer, now time.Time) {
 	}
 
 	if len(r.Parked) > 0 {
-		fmt.Fprintln(w, "\nParked for a replacement (sticky): its allocation's replacement on this node gets it")
+		fmt.Fprintln(w, "\nParked for a replacement (sticky): its allocation's replacement gets it, here or, with migrate, on its node")
 		rows = rows[:0]
 		for _, p := range r.Parked {
-			row := []string{p.Dataset, p.Class, short(p.Holder), "", "never", size(p.Used)}
+			row := []string{p.Dataset, p.Class, p.State, short(p.Holder), "", "never", size(p.Used)}
 			if p.Since != nil {
-				row[3] = ago(*p.Since, now)
+				row[4] = ago(*p.Since, now)
 			}
 			if p.Expires != nil {
-				row[4] = until(*p.Expires, now)
+				row[5] = until(*p.Expires, now)
 			}
 			rows = append(rows, row)
 		}
-		table(w, []string{"Dataset", "Class", "Allocation", "Since", "Waits until", "Used"}, rows)
+		table(w, []string{"Dataset", "Class", "State", "Allocation", "Since", "Waits until", "Used"}, rows)
 	}
 
 	fmt.Fprintln(w, "\nRetained")

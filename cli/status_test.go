@@ -107,3 +107,29 @@ class "scratch" { slots = 0 }`)
 		t.Fatalf("exit %d", code)
 	}
 }
+
+func TestParkedState(t *testing.T) {
+	const ds = "tank/nomad/pg/parked-A-pg-1"
+	cases := []struct {
+		name string
+		r    model.Retained
+		want string
+	}{
+		{"this node's, waiting for a replacement", model.Retained{Dataset: ds, State: model.StateParked}, "parked"},
+		{"a copy still arriving", model.Retained{Dataset: ds, State: model.StateReceiving, Outcome: model.OutcomeMigrated},
+			"receiving a copy from its node"},
+		{"a whole copy", model.Retained{Dataset: ds, State: model.StateParked, Outcome: model.OutcomeMigrated},
+			"copy received, for its replacement here"},
+		{"the final snapshot sent", model.Retained{Dataset: ds, State: model.StateParked, OwnSnapshots: []string{ds + "@" + model.MigrateFinal}},
+			"final copy sent to its replacement's node"},
+		{"the copy confirmed", model.Retained{Dataset: ds, State: model.StateParked, OwnSnapshots: []string{ds + "@" + model.Migrated}},
+			"copied to its replacement's node"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := parkedState(tc.r); got != tc.want {
+				t.Errorf("parkedState = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -294,7 +294,7 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[st
 		return release("its replacement %s runs on another node", short(next.ID))
 	case next.ClientTerminal():
 		return release("its replacement %s ended without claiming it", short(next.ID))
-	case p.migrated():
+	case p.Migrated():
 		return release("its replacement %s's node holds its final copy", short(next.ID))
 	case snap.NodeID != "" && next.NodeID != "" && next.NodeID != snap.NodeID:
 		return ParkedStep{Kind: ParkedKeep, Reason: fmt.Sprintf("waiting for node %s, where %s runs, to copy it", short(next.NodeID), short(next.ID))}

@@ -128,11 +128,21 @@ type Retained struct {
 	Strangers []string
 }
 
-// migrated reports whether the receiver of a migration of r holds its
+// Migrated reports whether the receiver of a migration of r holds its
 // final copy (migrate.go): r, on its own node, may go by its policy.
-func (r Retained) migrated() bool {
+func (r Retained) Migrated() bool {
 	return slices.Contains(r.OwnSnapshots, r.Dataset+"@"+Migrated)
 }
+
+// FinalSent reports whether r's final snapshot has been taken for a
+// migration (and sent, or being sent), the receiver not yet confirmed.
+func (r Retained) FinalSent() bool {
+	return slices.Contains(r.OwnSnapshots, r.Dataset+"@"+MigrateFinal)
+}
+
+// Copy reports whether r is a copy received from another node (whole or
+// still arriving), not this node's own data.
+func (r Retained) Copy() bool { return r.Outcome == OutcomeMigrated }
 
 // Same reports whether two readings of data kept aside are of the same
 // dataset in the same state, held for the same allocation: what a pass that
