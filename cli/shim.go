@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 )
 
 // doctor hosts the plugin binary to show what Nomad would see, while the
@@ -22,7 +24,7 @@ import (
 
 // shimEnv holds the PATH behind the shim; set, it makes this binary the shim
 // when it runs as zfs or zpool.
-const shimEnv = "NOMAD_DEVICE_ZFS_READONLY_PATH"
+const shimEnv = plugin.ReadOnlyEnv
 
 // shimMarker starts the shim's refusal, so doctor can tell it from a zfs
 // failure in the hosted plugin's health reasons.

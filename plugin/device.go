@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -31,6 +32,12 @@ const (
 	Vendor     = model.Vendor
 	DeviceType = model.DeviceType
 )
+
+// ReadOnlyEnv, set in the plugin's environment, says it runs for the
+// operator CLI's doctor, with zfs and zpool through a read-only shim (the
+// variable holds the PATH behind it): it then sends and receives no data
+// to or from other nodes, and serves nothing.
+const ReadOnlyEnv = "NOMAD_DEVICE_ZFS_READONLY_PATH"
 
 // Version is the plugin's version, set at build time.
 var Version = "v0.1.0"
@@ -133,7 +140,7 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 			allocs = watcher
 		}
 		p.mgr = hooks.NewManager(&p.settings.Slots, client, allocs, p.logger)
-		if p.settings.Transfer != nil && watcher != nil {
+		if p.settings.Transfer != nil && watcher != nil && os.Getenv(ReadOnlyEnv) == "" {
 			if err := p.startTransfer(p.runCtx, p.settings, p.mgr, client); err != nil {
 				p.logger.Error("cannot start the transfer between nodes; data will not follow allocations to other nodes", "error", err)
 			}
