@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -64,10 +65,13 @@ func (a *Agent) stop() error {
 	a.mu.Lock()
 	p := a.proc
 	a.proc = nil
+	a.frozen = false
 	a.mu.Unlock()
 	if p == nil {
 		return nil
 	}
+	// A frozen agent (Freeze) would not act on SIGINT until resumed.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-p.done:
