@@ -128,8 +128,8 @@ func TestRegressions(t *testing.T) {
 		a := s.submit("j1", "", 50, 20*time.Second)[0]
 		s.step(a) // pull
 		s.step(a) // start
-		s.w.disconnect()
-		s.w.reconnect() // a is lost; its replacement gets the same slot
+		s.w.cutOff(false) // no room elsewhere
+		s.w.reconnect()   // a is lost; its replacement gets the same slot
 		b := s.newest()
 		s.step(a) // the client stops a: 20s kill timeout
 		s.step(b) // pull
@@ -155,7 +155,7 @@ func TestRegressions(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.w.launch("restart with the unrecorded slot")
-		s.w.disconnect()
+		s.w.cutOff(false)
 		s.w.reconnect()
 		s.step(a) // stopping, within its kill timeout
 		s.watchAndReconcile()
@@ -182,7 +182,7 @@ func TestRegressions(t *testing.T) {
 		a := s.submit("j1", "", 50, 20*time.Second)[0]
 		s.step(a)
 		s.step(a)
-		s.w.disconnect()
+		s.w.cutOff(false)
 		if err := s.w.cluster.GC(a); err != nil {
 			t.Fatal(err)
 		}
