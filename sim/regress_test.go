@@ -128,8 +128,10 @@ func TestRegressions(t *testing.T) {
 		a := s.submit("j1", "", 50, 20*time.Second)[0]
 		s.step(a) // pull
 		s.step(a) // start
-		s.w.cutOff(false) // no room elsewhere
-		s.w.reconnect()   // a is lost; its replacement gets the same slot
+		// Cut off with nowhere else to place a's replacement: a is lost,
+		// and the reconnect's evaluation gives its replacement a's slot.
+		s.w.cutOff(false)
+		s.w.reconnect()
 		b := s.newest()
 		s.step(a) // the client stops a: 20s kill timeout
 		s.step(b) // pull
