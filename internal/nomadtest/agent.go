@@ -13,7 +13,8 @@ import (
 )
 
 const (
-	// stopGrace is how long Stop waits after SIGINT before killing.
+	// stopGrace is how long Stop waits after SIGINT before killing, on an
+	// idle machine (stretched by Config.Slowness).
 	stopGrace = 30 * time.Second
 	// pollInterval paces every wait in this package.
 	pollInterval = 250 * time.Millisecond
