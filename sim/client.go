@@ -327,6 +327,9 @@ func (w *World) report(a *localAlloc) {
 	if sa.ClientStatus == structs.AllocClientStatusLost && a.status == structs.AllocClientStatusRunning && !a.resend {
 		return // the servers gave it up; the client will stop it
 	}
+	if a.resend {
+		w.logf("client re-sends %s: %s (the servers had %s/%s)", a.short(), a.status, sa.ClientStatus, sa.DesiredStatus)
+	}
 	tasks := map[string]string{}
 	state := structs.TaskStateRunning
 	if a.phase == dead {

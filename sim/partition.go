@@ -103,6 +103,7 @@ func (w *World) reconnect() {
 	}
 	w.connected, w.cutStatus = true, ""
 	w.setFaults(func(f *apiFaults) { f.connected = true })
+	w.runRemote()
 	w.logf("node reconnects: initializing, its jobs evaluated; the client will send every allocation's status")
 	w.setNodeStatus(nodeID, structs.NodeStatusReady)
 	for _, a := range w.sortedLocal() {
@@ -112,6 +113,31 @@ func (w *World) reconnect() {
 		w.remoteUp = false
 		w.logf("node-b, where replacements went, fails")
 		w.setNodeStatus(remoteID, structs.NodeStatusDown)
+	}
+}
+
+// runRemote reports the replacements placed on the other node running, as
+// its client would have by now: the reconnect's reconcile weighs a running
+// replacement against the original (best_score may keep either).
+func (w *World) runRemote() {
+	if !w.remoteUp {
+		return
+	}
+	for _, sa := range w.cluster.Allocs(remoteID) {
+		if sa.ClientStatus != structs.AllocClientStatusPending || sa.DesiredStatus != structs.AllocDesiredStatusRun {
+			continue
+		}
+		tasks := map[string]string{}
+		if sa.AllocatedResources != nil {
+			for name := range sa.AllocatedResources.Tasks {
+				tasks[name] = structs.TaskStateRunning
+			}
+		}
+		if _, err := w.cluster.UpdateAllocClient(sa.ID, structs.AllocClientStatusRunning, tasks); err != nil {
+			w.violate("harness", "UpdateAllocClient %s on node-b: %v", sa.ID, err)
+			return
+		}
+		w.logf("node-b runs %s", sa.ID[len(sa.ID)-4:])
 	}
 }
 
