@@ -142,7 +142,7 @@ func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 
 	a.RunJob(t, stickyService("fails", "1",
 		`echo "v$VERSION $NOMAD_ALLOC_ID" > /data/history.txt && echo wrote && exit 1`, noRetry))
-	stubs := a.WaitAllocs(t, "fails", nomadtest.AllocsWithStatus(1, api.AllocClientStatusFailed), jobTimeout)
+	stubs := nomadtest.Counted(a.WaitAllocs(t, "fails", nomadtest.AllocsWithStatus(1, api.AllocClientStatusFailed), jobTimeout))
 	failed := allocInfo(t, a, stubs[0].ID)
 	ended := taskFinished(failed)
 
