@@ -36,7 +36,11 @@
 // No wait has a fixed deadline: every timeout is what the wait takes on an
 // idle guest, stretched by the guest's measured slowness (pace_test.go,
 // nomadtest.Deadline), so the suite holds beside a second VM or a compile
-// on the same cores. The agents' heartbeat grace and the plugin's
+// on the same cores. Nor does anything a test checks expire on a fixed
+// clock meanwhile: a retain or sticky_wait the test waits out is paced
+// (stretched likewise when the agent starts), a check of data that
+// expires runs only when it cannot race the expiry (leftBefore), and a
+// task that must finish its shutdown has a kill_timeout far beyond it. The agents' heartbeat grace and the plugin's
 // reserve_timeout are raised for the same reason (see startAgentWith).
 //
 // Tests across nodes run a real cluster in the one guest (startCluster,

@@ -36,15 +36,19 @@ var partitionJobs = []partitionJob{
 
 // tokenScript writes the allocation's token into its slot, says what it
 // found there first, and then checks every second that the token is still
-// there, and once more when it is stopped. It writes all of it to
-// data.log in its alloc dir, which the test reads on the host: a node's
-// agent does not answer while it is frozen. The data decides, not the
-// plugin's own records: a slot released while its holder runs (rolled
-// back: the class's policy) shows as TOKEN GONE. A raw_exec task (the
-// slot at ZFS_STATE_HOST_PATH): it starts in a fraction of an exec task's
-// time, which builds a chroot first.
+// there. Stopped, it takes 5 s to shut down, as a database flushing its
+// data would, checking every half second, and once more as it exits. It
+// writes all of it to data.log in its alloc dir, which the test reads on
+// the host: a node's agent does not answer while it is frozen. The data
+// decides, not the plugin's own records: a slot released while its holder
+// runs (rolled back: the class's policy) shows as TOKEN GONE. (Without the
+// shutdown, a lost allocation taken for ended went unseen: the client
+// killed it within a second of the thaw, before the rollback landed.) A
+// raw_exec task (the slot at ZFS_STATE_HOST_PATH): it starts in a fraction
+// of an exec task's time, which builds a chroot first.
 const tokenScript = `d=$ZFS_STATE_HOST_PATH; f=$d/token-$NOMAD_ALLOC_ID; log=$NOMAD_ALLOC_DIR/data.log; ` +
-	`trap 'if [ -e "$f" ]; then echo "exit: token present"; else echo "exit: TOKEN GONE"; fi >> "$log"; exit 0' INT TERM; ` +
+	`trap 'i=0; while [ $i -lt 10 ]; do [ -e "$f" ] || echo "TOKEN GONE while stopping" >> "$log"; sleep 0.5; i=$((i+1)); done; ` +
+	`if [ -e "$f" ]; then echo "exit: token present"; else echo "exit: TOKEN GONE"; fi >> "$log"; exit 0' INT TERM; ` +
 	`echo "found: [$(ls -A "$d" | tr '\n' ' ')]" >> "$log"; ` +
 	`echo "$NOMAD_ALLOC_ID" > "$f" && echo "wrote token" >> "$log"; ` +
 	`while :; do [ -e "$f" ] || echo "TOKEN GONE at $(date +%s)" >> "$log"; sleep 1; done`
@@ -75,8 +79,8 @@ func partitionService(j partitionJob, node string) string {
     }
     task "t" {
       driver = "raw_exec"
-      # The trap runs within a second of the interrupt on an idle guest;
-      # the default 5 s killed it before that on a saturated one.
+      # The trap takes 5 s on an idle guest; the default kill_timeout,
+      # 5 s, killed a plain exit before it on a saturated one.
       kill_timeout = "2m"
       config {
         command = "/bin/sh"
