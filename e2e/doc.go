@@ -36,8 +36,20 @@
 // No wait has a fixed deadline: every timeout is what the wait takes on an
 // idle guest, stretched by the guest's measured slowness (pace_test.go,
 // nomadtest.Deadline), so the suite holds beside a second VM or a compile
-// on the same cores. The agents' heartbeat grace and the plugin's
+// on the same cores. Nor does anything a test checks expire on a fixed
+// clock meanwhile: a retain or sticky_wait the test waits out is paced
+// (stretched likewise when the agent starts), a check of data that
+// expires runs only when it cannot race the expiry (leftBefore), and a
+// task that must finish its shutdown has a kill_timeout far beyond it. The agents' heartbeat grace and the plugin's
 // reserve_timeout are raised for the same reason (see startAgentWith).
+//
+// Tests across nodes run a real cluster in the one guest (startCluster,
+// cluster_helpers_test.go): a server agent and client nodes, each with its
+// own pool, parent and plugin configuration, its plugin talking to its own
+// agent. TestPartitionReconnect cuts a node off by stopping its agent
+// (SIGSTOP; its plugin and tasks run on) with short heartbeats, whose grace
+// stretches with the guest's slowness like every wait, and records what the
+// agents showed (timeline_test.go) for docs/lifecycle.md.
 //
 // The TestDocker* tests start containerd and dockerd in the guest
 // (docker_engine_test.go), import a busybox root filesystem under the
