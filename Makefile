@@ -51,13 +51,14 @@ e2e: nomad ## End-to-end tests: real Nomad (NOMAD_VERSION) and real OpenZFS in a
 	scripts/e2e.sh $(if $(E2E_RUN),-test.run '$(E2E_RUN)')
 
 # The tests every older supported Nomad runs: placement, release, plugin
-# restart, the docker example. The newest runs the whole suite.
-E2E_OLDER := ^(TestFingerprintPlaceAndWrite|TestReleaseDestroyNextHolderClean|TestPluginKilledIsRelaunched|TestDockerExampleJob)$$
+# restart, the docker example, a node cut off and back (2-4 minutes, beside
+# the others). The newest runs the whole suite.
+E2E_OLDER := ^(TestFingerprintPlaceAndWrite|TestReleaseDestroyNextHolderClean|TestPluginKilledIsRelaunched|TestDockerExampleJob|TestPartitionReconnect)$$
 
-e2e-versions: ## The whole e2e suite on the newest supported Nomad, placement/release/restart/docker on the others.
+e2e-versions: ## The whole e2e suite on the newest supported Nomad, placement/release/restart/docker/partition on the others.
 	@set -e; newest=$(lastword $(NOMAD_VERSIONS)); for v in $(NOMAD_VERSIONS); do \
 	  if [ "$$v" = "$$newest" ]; then echo "=== e2e on Nomad $$v (whole suite)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v; \
-	  else echo "=== e2e on Nomad $$v (placement, release, restart, docker)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v E2E_RUN='$(E2E_OLDER)'; fi; done
+	  else echo "=== e2e on Nomad $$v (placement, release, restart, docker, partition)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v E2E_RUN='$(E2E_OLDER)'; fi; done
 
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
 	scripts/demo.sh

@@ -39,6 +39,14 @@
 // on the same cores. The agents' heartbeat grace and the plugin's
 // reserve_timeout are raised for the same reason (see startAgentWith).
 //
+// Tests across nodes run a real cluster in the one guest (startCluster,
+// cluster_helpers_test.go): a server agent and client nodes, each with its
+// own pool, parent and plugin configuration, its plugin talking to its own
+// agent. TestPartitionReconnect cuts a node off by stopping its agent
+// (SIGSTOP; its plugin and tasks run on) with short heartbeats, whose grace
+// stretches with the guest's slowness like every wait, and records what the
+// agents showed (timeline_test.go) for docs/lifecycle.md.
+//
 // The TestDocker* tests start containerd and dockerd in the guest
 // (docker_engine_test.go), import a busybox root filesystem under the
 // image name the example job uses, and run examples/job-docker.nomad.hcl.

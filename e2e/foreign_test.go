@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -22,7 +23,9 @@ import (
 func TestForeignBelowSlotSurvivesEveryPolicy(t *testing.T) {
 	t.Parallel()
 	p := newPool(t, "e2eforeign", false)
-	a := startAgentScan(t, p, releaseScan, `class "gone" {
+	// retain: the retained data must outlast the steps up to the hand-made
+	// child's creation below it, which a slow guest stretches (see paced).
+	a := startAgentScan(t, p, releaseScan, fmt.Sprintf(`class "gone" {
   slots = 1
   release { policy = "destroy" }
 }
@@ -34,9 +37,9 @@ class "kept" {
   slots = 1
   release {
     policy = "snapshot"
-    retain = "60s"
+    retain = %q
   }
-}`)
+}`, paced(60*time.Second)))
 	classes := []string{"gone", "back", "kept"}
 	for _, c := range classes {
 		a.WaitForNodeDevice(t, "zfs", "dataset", c, 1, deviceTimeout)
@@ -95,7 +98,16 @@ class "kept" {
 	kept := p.Parent + "/kept/retained-" + hs[2].alloc.ID
 	run(t, "zfs", "create", kept+"/handmade")
 	expires := time.Unix(int64(mustLookupProp(t, kept, propExpires)), 0)
-	time.Sleep(time.Until(expires) + 3*releaseScan) // a few of the plugin's passes past the expiry
+	// Two of the plugin's passes past the expiry, each of which tried to
+	// prune it and was refused: seen in the log, not guessed from a clock
+	// (a slow guest's passes come later).
+	waitFor(t, time.Until(expires)+releaseTimeout, "two refused prunes of "+kept, func() (bool, string) {
+		n := countLines(a.Logs(), "cannot prune retained data", "dataset="+kept)
+		return n >= 2, fmt.Sprintf("%d so far", n)
+	})
+	if time.Now().Before(expires) {
+		t.Errorf("the plugin tried to prune %s before its expiry %s", kept, expires)
+	}
 	if !existsAny(t, kept) || !existsAny(t, kept+"/handmade") {
 		t.Fatalf("the plugin pruned retained data with a hand-made child below it")
 	}

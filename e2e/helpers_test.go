@@ -368,7 +368,7 @@ func startHeld(t *testing.T, a *nomadtest.Agent, jobHCL string) (*api.Allocation
 // has finished.
 func waitHeld(t *testing.T, a *nomadtest.Agent, job string) (*api.Allocation, string) {
 	t.Helper()
-	stubs := a.WaitAllocs(t, job, nomadtest.AllocsWithStatus(1, api.AllocClientStatusRunning), jobTimeout)
+	stubs := nomadtest.Counted(a.WaitAllocs(t, job, nomadtest.AllocsWithStatus(1, api.AllocClientStatusRunning), jobTimeout))
 	var out string
 	waitFor(t, jobTimeout, "job "+job+" to run its body", func() (bool, string) {
 		var err error

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 )
 
 // TestImportWithoutMountKeepsSlotsVisible: the pool comes back without its
@@ -40,9 +42,9 @@ func TestImportWithoutMountKeepsSlotsVisible(t *testing.T) {
 	exportPool(t, p.Name)
 	a.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 0, deviceTimeout)
 	run(t, "zpool", "import", "-N", "-d", p.Dir, p.Name)
-	// Give the plugin's scans (every 2 s) the chance to act on the
-	// unmounted slots before the mount step.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(pollInterval) {
+	// Give the plugin's scans (every 2 s; later on a slow guest) the
+	// chance to act on the unmounted slots before the mount step.
+	for deadline := nomadtest.NewDeadline(10*time.Second, pace.Slowness); !deadline.Passed(); time.Sleep(pollInterval) {
 		if dataset(t, slots["scratch-1"].Name).Mounted {
 			t.Logf("after zpool import -N, scratch-1 was mounted (by the plugin), its parents were not:\n%s", mountsOf(p.Name))
 			break

@@ -29,7 +29,7 @@ func TestSlotsLoweredWhileHeld(t *testing.T) {
 		held(`for d in /data/*; do echo kept > "$d/mine"; done`), ""),
 		`device "zfs/dataset/scratch" {}`, `device "zfs/dataset/scratch" { count = 2 }`, 1)
 	job := a.RunJob(t, jobHCL)
-	stubs := a.WaitAllocs(t, *job.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusRunning), jobTimeout)
+	stubs := nomadtest.Counted(a.WaitAllocs(t, *job.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusRunning), jobTimeout))
 	allocID := stubs[0].ID
 	waitHolder(t, ds1, allocID)
 	waitHolder(t, ds2, allocID)

@@ -114,3 +114,20 @@ func (p *pacer) summary() string {
 	defer p.mu.Unlock()
 	return fmt.Sprintf("%d probes, slowest median x%.1f (timeouts stretched up to that)", p.samples, p.worst)
 }
+
+// paced is d, a period the plugin measures on its own clock (retain,
+// sticky_wait) that a test's checks must fit in, stretched by the guest's
+// slowness now and rounded up to a second: on a guest four times slower,
+// the checks that take 10 s idle take 40 s, and a period that would
+// expire meanwhile would fail the test for a reason of its machine.
+func paced(d time.Duration) time.Duration {
+	s := time.Duration(float64(d) * pace.Slowness())
+	return (s + time.Second - 1).Truncate(time.Second)
+}
+
+// leftBefore reports whether at least margin, stretched by the guest's
+// slowness now, is left before expires: a check of data that expires
+// then runs only if it cannot race the expiry.
+func leftBefore(expires time.Time, margin time.Duration) bool {
+	return time.Until(expires) > time.Duration(float64(margin)*pace.Slowness())
+}

@@ -32,7 +32,7 @@ func TestAgentRestartKeepsRunningAllocData(t *testing.T) {
 	a.WaitForNodeDevice(t, "zfs", "dataset", "scratch", 1, deviceTimeout)
 
 	job := a.RunJob(t, batchJob("beat", "exec", "scratch", beatScript, ""))
-	stubs := a.WaitAllocs(t, *job.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusRunning), jobTimeout)
+	stubs := nomadtest.Counted(a.WaitAllocs(t, *job.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusRunning), jobTimeout))
 	alloc := allocInfo(t, a, stubs[0].ID)
 	ds := p.Parent + "/scratch/" + deviceID(t, alloc)
 	dir := "/" + ds

@@ -126,13 +126,14 @@ func TestStickyDataFollowsReplacements(t *testing.T) {
 // TestStickyFailedDataWaitsThenGoes: an allocation of a sticky class fails
 // and nothing replaces it (no reschedule). Its data is parked, where
 // `status` shows it in its Parked section, waiting for a replacement for
-// sticky_wait (1m); then the class's policy (destroy) takes it, not
+// sticky_wait (1m on an idle guest, see paced: the parked data must
+// outlast the checks); then the class's policy (destroy) takes it, not
 // before.
 func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 	t.Parallel()
-	const wait = time.Minute
+	wait := paced(time.Minute)
 	p := newPool(t, "e2estickyfail", false)
-	a := startAgentScan(t, p, releaseScan, stickyClass(1, `  sticky_wait = "1m"`))
+	a := startAgentScan(t, p, releaseScan, stickyClass(1, fmt.Sprintf(`  sticky_wait = %q`, wait)))
 	stopAtCleanup(t, a, "fails", "counter")
 	a.WaitForNodeDevice(t, "zfs", "dataset", "state", 1, deviceTimeout)
 	classDS := p.Parent + "/state"
@@ -141,7 +142,7 @@ func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 
 	a.RunJob(t, stickyService("fails", "1",
 		`echo "v$VERSION $NOMAD_ALLOC_ID" > /data/history.txt && echo wrote && exit 1`, noRetry))
-	stubs := a.WaitAllocs(t, "fails", nomadtest.AllocsWithStatus(1, api.AllocClientStatusFailed), jobTimeout)
+	stubs := nomadtest.Counted(a.WaitAllocs(t, "fails", nomadtest.AllocsWithStatus(1, api.AllocClientStatusFailed), jobTimeout))
 	failed := allocInfo(t, a, stubs[0].ID)
 	ended := taskFinished(failed)
 

@@ -106,7 +106,11 @@ func (w *World) eval(ev scheduler.Eval, err error) {
 		return
 	}
 	for _, p := range ev.Placed {
-		w.logf("  placed %s %s devices %v", p.AllocID[len(p.AllocID)-4:], p.Name, p.Devices)
+		where := ""
+		if p.NodeID == remoteID {
+			where = " on node-b"
+		}
+		w.logf("  placed %s %s devices %v%s", p.AllocID[len(p.AllocID)-4:], p.Name, p.Devices, where)
 	}
 	for _, id := range ev.Stopped {
 		w.logf("  stop %s", id[len(id)-4:])
@@ -256,47 +260,6 @@ func (w *World) gc() {
 	}
 	w.logf("servers GC %d allocs", len(ids))
 	w.dropGCd()
-}
-
-func (w *World) disconnect() {
-	if !w.connected {
-		return
-	}
-	status := structs.NodeStatusDown
-	for _, sa := range w.cluster.Allocs(nodeID) {
-		if js := w.jobs[sa.JobID]; js != nil && js.job.Groups[0].LostAfter > 0 && !sa.TerminalStatus() {
-			status = structs.NodeStatusDisconnected
-		}
-	}
-	w.connected = false
-	w.setFaults(func(f *apiFaults) { f.connected = false })
-	w.logf("node misses its heartbeats: %s", status)
-	evs, err := w.cluster.SetNodeStatus(nodeID, status)
-	for _, ev := range evs {
-		w.eval(ev, nil)
-	}
-	if err != nil {
-		w.logf("eval error: %v", err)
-	}
-}
-
-func (w *World) reconnect() {
-	if w.connected {
-		return
-	}
-	w.connected = true
-	w.setFaults(func(f *apiFaults) { f.connected = true })
-	w.logf("node reconnects")
-	evs, err := w.cluster.SetNodeStatus(nodeID, structs.NodeStatusReady)
-	for _, ev := range evs {
-		w.eval(ev, nil)
-	}
-	if err != nil {
-		w.logf("eval error: %v", err)
-	}
-	for _, a := range w.sortedLocal() {
-		w.report(a)
-	}
 }
 
 func (w *World) zfsFail() {

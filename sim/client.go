@@ -42,6 +42,9 @@ type localAlloc struct {
 	// complete, failed.
 	status   string
 	reported string
+	// resend: the node reconnected and the client has not sent the
+	// status since (it sends it even if unchanged; see partition.go).
+	resend bool
 }
 
 // localTask is one task with devices and what Reserve gave it.
@@ -87,7 +90,7 @@ func (w *World) moves() []move {
 			moves = append(moves, move{a.id, func() { w.start(a) }})
 		case a.phase == running && stop:
 			moves = append(moves, move{a.id, func() { w.beginKill(a) }})
-		case a.status != a.reported && w.connected && sa != nil:
+		case (a.status != a.reported || a.resend) && w.connected && sa != nil:
 			moves = append(moves, move{a.id, func() { w.report(a) }})
 		}
 	}
@@ -308,17 +311,24 @@ func (w *World) finish(a *localAlloc, status, why string) {
 	w.report(a)
 }
 
-// report sends the allocation's status to the servers, when it can.
+// report sends the allocation's status to the servers, when it can. After
+// a reconnect (a.resend) it sends it even if it sent it before, as a
+// reconnecting client does, also for an allocation the servers marked
+// lost meanwhile: a running one is running again on the servers until
+// its task is stopped.
 func (w *World) report(a *localAlloc) {
-	if !w.connected || a.reported == a.status {
+	if !w.connected || (a.reported == a.status && !a.resend) {
 		return
 	}
 	sa := w.cluster.Alloc(a.id)
 	if sa == nil {
 		return
 	}
-	if sa.ClientStatus == structs.AllocClientStatusLost && a.status == structs.AllocClientStatusRunning {
+	if sa.ClientStatus == structs.AllocClientStatusLost && a.status == structs.AllocClientStatusRunning && !a.resend {
 		return // the servers gave it up; the client will stop it
+	}
+	if a.resend {
+		w.logf("client re-sends %s: %s (the servers had %s/%s)", a.short(), a.status, sa.ClientStatus, sa.DesiredStatus)
 	}
 	tasks := map[string]string{}
 	state := structs.TaskStateRunning
@@ -339,7 +349,7 @@ func (w *World) report(a *localAlloc) {
 		w.violate("harness", "UpdateAllocClient %s: %v", a.id, err)
 		return
 	}
-	a.reported = a.status
+	a.reported, a.resend = a.status, false
 }
 
 // taskExit ends a running allocation's tasks on their own.

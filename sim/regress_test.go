@@ -128,8 +128,10 @@ func TestRegressions(t *testing.T) {
 		a := s.submit("j1", "", 50, 20*time.Second)[0]
 		s.step(a) // pull
 		s.step(a) // start
-		s.w.disconnect()
-		s.w.reconnect() // a is lost; its replacement gets the same slot
+		// Cut off with nowhere else to place a's replacement: a is lost,
+		// and the reconnect's evaluation gives its replacement a's slot.
+		s.w.cutOff(false)
+		s.w.reconnect()
 		b := s.newest()
 		s.step(a) // the client stops a: 20s kill timeout
 		s.step(b) // pull
@@ -155,7 +157,7 @@ func TestRegressions(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.w.launch("restart with the unrecorded slot")
-		s.w.disconnect()
+		s.w.cutOff(false)
 		s.w.reconnect()
 		s.step(a) // stopping, within its kill timeout
 		s.watchAndReconcile()
@@ -182,7 +184,7 @@ func TestRegressions(t *testing.T) {
 		a := s.submit("j1", "", 50, 20*time.Second)[0]
 		s.step(a)
 		s.step(a)
-		s.w.disconnect()
+		s.w.cutOff(false)
 		if err := s.w.cluster.GC(a); err != nil {
 			t.Fatal(err)
 		}

@@ -69,6 +69,14 @@ type World struct {
 	busyTill  map[string]time.Time
 	foreign   []foreignThing
 
+	// cutAt and cutStatus: when the node was cut off, and what the
+	// servers made of it (disconnected or down; see disconnect).
+	cutAt     time.Time
+	cutStatus string
+	// remoteUp: the other node, where replacements go while this one is
+	// cut off, is up (see disconnect).
+	remoteUp bool
+
 	// cmds counts the zfs commands of the current event.
 	cmds int
 
@@ -226,6 +234,7 @@ func (w *World) advance(d time.Duration) {
 	}
 	w.now = w.now.Add(d)
 	w.setFaults(func(f *apiFaults) { f.now = w.now })
+	w.expireLostAfter()
 	w.finishKills()
 	if w.connected {
 		w.dropGCd() // the client syncs with the servers as time passes

@@ -13,7 +13,8 @@ import (
 )
 
 const (
-	// stopGrace is how long Stop waits after SIGINT before killing.
+	// stopGrace is how long Stop waits after SIGINT before killing, on an
+	// idle machine (stretched by Config.Slowness).
 	stopGrace = 30 * time.Second
 	// pollInterval paces every wait in this package.
 	pollInterval = 250 * time.Millisecond
@@ -46,6 +47,8 @@ type Agent struct {
 	runStart int64
 	// notes are remarks from start-up for the test log.
 	notes []string
+	// frozen: stopped with SIGSTOP (Freeze) and not resumed.
+	frozen bool
 }
 
 // Start starts an agent and waits, up to cfg.StartTimeout, until its HTTP API
@@ -59,6 +62,17 @@ type Agent struct {
 // so some starts take up to 12 s; see keyringRace for another delay.
 func Start(t testing.TB, cfg Config) *Agent {
 	t.Helper()
+	a, err := start(t, cfg)
+	if err != nil {
+		a.fatalf(t, "starting agent: %v", err)
+	}
+	return a
+}
+
+// start is Start without failing the test, so that StartCluster can start
+// agents in goroutines (t.Fatal must be called from the test's own). It
+// returns the agent even with an error, for its log path.
+func start(t testing.TB, cfg Config) (*Agent, error) {
 	cfg = cfg.withDefaults(t)
 	dir := t.TempDir() // config file and log, apart from Nomad's data_dir
 	a := &Agent{
@@ -72,7 +86,7 @@ func Start(t testing.TB, cfg Config) *Agent {
 	for attempt := 1; ; attempt++ {
 		p, err := freePorts()
 		if err != nil {
-			t.Fatalf("nomadtest: %v", err)
+			return a, err
 		}
 		a.mu.Lock()
 		a.ports, a.client = p, nil
@@ -82,19 +96,23 @@ func Start(t testing.TB, cfg Config) *Agent {
 		err = a.start(0)
 		a.logNotes(t)
 		if err == nil {
-			t.Logf("nomadtest: agent %s ready in %s (node %s, log %s)",
-				a.Address(), time.Since(began).Round(100*time.Millisecond), a.NodeID(), a.logPath)
-			return a
+			what := "node " + a.NodeID()
+			if cfg.ServerOnly {
+				what = "server only"
+			}
+			t.Logf("nomadtest: agent %s ready in %s (%s, log %s)",
+				a.Address(), time.Since(began).Round(100*time.Millisecond), what, a.logPath)
+			return a, nil
 		}
 		if !errors.Is(err, errPortInUse) || !fresh || attempt == startAttempts {
-			a.fatalf(t, "starting agent: %v", err)
+			return a, err
 		}
 		// Another process won the race for a port. The failed run may have
 		// written raft state naming the old rpc port, so start over clean.
 		t.Logf("nomadtest: attempt %d: %v; retrying with new ports", attempt, err)
 		_ = a.stop()
 		if err := emptyDir(cfg.DataDir); err != nil {
-			t.Fatalf("nomadtest: resetting data dir: %v", err)
+			return a, fmt.Errorf("resetting data dir: %w", err)
 		}
 	}
 }
@@ -105,7 +123,7 @@ func Start(t testing.TB, cfg Config) *Agent {
 func (a *Agent) Restart(t testing.TB) {
 	t.Helper()
 	var minIndex uint64
-	if a.running() {
+	if a.running() && !a.cfg.ServerOnly {
 		node, _, err := a.Client().Nodes().Info(a.NodeID(), nil)
 		if err != nil {
 			a.fatalf(t, "reading node before restart: %v", err)

@@ -42,6 +42,17 @@ type Config struct {
 	// of its own: a second node of that agent's cluster, for tests of
 	// placement across nodes. The server's heartbeat_grace then applies.
 	Servers []string
+	// ServerOnly makes an agent without a client: the server of a
+	// cluster whose nodes are all client-only agents (StartCluster).
+	// Start then waits for the API and a leader only.
+	ServerOnly bool
+	// HeartbeatGrace and MinHeartbeatTTL are the server's heartbeat_grace
+	// and min_heartbeat_ttl: a node that has not heartbeated for its TTL
+	// (at least MinHeartbeatTTL, plus up to as much again of stagger)
+	// and then the grace is marked down or disconnected. Defaults: 5m
+	// (see renderConfig) and Nomad's own, 10s. A test that cuts a node off
+	// on purpose lowers both.
+	HeartbeatGrace, MinHeartbeatTTL time.Duration
 	// ExtraHCL is appended to the generated agent config. Top-level blocks
 	// such as client { } may repeat; Nomad merges them.
 	ExtraHCL string
@@ -149,34 +160,42 @@ func renderConfig(c Config, p ports) string {
 	// process, but on a busy machine a heartbeat can still come late (22 s
 	// against a 12 s TTL, seen beside a second test VM): the server then
 	// marks the node down and its allocations lost, and the test fails for
-	// a reason of its machine. No test here lets a node miss heartbeats on
-	// purpose; a stopped agent's node is covered by Nomad's failover TTL.
+	// a reason of its machine. A test that lets a node miss heartbeats on
+	// purpose (Agent.Freeze) sets HeartbeatGrace; a stopped agent's node
+	// is otherwise covered by Nomad's failover TTL.
 	if len(c.Servers) == 0 {
-		b.WriteString(`server {
-  enabled          = true
-  bootstrap_expect = 1
-  heartbeat_grace  = "5m"
-}
-
-`)
+		grace := "5m"
+		if c.HeartbeatGrace > 0 {
+			grace = c.HeartbeatGrace.String()
+		}
+		fmt.Fprintf(&b, "server {\n  enabled          = true\n  bootstrap_expect = 1\n  heartbeat_grace  = %q\n", grace)
+		if c.MinHeartbeatTTL > 0 {
+			fmt.Fprintf(&b, "  min_heartbeat_ttl = %q\n", c.MinHeartbeatTTL.String())
+		}
+		b.WriteString("}\n\n")
 	}
-	b.WriteString("client {\n  enabled = true\n")
-	if len(c.Servers) > 0 {
-		fmt.Fprintf(&b, "  servers = [%s]\n", quoteList(c.Servers))
-	}
-	b.WriteString(`  options {
+	if c.ServerOnly {
+		b.WriteString("client {\n  enabled = false\n}\n")
+	} else {
+		b.WriteString("client {\n  enabled = true\n")
+		if len(c.Servers) > 0 {
+			fmt.Fprintf(&b, "  servers = [%s]\n", quoteList(c.Servers))
+		}
+		b.WriteString(`  options {
     "fingerprint.denylist"  = "env_aws,env_gce,env_azure,env_digitalocean"
     "driver.raw_exec.enable" = "1"
   }
 }
-
+`)
+	}
+	b.WriteString(`
 plugin "raw_exec" {
   config {
     enabled = true
   }
 }
 `)
-	if c.PluginName != "" {
+	if c.PluginName != "" && !c.ServerOnly {
 		fmt.Fprintf(&b, "\nplugin %q {\n", c.PluginName)
 		if len(c.PluginArgs) > 0 {
 			fmt.Fprintf(&b, "  args = [%s]\n", quoteList(c.PluginArgs))

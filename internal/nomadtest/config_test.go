@@ -3,6 +3,7 @@ package nomadtest
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRenderConfig(t *testing.T) {
@@ -52,6 +53,18 @@ func TestRenderConfig(t *testing.T) {
 				`"driver.raw_exec.enable" = "1"`,
 			},
 			notWant: []string{"server {", "bootstrap_expect"},
+		},
+		{
+			name: "server only with short heartbeats",
+			cfg: Config{DataDir: "/tmp/d", ServerOnly: true, PluginName: "nomad-device-zfs",
+				HeartbeatGrace: 3 * time.Second, MinHeartbeatTTL: 2 * time.Second},
+			want: []string{
+				"bootstrap_expect = 1",
+				`heartbeat_grace  = "3s"`,
+				`min_heartbeat_ttl = "2s"`,
+				"client {\n  enabled = false\n}",
+			},
+			notWant: []string{"enabled = true\n  servers", "fingerprint.denylist", `plugin "nomad-device-zfs"`, `"5m"`},
 		},
 	}
 	for _, tc := range tests {

@@ -81,6 +81,20 @@ func AllocsWithStatus(n int, status string) func([]*api.AllocationListStub) bool
 	}
 }
 
+// Counted returns the allocations AllocsWithStatus counts, in order: all
+// but those Nomad replaced after its executor never started. After
+// WaitAllocs(..., AllocsWithStatus(1, status)), Counted(allocs)[0] is the
+// one allocation, where allocs[0] may be a replaced one.
+func Counted(allocs []*api.AllocationListStub) []*api.AllocationListStub {
+	var out []*api.AllocationListStub
+	for _, al := range allocs {
+		if !executorNeverStarted(al) {
+			out = append(out, al)
+		}
+	}
+	return out
+}
+
 // executorNeverStarted reports an allocation that failed because Nomad's
 // executor plugin did not start in time (a guest too busy to answer its
 // handshake, seen beside other VMs on the same cores) and that Nomad has

@@ -28,6 +28,11 @@ func TestAllocsWithStatusSkipsExecutorStartFailures(t *testing.T) {
 			if got := AllocsWithStatus(1, "running")(tc.allocs); got != tc.want {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
+			// Counted is what the predicate counted: when it held, the
+			// one allocation is the first.
+			if c := Counted(tc.allocs); tc.want && (len(c) != 1 || c[0] != running) {
+				t.Errorf("Counted = %v, want just the running one", c)
+			}
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -64,19 +65,27 @@ func (a *Agent) stop() error {
 	a.mu.Lock()
 	p := a.proc
 	a.proc = nil
+	a.frozen = false
 	a.mu.Unlock()
 	if p == nil {
 		return nil
 	}
+	// A frozen agent (Freeze) would not act on SIGINT until resumed.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(stopGrace):
+	// A slow machine stretches the agent's shutdown too: killed halfway,
+	// it may leave its client state behind half-written for the restart.
+	grace := NewDeadline(stopGrace, a.cfg.Slowness)
+	for !grace.Passed() {
+		select {
+		case <-p.done:
+			return nil
+		case <-time.After(pollInterval):
+		}
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
-	return fmt.Errorf("agent did not exit within %s of SIGINT; killed it", stopGrace)
+	return fmt.Errorf("agent did not exit within %s of SIGINT; killed it", grace)
 }
 
 // note records a start-up remark; logNotes passes them to the test log.
