@@ -130,6 +130,13 @@ func NewClient(c ClientConfig) (*Client, error) {
 // the request's ResumeToken resumes. Props are set on it (-o): the
 // ownership mark, canmount. It is received resumable (-s) and unmounted
 // (-u), and HostProps are excluded from the stream.
+//
+// A copy that changes between two fetches is "modified since its most
+// recent snapshot" and the next incremental fails with
+// zfs.ErrDestinationModified: mounting it read-write is enough (reading
+// it updates atimes). Keep it unmounted until the last fetch, or mount it
+// read-only (-o ro, or readonly=on in Props), or roll it back to its
+// newest snapshot before fetching again.
 type Into struct {
 	Target string
 	Props  map[string]string
