@@ -138,6 +138,7 @@ var hostileClasses = []struct {
 		{name: "class too long", body: okParent + "\nclass \"" + strings.Repeat("c", 65) + "\" {}", names: []string{strings.Repeat("c", 65)}},
 		{name: "class env collision", body: okParent + "\nclass \"a-b\" {}\nclass \"a_b\" {}", names: []string{`class "a_b"`, "collide"}},
 		classCase("mount", `"data"`), classCase("mount", `"/"`), classCase("mount", `"/a/../b"`),
+		classCase("mount", `"/da\nta"`), classCase("mount", `"/da,ta"`), classCase("mount", `"/data\r"`),
 	}},
 	{"from_snapshot (malformed, below the parent, another pool)", []hostile{
 		classCase("from_snapshot", `"tank/golden"`), classCase("from_snapshot", `"tank/golden@"`),

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -157,8 +158,13 @@ func (cc *ClassConfig) validate(name, parent string) (model.Class, []string) {
 	if mount == "" {
 		mount = "/zfs/" + name
 	}
-	if !path.IsAbs(mount) || path.Clean(mount) != mount || mount == "/" {
+	switch {
+	case !path.IsAbs(mount) || path.Clean(mount) != mount || mount == "/":
 		bad("mount = %q: must be a clean absolute path other than /", cc.Mount)
+	case strings.Contains(mount, ","):
+		bad("mount = %q: must not hold a comma: with several slots the task's environment lists their paths joined by commas", cc.Mount)
+	case strings.ContainsFunc(mount, unicode.IsControl):
+		bad("mount = %q: must not hold a newline or another control character: no task driver mounts at such a path", cc.Mount)
 	}
 	var need uint64
 	keys := make([]string, 0, len(cc.Properties))
