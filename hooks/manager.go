@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -55,7 +56,9 @@ type Manager struct {
 	zfs    ZFS
 	allocs Allocs // nil: no watcher, no lifecycle (slots are never released)
 	logger hclog.Logger
-	now    func() time.Time
+	// observer hears of releases and scans (SetObserver).
+	observer Observer
+	now      func() time.Time
 	// sleep pauses Reserve between retries.
 	sleep func(ctx context.Context, d time.Duration) error
 
@@ -107,6 +110,7 @@ func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *M
 		zfs:         z,
 		allocs:      allocs,
 		logger:      logger.Named("slots"),
+		observer:    nopObserver{},
 		now:         time.Now,
 		sleep:       pause.For,
 		wake:        make(chan struct{}, 1),
@@ -371,7 +375,10 @@ func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
 
 // scan runs one zpool and one zfs process.
 func (m *Manager) scan(ctx context.Context, createErrs map[string]string) model.Scan {
-	return scanParent(ctx, m.cfg, m.zfs, m.stamp(), createErrs)
+	start := time.Now()
+	s := scanParent(ctx, m.cfg, m.zfs, m.stamp(), createErrs)
+	m.observer.ScanDone(ScanEvent{Pool: zfs.PoolOf(m.cfg.Parent), Took: time.Since(start), Err: errors.Join(s.PoolErr, s.ListErr)})
+	return s
 }
 
 // stamp is the time a read of datasets begins: now, but strictly after

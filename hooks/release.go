@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -20,8 +21,10 @@ import (
 // process less. A crash before that first change leaves the slot held by
 // an ended holder, which is released the same way; a crash after a
 // rollback, a pristine slot held by an ended holder, released again. The
-// caller holds the slot's lock.
-func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder model.Alloc, outcome string) error {
+// caller holds the slot's lock. The Observer hears how it ended.
+func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, holder model.Alloc, outcome string) (err error) {
+	ev := ReleaseEvent{Slot: s, Holder: holder, Outcome: outcome, Started: time.Now()}
+	defer func() { ev.Done, ev.Err = time.Now(), err; m.observer.ReleaseDone(ev) }()
 	if err := model.CheckRelease(m.cfg, s); err != nil {
 		return err // nothing changed; the slot's health says what to do
 	}
@@ -35,18 +38,19 @@ func (m *Manager) release(ctx context.Context, s model.Slot, c model.Class, hold
 	}
 	s.State, s.Holder, s.Outcome = model.StateReleasing, holder.ID, outcome
 	if c.Parks(s, holder, outcome, m.snapshot(), m.currentSlot) {
+		ev.Policy = PolicyPark
 		if err := m.park(ctx, s, c, holder, holderIndex); err != nil {
 			return fmt.Errorf("parking %s for the replacement of %s: %w", s.Dataset, holder.ID, err)
 		}
 		return nil
 	}
 	policy := c.PolicyFor(s, outcome)
+	ev.Policy = string(policy)
 	if policy != c.Release.PolicyFor(outcome) && !s.Orphan {
 		m.logger.Warn("no pristine snapshot to roll back to; destroying instead", "dataset", s.Dataset)
 	}
 	m.logger.Info("releasing slot", "slot", s.ID, "alloc_id", holder.ID, "outcome", outcome, "policy", policy, "orphan", s.Orphan)
 
-	var err error
 	switch policy {
 	case model.PolicyRollback:
 		err = m.rollback(ctx, s, holderIndex, marked)
