@@ -60,6 +60,11 @@ func nomadCase(name string, names []string, lines ...string) hostile {
 	return hostile{name: name, body: okParent + "\nnomad {\n" + strings.Join(lines, "\n") + "\n}\nclass \"a\" {}", names: names}
 }
 
+func metricsCase(addr string) hostile {
+	return hostile{name: "metrics " + addr, body: okParent + "\nmetrics {\naddress = " + strconv.Quote(addr) + "\n}\nclass \"a\" {}",
+		names: []string{"metrics.address = " + strconv.Quote(addr)}}
+}
+
 func ok(h hostile) hostile { h.names = nil; return h }
 
 // keyOnly is a type error, refused by the agent's own HCL decoder before
@@ -163,6 +168,10 @@ var hostileClasses = []struct {
 			`address = "http://nomad.example:4646"`, `token_file = "/t"`),
 		keyOnly(nomadCase("allow_plaintext_token not a bool", []string{"allow_plaintext_token"}, `allow_plaintext_token = "maybe"`)),
 	}},
+	{"metrics block (address)", []hostile{
+		metricsCase("9646"), metricsCase("127.0.0.1"), metricsCase("127.0.0.1:http"), metricsCase("127.0.0.1:65536"),
+		metricsCase("http://127.0.0.1:9646"), metricsCase("a b:9646"), metricsCase(""),
+	}},
 	{"accepted: the same keys with values zfs accepts", accepted()},
 }
 
@@ -198,6 +207,7 @@ func accepted() []hostile {
 		ok(propsCase("passphrase encryption", map[string]string{"encryption": "on", "keyformat": "passphrase",
 			"keylocation": "file:///etc/zfs/key", "pbkdf2iters": "100000"})),
 		ok(propsCase("normalization with utf8only", map[string]string{"normalization": "formD", "utf8only": "on"})),
+		ok(metricsCase("127.0.0.1:9646")), ok(metricsCase(":0")),
 		ok(topCase("scan_interval", `"1s"`)), ok(topCase("zfs_timeout", `"1s"`)), ok(releaseCase("retain", `"1m"`)),
 		ok(classCase("from_snapshot", `"tank/golden@seed"`)), ok(classCase("from_snapshot", `"tank/nomad-golden@seed"`)),
 		ok(nomadCase("https with a token", nil, `address = "https://10.0.0.5:4646"`, `token = "x"`)),

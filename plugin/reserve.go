@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/plugins/device"
 	"google.golang.org/grpc/codes"
@@ -30,7 +31,9 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 	// predecessor that never stops would hang the task's start forever.
 	ctx, cancel := context.WithTimeout(p.runCtx, s.ReserveTimeout)
 	defer cancel()
+	start := time.Now()
 	grants, err := mgr.Reserve(ctx, deviceIDs)
+	p.metrics.ReserveDone(deviceIDs, time.Since(start), err)
 	switch {
 	case errors.Is(err, hooks.ErrUnknownSlot):
 		return nil, status.Error(codes.InvalidArgument, err.Error())

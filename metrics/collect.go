@@ -1,0 +1,217 @@
+package metrics
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// The slots' state, read from the published View on every scrape.
+var (
+	slotsDesc = prometheus.NewDesc("nomad_device_zfs_slots",
+		"Configured slots by lifecycle state: ready, held, releasing, missing (not created yet, or someone else's dataset at its name), unknown.",
+		[]string{labelPool, labelClass, labelState}, nil)
+	healthyDesc = prometheus.NewDesc("nomad_device_zfs_slots_healthy",
+		"Configured slots Nomad may place on (healthy instances), held ones included.",
+		[]string{labelPool, labelClass}, nil)
+	holderLabels = []string{labelPool, labelClass, labelSlot, labelAllocID, labelNamespace, labelJob, labelTaskGroup}
+	usedDesc     = prometheus.NewDesc("nomad_device_zfs_slot_used_bytes",
+		"Space used by a slot that holds an allocation's data (held or releasing), with its snapshots.",
+		holderLabels, nil)
+	referencedDesc = prometheus.NewDesc("nomad_device_zfs_slot_referenced_bytes",
+		"Data a held or releasing slot refers to.",
+		holderLabels, nil)
+	quotaDesc = prometheus.NewDesc("nomad_device_zfs_slot_quota_bytes",
+		"The quota of a held or releasing slot; absent when it has none.",
+		holderLabels, nil)
+	refquotaDesc = prometheus.NewDesc("nomad_device_zfs_slot_refquota_bytes",
+		"The refquota of a held or releasing slot; absent when it has none.",
+		holderLabels, nil)
+	retainedDesc = prometheus.NewDesc("nomad_device_zfs_retained_datasets",
+		"Former slots kept aside by the snapshot policy until they expire.",
+		[]string{labelPool, labelClass}, nil)
+	retainedBytesDesc = prometheus.NewDesc("nomad_device_zfs_retained_bytes",
+		"Space used by the retained datasets.",
+		[]string{labelPool, labelClass}, nil)
+	parkedDesc = prometheus.NewDesc("nomad_device_zfs_parked_datasets",
+		"Sticky data parked for its allocation's replacement.",
+		[]string{labelPool, labelClass}, nil)
+	parkedBytesDesc = prometheus.NewDesc("nomad_device_zfs_parked_bytes",
+		"Space used by the parked datasets.",
+		[]string{labelPool, labelClass}, nil)
+	poolHealthDesc = prometheus.NewDesc("nomad_device_zfs_pool_health",
+		"1 for the pool's health as zpool reports it, 0 for the others; UNKNOWN when the pool is not found or zpool failed.",
+		[]string{labelPool, labelHealth}, nil)
+	poolSizeDesc = prometheus.NewDesc("nomad_device_zfs_pool_size_bytes",
+		"The pool's size.", []string{labelPool}, nil)
+	poolFreeDesc = prometheus.NewDesc("nomad_device_zfs_pool_free_bytes",
+		"The pool's free space.", []string{labelPool}, nil)
+	scannedDesc = prometheus.NewDesc("nomad_device_zfs_last_scan_timestamp_seconds",
+		"When the last full scan read the datasets (Unix time): the age of the sizes above.",
+		[]string{labelPool}, nil)
+)
+
+// slotStates are the state label's values, each emitted for every class.
+var slotStates = []string{string(model.StateReady), string(model.StateHeld), string(model.StateReleasing), "missing", "unknown"}
+
+// poolHealths are the health label's values: zpool's, and UNKNOWN.
+var poolHealths = []string{zfs.PoolOnline, zfs.PoolDegraded, zfs.PoolFaulted, "OFFLINE", "UNAVAIL", "REMOVED", "SUSPENDED", "UNKNOWN"}
+
+// stateCollector reads the slots' state when Prometheus asks.
+type stateCollector struct {
+	views ViewSource
+	snaps func() *model.Snapshot
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{slotsDesc, healthyDesc, usedDesc, referencedDesc, quotaDesc, refquotaDesc,
+		retainedDesc, retainedBytesDesc, parkedDesc, parkedBytesDesc, poolHealthDesc, poolSizeDesc, poolFreeDesc, scannedDesc} {
+		ch <- d
+	}
+}
+
+// Collect emits the View as it is now. Before the first scan there is
+// nothing to say, and nothing is emitted.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	v, _ := c.views.View()
+	if v == nil {
+		return
+	}
+	var snap *model.Snapshot
+	if c.snaps != nil {
+		snap = c.snaps()
+	}
+	for i := range v.Classes {
+		c.class(ch, &v.Classes[i], snap, true)
+	}
+	for i := range v.Removed {
+		c.class(ch, &v.Removed[i], snap, false)
+	}
+	c.pool(ch, v)
+}
+
+// class emits one class: its configured slots by state (not for a class
+// the configuration no longer has), each slot holding an allocation's data
+// (orphans too: they hold it until released), and its retained and parked
+// data.
+func (c *stateCollector) class(ch chan<- prometheus.Metric, cv *model.ClassView, snap *model.Snapshot, configured bool) {
+	pool, name := zfs.PoolOf(cv.Dataset), cv.Class.Name
+	if configured {
+		counts := make([]int, len(slotStates))
+		healthy := 0
+		for i := range cv.Slots {
+			s := &cv.Slots[i]
+			counts[stateIndex(s)]++
+			if s.Healthy {
+				healthy++
+			}
+			c.slot(ch, pool, s, snap)
+		}
+		for i, st := range slotStates {
+			ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(counts[i]), pool, name, st)
+		}
+		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, float64(healthy), pool, name)
+	}
+	for i := range cv.Orphans {
+		c.slot(ch, pool, &cv.Orphans[i], snap)
+	}
+	var retained, parked uint64
+	for _, r := range cv.Retained {
+		retained += r.Info.Used
+	}
+	for _, r := range cv.Parked {
+		parked += r.Info.Used
+	}
+	ch <- prometheus.MustNewConstMetric(retainedDesc, prometheus.GaugeValue, float64(len(cv.Retained)), pool, name)
+	ch <- prometheus.MustNewConstMetric(retainedBytesDesc, prometheus.GaugeValue, float64(retained), pool, name)
+	ch <- prometheus.MustNewConstMetric(parkedDesc, prometheus.GaugeValue, float64(len(cv.Parked)), pool, name)
+	ch <- prometheus.MustNewConstMetric(parkedBytesDesc, prometheus.GaugeValue, float64(parked), pool, name)
+}
+
+// stateIndex places a slot in slotStates. A parked dataset at a slot's
+// own name is a claim a crash interrupted: held by its new holder.
+func stateIndex(s *model.Slot) int {
+	switch {
+	case !s.Exists:
+		return 3
+	case s.State == model.StateReady:
+		return 0
+	case s.State == model.StateHeld || s.State == model.StateParked:
+		return 1
+	case s.State == model.StateReleasing:
+		return 2
+	}
+	return 4
+}
+
+// holdsData reports whether a slot holds an allocation's data: its sizes
+// are then emitted with its holder's labels, until it is ready again.
+func holdsData(s *model.Slot) bool {
+	i := stateIndex(s)
+	return (i == 1 || i == 2) && s.Holder != ""
+}
+
+// slot emits a slot's sizes with its holder's labels, if it holds data.
+func (c *stateCollector) slot(ch chan<- prometheus.Metric, pool string, s *model.Slot, snap *model.Snapshot) {
+	if !holdsData(s) {
+		return
+	}
+	ns, job, group := holderOf(snap, s.Holder)
+	labels := []string{pool, s.Class, s.ID, s.Holder, ns, job, group}
+	ch <- prometheus.MustNewConstMetric(usedDesc, prometheus.GaugeValue, float64(s.Info.Used), labels...)
+	ch <- prometheus.MustNewConstMetric(referencedDesc, prometheus.GaugeValue, float64(s.Info.Referenced), labels...)
+	if s.Info.Quota > 0 {
+		ch <- prometheus.MustNewConstMetric(quotaDesc, prometheus.GaugeValue, float64(s.Info.Quota), labels...)
+	}
+	if s.Info.Refquota > 0 {
+		ch <- prometheus.MustNewConstMetric(refquotaDesc, prometheus.GaugeValue, float64(s.Info.Refquota), labels...)
+	}
+}
+
+// holderOf finds allocation id in snap (sorted by ID): its namespace, job
+// and task group, "" when the snapshot does not have it (no answer from
+// Nomad yet, or a namespace the token cannot read).
+func holderOf(snap *model.Snapshot, id string) (namespace, job, group string) {
+	if snap == nil {
+		return "", "", ""
+	}
+	as := snap.Allocs
+	i := sort.Search(len(as), func(i int) bool { return as[i].ID >= id })
+	if i == len(as) || as[i].ID != id {
+		return "", "", ""
+	}
+	return as[i].Namespace, as[i].JobID, as[i].TaskGroup
+}
+
+// pool emits the pool's health, size and the time of the last scan.
+func (c *stateCollector) pool(ch chan<- prometheus.Metric, v *model.View) {
+	var name, health string
+	switch {
+	case v.Pool != nil:
+		name, health = v.Pool.Name, v.Pool.Health
+	case len(v.Classes) > 0:
+		name, health = zfs.PoolOf(v.Classes[0].Dataset), "UNKNOWN"
+	default:
+		return
+	}
+	known := false
+	for _, h := range poolHealths {
+		val := 0.0
+		if h == health {
+			val, known = 1, true
+		}
+		ch <- prometheus.MustNewConstMetric(poolHealthDesc, prometheus.GaugeValue, val, name, h)
+	}
+	if !known {
+		// A state this list does not have (a newer OpenZFS): said as it is.
+		ch <- prometheus.MustNewConstMetric(poolHealthDesc, prometheus.GaugeValue, 1, name, health)
+	}
+	if v.Pool != nil {
+		ch <- prometheus.MustNewConstMetric(poolSizeDesc, prometheus.GaugeValue, float64(v.Pool.Size), name)
+		ch <- prometheus.MustNewConstMetric(poolFreeDesc, prometheus.GaugeValue, float64(v.Pool.Free), name)
+	}
+	ch <- prometheus.MustNewConstMetric(scannedDesc, prometheus.GaugeValue, float64(v.ScannedAt.UnixNano())/1e9, name)
+}
