@@ -14,8 +14,11 @@ var (
 	slotsDesc = prometheus.NewDesc("nomad_device_zfs_slots",
 		"Configured slots by lifecycle state: ready, held, releasing, missing (not created yet, or someone else's dataset at its name), unknown.",
 		[]string{labelPool, labelClass, labelState}, nil)
-	healthyDesc = prometheus.NewDesc("nomad_device_zfs_slots_healthy",
-		"Configured slots Nomad may place on (healthy instances), held ones included.",
+	freeDesc = prometheus.NewDesc("nomad_device_zfs_slots_free",
+		"Slots a new allocation of the class can get now: ready and healthy.",
+		[]string{labelPool, labelClass}, nil)
+	unhealthyDesc = prometheus.NewDesc("nomad_device_zfs_slots_unhealthy",
+		"Configured slots Nomad may not place on (its node status shows why): a pool not ONLINE, something foreign below, not created yet.",
 		[]string{labelPool, labelClass}, nil)
 	holderLabels = []string{labelPool, labelClass, labelSlot, labelAllocID, labelNamespace, labelJob, labelTaskGroup}
 	usedDesc     = prometheus.NewDesc("nomad_device_zfs_slot_used_bytes",
@@ -67,7 +70,7 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{slotsDesc, healthyDesc, usedDesc, referencedDesc, quotaDesc, refquotaDesc,
+	for _, d := range []*prometheus.Desc{slotsDesc, freeDesc, unhealthyDesc, usedDesc, referencedDesc, quotaDesc, refquotaDesc,
 		retainedDesc, retainedBytesDesc, parkedDesc, parkedBytesDesc, poolHealthDesc, poolSizeDesc, poolFreeDesc, scannedDesc} {
 		ch <- d
 	}
@@ -101,19 +104,24 @@ func (c *stateCollector) class(ch chan<- prometheus.Metric, cv *model.ClassView,
 	pool, name := zfs.PoolOf(cv.Dataset), cv.Class.Name
 	if configured {
 		counts := make([]int, len(slotStates))
-		healthy := 0
+		free, unhealthy := 0, 0
 		for i := range cv.Slots {
 			s := &cv.Slots[i]
-			counts[stateIndex(s)]++
-			if s.Healthy {
-				healthy++
+			state := stateIndex(s)
+			counts[state]++
+			switch {
+			case !s.Healthy:
+				unhealthy++
+			case state == 0:
+				free++
 			}
 			c.slot(ch, pool, s, snap)
 		}
 		for i, st := range slotStates {
 			ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(counts[i]), pool, name, st)
 		}
-		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, float64(healthy), pool, name)
+		ch <- prometheus.MustNewConstMetric(freeDesc, prometheus.GaugeValue, float64(free), pool, name)
+		ch <- prometheus.MustNewConstMetric(unhealthyDesc, prometheus.GaugeValue, float64(unhealthy), pool, name)
 	}
 	for i := range cv.Orphans {
 		c.slot(ch, pool, &cv.Orphans[i], snap)

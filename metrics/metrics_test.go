@@ -39,7 +39,8 @@ func TestSlotSeriesFollowTheHolder(t *testing.T) {
 	fs := r.scrape()
 	expect(t, fs, "nomad_device_zfs_slots", with("state", "ready"), 2)
 	expect(t, fs, "nomad_device_zfs_slots", with("state", "held"), 0)
-	expect(t, fs, "nomad_device_zfs_slots_healthy", ctx, 2)
+	expect(t, fs, "nomad_device_zfs_slots_free", ctx, 2)
+	expect(t, fs, "nomad_device_zfs_slots_unhealthy", ctx, 0)
 	expect(t, fs, "nomad_device_zfs_pool_health", map[string]string{"pool": "tank", "health": "ONLINE"}, 1)
 	expect(t, fs, "nomad_device_zfs_pool_health", map[string]string{"pool": "tank", "health": "DEGRADED"}, 0)
 	if ms := fs.find("nomad_device_zfs_slot_used_bytes", nil); len(ms) != 0 {
@@ -51,6 +52,7 @@ func TestSlotSeriesFollowTheHolder(t *testing.T) {
 	fs = r.scrape()
 	holder := with("slot", "scratch-1", "alloc_id", id, "namespace", "prod", "job", "web", "task_group", "g")
 	expect(t, fs, "nomad_device_zfs_slots", with("state", "held"), 1)
+	expect(t, fs, "nomad_device_zfs_slots_free", ctx, 1)
 	expect(t, fs, "nomad_device_zfs_slot_quota_bytes", holder, 1<<30)
 	if _, ok := fs.value("nomad_device_zfs_slot_used_bytes", holder); !ok {
 		t.Errorf("no used bytes for the held slot with its holder's labels; got %v", fs.find("nomad_device_zfs_slot_used_bytes", nil))
@@ -95,7 +97,8 @@ func TestSlotSeriesFollowTheHolder(t *testing.T) {
 	fs = r.scrape()
 	expect(t, fs, "nomad_device_zfs_pool_health", map[string]string{"pool": "tank", "health": "DEGRADED"}, 1)
 	expect(t, fs, "nomad_device_zfs_pool_health", map[string]string{"pool": "tank", "health": "ONLINE"}, 0)
-	expect(t, fs, "nomad_device_zfs_slots_healthy", ctx, 0)
+	expect(t, fs, "nomad_device_zfs_slots_free", ctx, 0)
+	expect(t, fs, "nomad_device_zfs_slots_unhealthy", ctx, 2)
 }
 
 // TestBusyReleaseCounted: a release refused by a busy dataset is counted
