@@ -165,7 +165,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			go func() {
 				defer scanning.Done()
 				start := time.Now()
-				s := m.Scan(ctx)
+				// At the lowest CPU priority: nothing waits for it, and
+				// a release's zfs processes must not wait for it either.
+				s := m.Scan(zfs.Background(ctx))
 				scans <- scanned{s, time.Since(start)}
 			}()
 		case s := <-scans:
