@@ -20,19 +20,6 @@ var (
 	unhealthyDesc = prometheus.NewDesc("nomad_device_zfs_slots_unhealthy",
 		"Configured slots Nomad may not place on (its node status shows why): a pool not ONLINE, something foreign below, not created yet.",
 		[]string{labelPool, labelClass}, nil)
-	holderLabels = []string{labelPool, labelClass, labelSlot, labelAllocID, labelNamespace, labelJob, labelTaskGroup}
-	usedDesc     = prometheus.NewDesc("nomad_device_zfs_slot_used_bytes",
-		"Space used by a slot that holds an allocation's data (held or releasing), with its snapshots.",
-		holderLabels, nil)
-	referencedDesc = prometheus.NewDesc("nomad_device_zfs_slot_referenced_bytes",
-		"Data a held or releasing slot refers to.",
-		holderLabels, nil)
-	quotaDesc = prometheus.NewDesc("nomad_device_zfs_slot_quota_bytes",
-		"The quota of a held or releasing slot; absent when it has none.",
-		holderLabels, nil)
-	refquotaDesc = prometheus.NewDesc("nomad_device_zfs_slot_refquota_bytes",
-		"The refquota of a held or releasing slot; absent when it has none.",
-		holderLabels, nil)
 	retainedDesc = prometheus.NewDesc("nomad_device_zfs_retained_datasets",
 		"Former slots kept aside by the snapshot policy until they expire.",
 		[]string{labelPool, labelClass}, nil)
@@ -70,8 +57,7 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{slotsDesc, freeDesc, unhealthyDesc, usedDesc, referencedDesc, quotaDesc, refquotaDesc,
-		retainedDesc, retainedBytesDesc, parkedDesc, parkedBytesDesc, poolHealthDesc, poolSizeDesc, poolFreeDesc, scannedDesc} {
+	for _, d := range []*prometheus.Desc{slotsDesc, freeDesc, unhealthyDesc, retainedDesc, retainedBytesDesc, parkedDesc, parkedBytesDesc, poolHealthDesc, poolSizeDesc, poolFreeDesc, scannedDesc} {
 		ch <- d
 	}
 }
@@ -83,24 +69,27 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if v == nil {
 		return
 	}
-	var snap *model.Snapshot
-	if c.snaps != nil {
-		snap = c.snaps()
-	}
 	for i := range v.Classes {
-		c.class(ch, &v.Classes[i], snap, true)
+		c.class(ch, &v.Classes[i], true)
 	}
 	for i := range v.Removed {
-		c.class(ch, &v.Removed[i], snap, false)
+		c.class(ch, &v.Removed[i], false)
 	}
 	c.pool(ch, v)
 }
 
+// snapshot is the watcher's latest snapshot, nil before the first.
+func (c *stateCollector) snapshot() *model.Snapshot {
+	if c.snaps == nil {
+		return nil
+	}
+	return c.snaps()
+}
+
 // class emits one class: its configured slots by state (not for a class
-// the configuration no longer has), each slot holding an allocation's data
-// (orphans too: they hold it until released), and its retained and parked
-// data.
-func (c *stateCollector) class(ch chan<- prometheus.Metric, cv *model.ClassView, snap *model.Snapshot, configured bool) {
+// the configuration no longer has), and its retained and parked data. The
+// slots holding data are slots.go's.
+func (c *stateCollector) class(ch chan<- prometheus.Metric, cv *model.ClassView, configured bool) {
 	pool, name := zfs.PoolOf(cv.Dataset), cv.Class.Name
 	if configured {
 		counts := make([]int, len(slotStates))
@@ -115,16 +104,12 @@ func (c *stateCollector) class(ch chan<- prometheus.Metric, cv *model.ClassView,
 			case state == 0:
 				free++
 			}
-			c.slot(ch, pool, s, snap)
 		}
 		for i, st := range slotStates {
 			ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(counts[i]), pool, name, st)
 		}
 		ch <- prometheus.MustNewConstMetric(freeDesc, prometheus.GaugeValue, float64(free), pool, name)
 		ch <- prometheus.MustNewConstMetric(unhealthyDesc, prometheus.GaugeValue, float64(unhealthy), pool, name)
-	}
-	for i := range cv.Orphans {
-		c.slot(ch, pool, &cv.Orphans[i], snap)
 	}
 	var retained, parked uint64
 	for _, r := range cv.Retained {
@@ -160,23 +145,6 @@ func stateIndex(s *model.Slot) int {
 func holdsData(s *model.Slot) bool {
 	i := stateIndex(s)
 	return (i == 1 || i == 2) && s.Holder != ""
-}
-
-// slot emits a slot's sizes with its holder's labels, if it holds data.
-func (c *stateCollector) slot(ch chan<- prometheus.Metric, pool string, s *model.Slot, snap *model.Snapshot) {
-	if !holdsData(s) {
-		return
-	}
-	ns, job, group := holderOf(snap, s.Holder)
-	labels := []string{pool, s.Class, s.ID, s.Holder, ns, job, group}
-	ch <- prometheus.MustNewConstMetric(usedDesc, prometheus.GaugeValue, float64(s.Info.Used), labels...)
-	ch <- prometheus.MustNewConstMetric(referencedDesc, prometheus.GaugeValue, float64(s.Info.Referenced), labels...)
-	if s.Info.Quota > 0 {
-		ch <- prometheus.MustNewConstMetric(quotaDesc, prometheus.GaugeValue, float64(s.Info.Quota), labels...)
-	}
-	if s.Info.Refquota > 0 {
-		ch <- prometheus.MustNewConstMetric(refquotaDesc, prometheus.GaugeValue, float64(s.Info.Refquota), labels...)
-	}
 }
 
 // holderOf finds allocation id in snap (sorted by ID): its namespace, job

@@ -98,3 +98,18 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestAfterScrape: the hook runs once per scrape, after the answer.
+func TestAfterScrape(t *testing.T) {
+	m := New(&model.Config{Parent: "tank/nomad"}, "test")
+	var mu sync.Mutex
+	calls := 0
+	m.AfterScrape(func() { mu.Lock(); calls++; mu.Unlock() })
+	for i := 1; i <= 2; i++ {
+		fs := scrapeHandler(t, m)
+		if fs["nomad_device_zfs_build_info"] == nil {
+			t.Fatal("no answer")
+		}
+		waitUntil(t, "the hook after the scrape", func() bool { mu.Lock(); defer mu.Unlock(); return calls == i })
+	}
+}

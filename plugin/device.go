@@ -142,6 +142,9 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 		if p.metrics != nil {
 			p.mgr.SetObserver(p.metrics)
 			p.metrics.Watch(p.mgr, watcher.latest)
+			if CollectAfterScans {
+				p.metrics.AfterScrape(debug.FreeOSMemory)
+			}
 			go func() { _ = p.metrics.Serve(p.runCtx, p.settings.MetricsAddress, p.logger.Named("metrics")) }()
 		}
 		go func() { _ = p.mgr.Run(p.runCtx) }()
