@@ -91,7 +91,10 @@ func TestMetricsScrape(t *testing.T) {
 	})
 }
 
-var listeningRE = regexp.MustCompile(`metrics endpoint listening: address=(\S+)`)
+// listeningRE finds the plugin's line as the agent logs it again, its
+// fields in any order: "... metrics endpoint listening: plugin=...
+// address=127.0.0.1:41235 path=/metrics ...".
+var listeningRE = regexp.MustCompile(`metrics endpoint listening:.* address=(\S+)`)
 
 // metricsAddr is the address the agent's plugin says its endpoint
 // listens on.
