@@ -40,8 +40,17 @@ var (
 	poolFreeDesc = prometheus.NewDesc("nomad_device_zfs_pool_free_bytes",
 		"The pool's free space.", []string{labelPool}, nil)
 	scannedDesc = prometheus.NewDesc("nomad_device_zfs_last_scan_timestamp_seconds",
-		"When the last full scan read the datasets (Unix time): the age of the sizes above.",
+		"When the last full scan read the datasets (Unix time): the age of the slots' sizes and of the pool's health.",
 		[]string{labelPool}, nil)
+)
+
+// The state label's values, as indexes of slotStates.
+const (
+	stateReady = iota
+	stateHeld
+	stateReleasing
+	stateMissing
+	stateUnknown
 )
 
 // slotStates are the state label's values, each emitted for every class.
@@ -101,7 +110,7 @@ func (c *stateCollector) class(ch chan<- prometheus.Metric, cv *model.ClassView,
 			switch {
 			case !s.Healthy:
 				unhealthy++
-			case state == 0:
+			case state == stateReady:
 				free++
 			}
 		}
@@ -129,22 +138,22 @@ func (c *stateCollector) class(ch chan<- prometheus.Metric, cv *model.ClassView,
 func stateIndex(s *model.Slot) int {
 	switch {
 	case !s.Exists:
-		return 3
+		return stateMissing
 	case s.State == model.StateReady:
-		return 0
+		return stateReady
 	case s.State == model.StateHeld || s.State == model.StateParked:
-		return 1
+		return stateHeld
 	case s.State == model.StateReleasing:
-		return 2
+		return stateReleasing
 	}
-	return 4
+	return stateUnknown
 }
 
 // holdsData reports whether a slot holds an allocation's data: its sizes
 // are then emitted with its holder's labels, until it is ready again.
 func holdsData(s *model.Slot) bool {
 	i := stateIndex(s)
-	return (i == 1 || i == 2) && s.Holder != ""
+	return (i == stateHeld || i == stateReleasing) && s.Holder != ""
 }
 
 // holderOf finds allocation id in snap (sorted by ID): its namespace, job
