@@ -100,7 +100,22 @@ func TestScale(t *testing.T) {
 	if len(builds) > 1 {
 		turns = max(*scaleTurns, 1)
 	}
-	for _, n := range scaleCounts(t) {
+	counts := scaleCounts(t)
+	// p50s are each build's release medians by slot count, for the
+	// target: the same at every count (the last line).
+	p50s := make([]map[int]time.Duration, len(builds))
+	for i := range p50s {
+		p50s[i] = map[int]time.Duration{}
+	}
+	defer func() {
+		for i, b := range builds {
+			lo, hi := p50s[i][counts[0]], p50s[i][counts[len(counts)-1]]
+			if len(counts) > 1 && lo > 0 && hi > 0 {
+				fmt.Printf("scale%s release_p50_ratio slots=%d/%d %.2f\n", variantField(b.name), counts[len(counts)-1], counts[0], hi.Seconds()/lo.Seconds())
+			}
+		}
+	}()
+	for _, n := range counts {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			p := newPool(t, fmt.Sprintf("e2escale%d", n), false)
 			dir := t.TempDir()
@@ -154,7 +169,7 @@ func TestScale(t *testing.T) {
 				}
 			}
 			for i, b := range builds {
-				results[i].print(n, b.name)
+				p50s[i][n] = results[i].print(n, b.name)
 			}
 		})
 	}
@@ -191,14 +206,11 @@ func (r *releaseRun) merge(h *dto.Histogram) {
 }
 
 // print writes the "scale ..." lines of r.
-func (r *releaseRun) print(n int, build string) {
+func (r *releaseRun) print(n int, build string) (p50 time.Duration) {
 	for _, d := range [][]time.Duration{r.lat, r.seen, r.acted, r.news} {
 		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	}
-	head := fmt.Sprintf("scale slots=%d", n)
-	if build != "" {
-		head += " variant=" + build
-	}
+	head := fmt.Sprintf("scale slots=%d%s", n, variantField(build))
 	fmt.Printf("%s policy=%s releases=%d release_p50_ms=%.0f release_p99_ms=%.0f release_max_ms=%.0f\n",
 		head, *scalePolicy, len(r.lat), ms(pct(r.lat, 50)), ms(pct(r.lat, 99)), ms(r.lat[len(r.lat)-1]))
 	fmt.Printf("%s to_release_start_p50_ms=%.0f p99_ms=%.0f release_itself_p50_ms=%.0f p99_ms=%.0f\n",
@@ -206,6 +218,15 @@ func (r *releaseRun) print(n int, build string) {
 	fmt.Printf("%s to_watcher_news_p50_ms=%.0f p99_ms=%.0f\n", head, ms(pct(r.news, 50)), ms(pct(r.news, 99)))
 	fmt.Printf("%s histogram_releases=%d histogram_release_p50_s=%.2f histogram_release_p99_s=%.2f\n",
 		head, r.hist.GetSampleCount(), quantile(0.5, r.hist), quantile(0.99, r.hist))
+	return pct(r.lat, 50)
+}
+
+// variantField is " variant=<name>" for a named build, "" otherwise.
+func variantField(build string) string {
+	if build == "" {
+		return ""
+	}
+	return " variant=" + build
 }
 
 // waitHealthy polls the node record every 100 ms until n instances are
