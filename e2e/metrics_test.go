@@ -77,12 +77,13 @@ func TestMetricsScrape(t *testing.T) {
 
 	run(t, "zpool", "offline", p.Name, p.Vdevs[1])
 	checkPoolHealth(t, p.Name, "DEGRADED")
-	scrapeWhen(t, url, "the pool DEGRADED and its slots unhealthy", func(s scraped) (bool, string) {
+	degraded := scrapeWhen(t, url, "the pool DEGRADED and its slots unhealthy", func(s scraped) (bool, string) {
 		d, _ := s.value("nomad_device_zfs_pool_health", map[string]string{"pool": p.Name, "health": "DEGRADED"})
 		o, _ := s.value("nomad_device_zfs_pool_health", map[string]string{"pool": p.Name, "health": "ONLINE"})
 		u, _ := s.value("nomad_device_zfs_slots_unhealthy", scope)
 		return d == 1 && o == 0 && u == 2, s.lines("nomad_device_zfs_pool_health", "nomad_device_zfs_slots_unhealthy")
 	})
+	t.Logf("one side of the mirror offline:\n%s", degraded.lines("nomad_device_zfs_pool_health", "nomad_device_zfs_slots_free", "nomad_device_zfs_slots_unhealthy"))
 	run(t, "zpool", "online", p.Name, p.Vdevs[1])
 	scrapeWhen(t, url, "the pool ONLINE again", func(s scraped) (bool, string) {
 		o, _ := s.value("nomad_device_zfs_pool_health", map[string]string{"pool": p.Name, "health": "ONLINE"})
