@@ -73,6 +73,7 @@ func convertAlloc(a *api.Allocation) model.Alloc {
 	}
 	if len(a.TaskStates) > 0 {
 		out.TaskStates = make(map[string]string, len(a.TaskStates))
+		out.FinishedAt = finishedAt(a.TaskStates)
 		for name, ts := range a.TaskStates {
 			if ts != nil {
 				out.TaskStates[name] = ts.State
@@ -103,13 +104,28 @@ func convertAlloc(a *api.Allocation) model.Alloc {
 	return out
 }
 
+// finishedAt is when the last task finished, zero while one has not (or
+// none is known): the moment the client counts the allocation ended.
+func finishedAt(states map[string]*api.TaskState) time.Time {
+	var last time.Time
+	for _, ts := range states {
+		if ts == nil || ts.FinishedAt.IsZero() {
+			return time.Time{}
+		}
+		if ts.FinishedAt.After(last) {
+			last = ts.FinishedAt
+		}
+	}
+	return last.UTC()
+}
+
 func equalAlloc(a, b model.Alloc) bool {
 	return a.ID == b.ID && a.Namespace == b.Namespace && a.JobID == b.JobID &&
 		a.JobType == b.JobType && a.TaskGroup == b.TaskGroup && a.NodeID == b.NodeID &&
 		a.ClientStatus == b.ClientStatus && a.DesiredStatus == b.DesiredStatus &&
 		a.ModifyIndex == b.ModifyIndex && a.CreateIndex == b.CreateIndex &&
 		a.PreviousAllocation == b.PreviousAllocation && a.NextAllocation == b.NextAllocation &&
-		a.ModifyTime.Equal(b.ModifyTime) &&
+		a.ModifyTime.Equal(b.ModifyTime) && a.FinishedAt.Equal(b.FinishedAt) &&
 		maps.Equal(a.TaskStates, b.TaskStates) &&
 		slices.EqualFunc(a.Devices, b.Devices, func(x, y model.Device) bool {
 			return x.Task == y.Task && x.Vendor == y.Vendor && x.Type == y.Type &&

@@ -61,6 +61,31 @@ func TestConvertAlloc(t *testing.T) {
 			},
 		},
 		{
+			name: "ended: its last task's finish, the client's clock",
+			in: &api.Allocation{
+				ID: id(6), ClientStatus: "complete", DesiredStatus: "run",
+				TaskStates: map[string]*api.TaskState{
+					"main":     {State: "dead", FinishedAt: modified},
+					"poststop": {State: "dead", FinishedAt: modified.Add(time.Second)},
+				},
+			},
+			want: model.Alloc{
+				ID: id(6), ClientStatus: "complete", DesiredStatus: "run",
+				TaskStates: map[string]string{"main": "dead", "poststop": "dead"}, FinishedAt: modified.Add(time.Second),
+			},
+		},
+		{
+			name: "a task not finished: no end yet",
+			in: &api.Allocation{
+				ID: id(7), ClientStatus: "running", DesiredStatus: "run",
+				TaskStates: map[string]*api.TaskState{"main": {State: "dead", FinishedAt: modified}, "side": {State: "running"}},
+			},
+			want: model.Alloc{
+				ID: id(7), ClientStatus: "running", DesiredStatus: "run",
+				TaskStates: map[string]string{"main": "dead", "side": "running"},
+			},
+		},
+		{
 			name: "nothing optional: no job, resources, states or time",
 			in:   &api.Allocation{ID: id(4), ClientStatus: "lost", DesiredStatus: "stop"},
 			want: model.Alloc{ID: id(4), ClientStatus: "lost", DesiredStatus: "stop"},

@@ -52,22 +52,56 @@ func (h *health) ok() {
 
 // condition names the kind of failure, for the transition log.
 func condition(err error) string {
+	r := Reason(err)
+	if r == ReasonClientError {
+		status, _ := httpStatus(err)
+		return fmt.Sprintf("nomad API answered %d", status)
+	}
+	return conditions[r]
+}
+
+// conditions are the log's words for each Reason.
+var conditions = map[string]string{
+	ReasonDenied:        "nomad API denies the token",
+	ReasonNotRegistered: "node not registered yet",
+	ReasonClientIDFile:  "client ID file not readable",
+	ReasonNoClientNode:  "agent reports no client node",
+	ReasonNoIndex:       "nomad API answer without index",
+	ReasonServerError:   "nomad API error",
+	ReasonUnreachable:   "nomad API unreachable",
+}
+
+// Reasons a blocking query failed, as Reason names them: a small fixed set,
+// so a metric labelled with one stays bounded.
+const (
+	ReasonDenied        = "permission_denied"
+	ReasonNotRegistered = "node_not_registered"
+	ReasonClientIDFile  = "client_id_file"
+	ReasonNoClientNode  = "no_client_node"
+	ReasonNoIndex       = "no_index"
+	ReasonServerError   = "server_error"
+	ReasonClientError   = "client_error"
+	ReasonUnreachable   = "unreachable"
+)
+
+// Reason names the kind of a failed query, as condition does for the log.
+func Reason(err error) string {
 	status, _ := httpStatus(err)
 	switch {
 	case errors.Is(err, ErrPermissionDenied):
-		return "nomad API denies the token"
+		return ReasonDenied
 	case errors.Is(err, errNodeNotFound):
-		return "node not registered yet"
+		return ReasonNotRegistered
 	case errors.Is(err, errClientIDFile):
-		return "client ID file not readable"
+		return ReasonClientIDFile
 	case errors.Is(err, errNoClientNode):
-		return "agent reports no client node"
+		return ReasonNoClientNode
 	case errors.Is(err, errNoIndex):
-		return "nomad API answer without index"
+		return ReasonNoIndex
 	case status >= http.StatusInternalServerError:
-		return "nomad API error"
+		return ReasonServerError
 	case status != 0:
-		return fmt.Sprintf("nomad API answered %d", status)
+		return ReasonClientError
 	}
-	return "nomad API unreachable"
+	return ReasonUnreachable
 }

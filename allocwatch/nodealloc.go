@@ -3,6 +3,7 @@ package allocwatch
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -23,8 +24,11 @@ type nodeAlloc struct {
 	PreviousAllocation, NextAllocation      string
 	ModifyTime                              int64
 	Job                                     *struct{ Type *string }
-	TaskStates                              map[string]*struct{ State string }
-	AllocatedResources                      *struct {
+	TaskStates                              map[string]*struct {
+		State      string
+		FinishedAt time.Time
+	}
+	AllocatedResources *struct {
 		Tasks map[string]*struct {
 			Devices []*api.AllocatedDeviceResource
 		}
@@ -48,7 +52,7 @@ func (n *nodeAlloc) allocation() *api.Allocation {
 		a.TaskStates = make(map[string]*api.TaskState, len(n.TaskStates))
 		for name, ts := range n.TaskStates {
 			if ts != nil {
-				a.TaskStates[name] = &api.TaskState{State: ts.State}
+				a.TaskStates[name] = &api.TaskState{State: ts.State, FinishedAt: ts.FinishedAt}
 			} else {
 				a.TaskStates[name] = nil
 			}

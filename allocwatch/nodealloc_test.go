@@ -159,7 +159,8 @@ func TestDecodeNodeAllocsAsEncodingJSON(t *testing.T) {
 	full := apiAlloc(3, "running", func(a *api.Allocation) {
 		a.Job = &api.Job{Type: &typ, ID: new("web"), TaskGroups: []*api.TaskGroup{{Name: new("g"), Tasks: []*api.Task{{Name: "t", Driver: "raw_exec", Config: map[string]any{"command": "/bin/true", "args": []any{"a", 1.5, nil}}}}}}}
 		a.PreviousAllocation, a.NextAllocation = id(2), id(4)
-		a.TaskStates = map[string]*api.TaskState{"t": {State: "running", Events: []*api.TaskEvent{{Type: "Started", Details: map[string]string{"k": "v"}}}}}
+		a.TaskStates = map[string]*api.TaskState{"t": {State: "running", Events: []*api.TaskEvent{{Type: "Started", Details: map[string]string{"k": "v"}}}},
+			"init": {State: "dead", FinishedAt: time.Date(2026, 3, 11, 9, 10, 11, 12, time.UTC)}}
 		a.AllocatedResources = &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{
 			"t": {Devices: []*api.AllocatedDeviceResource{{Vendor: "zfs", Type: "dataset", Name: "scratch", DeviceIDs: []string{"scratch-2", "scratch-1"}}}},
 		}}

@@ -28,6 +28,10 @@ type Watcher struct {
 	resyncEvery time.Duration
 	now         func() time.Time
 
+	// obs hears of the blocking query's failures and index resets
+	// (SetObserver).
+	obs Observer
+
 	mu     sync.Mutex
 	nodeID string // discovered and confirmed registered; "" until then
 
@@ -76,8 +80,32 @@ func newWatcher(cfg Config, logger hclog.Logger, src source, counts *counter) *W
 		backoff:     backoff,
 		resyncEvery: ResyncEvery,
 		now:         time.Now,
+		obs:         nopObserver{},
 	}
 }
+
+// Observer hears what the watcher's log says only on a change: each failed
+// blocking query, by the kind of failure (Reason), and each time the index
+// went backwards and the watcher started over. The metrics endpoint counts
+// them; methods must return at once.
+type Observer interface {
+	QueryFailed(reason string)
+	IndexReset()
+}
+
+// SetObserver makes o hear of Run's failures and index resets; call it
+// before Run.
+func (w *Watcher) SetObserver(o Observer) {
+	if o == nil {
+		o = nopObserver{}
+	}
+	w.obs = o
+}
+
+type nopObserver struct{}
+
+func (nopObserver) QueryFailed(string) {}
+func (nopObserver) IndexReset()        {}
 
 // Run blocks on GET /v1/node/<id>/allocations until ctx ends, and returns
 // ctx.Err(). It calls onSnapshot synchronously, from Run's goroutine, with
@@ -130,6 +158,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 		if err != nil {
 			attempt++
 			health.failed(err, attempt)
+			w.obs.QueryFailed(Reason(err))
 			if err := pause.For(ctx, w.backoff(attempt)); err != nil {
 				return err
 			}
@@ -142,6 +171,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 		waitIndex, timedOut = nextWaitIndex(waitIndex, snap.Index)
 		if snap.Index < prev {
 			w.logger.Debug("index went backwards; starting over", "wait_index", prev, "index", snap.Index)
+			w.obs.IndexReset()
 		}
 		changed := !delivered || !sameContent(snap, last)
 		if !shouldDeliver(delivered, changed, w.now().Sub(lastAt), w.resyncEvery) {

@@ -79,6 +79,8 @@ func TestRunIndexAndDeliveryRules(t *testing.T) {
 		wantWaits     []uint64 // waitIndex of each query, incl. the final idle one
 		wantDelivered []uint64 // index of each delivered snapshot
 		wantCounts    []int    // allocation count of each delivered snapshot
+		wantFailed    []string // the Observer's failures, by reason
+		wantResets    int      // the Observer's index resets
 	}{
 		{
 			name:          "first answer always delivered, even empty",
@@ -114,6 +116,7 @@ func TestRunIndexAndDeliveryRules(t *testing.T) {
 			wantWaits:     []uint64{0, 20, 0, 12},
 			wantDelivered: []uint64{20, 12},
 			wantCounts:    []int{2, 1},
+			wantResets:    1,
 		},
 		{
 			name:          "same index at timeout with an allocation GC'd: delivered",
@@ -128,6 +131,7 @@ func TestRunIndexAndDeliveryRules(t *testing.T) {
 			wantWaits:     []uint64{0, 5, 5, 5, 5},
 			wantDelivered: []uint64{5},
 			wantCounts:    []int{1},
+			wantFailed:    []string{ReasonUnreachable, ReasonUnreachable}, // errNoLeader is untyped here: see TestReason
 		},
 		{
 			name:          "error before the first answer: nothing delivered until one",
@@ -135,6 +139,7 @@ func TestRunIndexAndDeliveryRules(t *testing.T) {
 			wantWaits:     []uint64{0, 0, 5},
 			wantDelivered: []uint64{5},
 			wantCounts:    []int{1},
+			wantFailed:    []string{ReasonUnreachable},
 		},
 	}
 	for _, tc := range cases {
@@ -142,7 +147,12 @@ func TestRunIndexAndDeliveryRules(t *testing.T) {
 			t.Parallel()
 			src := newScriptSource(newFakeClock(), tc.steps...)
 			w, _ := scripted(t, src, Config{})
+			obs := &recordingObserver{}
+			w.SetObserver(obs)
 			got, err := runScript(t, w, src)
+			if !slices.Equal(obs.failed, tc.wantFailed) || obs.resets != tc.wantResets {
+				t.Errorf("observer heard failures %v and %d resets, want %v and %d", obs.failed, obs.resets, tc.wantFailed, tc.wantResets)
+			}
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("Run = %v, want context.Canceled", err)
 			}
@@ -382,6 +392,45 @@ func TestRunConfirmsNodeBeforeEmptying(t *testing.T) {
 			}
 			if !slices.Equal(*attempts, tc.wantAttempts) {
 				t.Errorf("backoff attempts %v, want %v", *attempts, tc.wantAttempts)
+			}
+		})
+	}
+}
+
+// recordingObserver records what Run reports; read after Run returned.
+type recordingObserver struct {
+	failed []string
+	resets int
+}
+
+func (o *recordingObserver) QueryFailed(reason string) { o.failed = append(o.failed, reason) }
+func (o *recordingObserver) IndexReset()               { o.resets++ }
+
+// TestReason: the kinds of a failed query, as the metrics label them and
+// the log words them.
+func TestReason(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want string
+		log  string
+	}{
+		{"refused", errRefused, ReasonUnreachable, "nomad API unreachable"},
+		{"500", &statusError{code: 500, body: "No cluster leader"}, ReasonServerError, "nomad API error"},
+		{"404", &statusError{code: 404, body: "x"}, ReasonClientError, "nomad API answered 404"},
+		{"403", classify(&statusError{code: 403, body: "Permission denied"}), ReasonDenied, "nomad API denies the token"},
+		{"node", fmt.Errorf("%w: %s", errNodeNotFound, id(1)), ReasonNotRegistered, "node not registered yet"},
+		{"client id file", fmt.Errorf("%w: %w", errClientIDFile, os.ErrNotExist), ReasonClientIDFile, "client ID file not readable"},
+		{"no client", errNoClientNode, ReasonNoClientNode, "agent reports no client node"},
+		{"no index", errNoIndex, ReasonNoIndex, "nomad API answer without index"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Reason(tc.err); got != tc.want {
+				t.Errorf("Reason = %q, want %q", got, tc.want)
+			}
+			if got := condition(tc.err); got != tc.log {
+				t.Errorf("condition = %q, want %q", got, tc.log)
 			}
 		})
 	}

@@ -6,6 +6,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,6 +46,12 @@ func TestMain(m *testing.M) {
 //	rss slots=10000 rss_mib=... hwm_mib=... anon_mib=... file_mib=... cpu_start_s=... cpu_20s_s=...
 //	    steady_rss_mib=... steady_anon_mib=... steady_file_mib=... cpu_130s_s=... all_healthy_ms=...
 //
+// The metrics endpoint is on and scraped every 15 s (a common Prometheus
+// scrape_interval), each scrape read whole: metrics_scrape_kib is the
+// last one's size, metrics_scrape_ms its time. NDZ_BENCH_METRICS=0 turns
+// the endpoint off; NDZ_BENCH_HELD=N creates the first N slots held by an
+// allocation (each then has its own series, as on a busy node).
+//
 // NDZ_BENCH_STEADY=0 skips the steady-state reading; NDZ_BENCH_RSSTRACE=path
 // writes the resident set every second to path.<pid>. In a bench build
 // (GOFLAGS=-tags=bench), NDZ_BENCH_HEAPPROFILE=path makes the plugin write
@@ -54,13 +64,19 @@ func TestPluginMemory(t *testing.T) {
 			pluginDir := testrig.PluginDir(t, testrig.BinaryName)
 			f, c := testrig.FakeHost(t, 1<<40, true)
 			cfg := slotConfig(n)
-			createSlots(t, cfg, c)
+			createSlots(t, cfg, c, envInt(t, "NDZ_BENCH_HELD", 0))
 			testrig.UseExecutables(t, f)
 
 			agentFile := filepath.Join(t.TempDir(), "agent.hcl")
 			var classes strings.Builder
 			for _, cl := range cfg.Classes {
 				fmt.Fprintf(&classes, "    class %q {\n      slots = %d\n    }\n", cl.Name, cl.Slots)
+			}
+			metricsURL := ""
+			if os.Getenv("NDZ_BENCH_METRICS") != "0" {
+				addr := freeAddr(t)
+				metricsURL = "http://" + addr + "/metrics"
+				fmt.Fprintf(&classes, "    metrics {\n      address = %q\n    }\n", addr)
 			}
 			hcl := fmt.Sprintf("plugin %q {\n  config {\n    parent = %q\n%s  }\n}\n", testrig.BinaryName, testrig.Parent, classes.String())
 			if err := os.WriteFile(agentFile, []byte(hcl), 0o644); err != nil {
@@ -87,15 +103,26 @@ func TestPluginMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			trace := rssTrace(t, h.Pid(), healthyAt)
+			var scrapeKiB, scrapeMS float64
+			scrapeNow := func() {
+				if metricsURL != "" {
+					scrapeKiB, scrapeMS = scrapeMetrics(t, metricsURL)
+				}
+			}
+			scrapeNow()
 			drain := func(d time.Duration) {
 				deadline := time.After(d)
 				tick := time.NewTicker(time.Second)
 				defer tick.Stop()
+				scrapes := time.NewTicker(15 * time.Second)
+				defer scrapes.Stop()
 				for {
 					select {
 					case <-stats:
 					case <-tick.C:
 						trace()
+					case <-scrapes.C:
+						scrapeNow()
 					case <-deadline:
 						return
 					}
@@ -112,6 +139,9 @@ func TestPluginMemory(t *testing.T) {
 				cpuSteady, _ := cpuSeconds(t, h.Pid())
 				line += fmt.Sprintf(" steady_rss_mib=%.1f steady_anon_mib=%.1f steady_file_mib=%.1f cpu_130s_s=%.2f",
 					m["VmRSS"], m["RssAnon"], m["RssFile"], cpuSteady-cpu20)
+			}
+			if metricsURL != "" {
+				line += fmt.Sprintf(" metrics_scrape_kib=%.0f metrics_scrape_ms=%.0f", scrapeKiB, scrapeMS)
 			}
 			fmt.Printf("%s all_healthy_ms=%d\n", line, first.Milliseconds())
 		})
@@ -131,8 +161,9 @@ func slotConfig(n int) *model.Config {
 }
 
 // createSlots creates cfg's classes and slots in the in-process fake, with
-// the properties the plugin gives them, as if it had made them earlier.
-func createSlots(t *testing.T, cfg *model.Config, c *zfs.Client) {
+// the properties the plugin gives them, as if it had made them earlier;
+// the first held of them held by an allocation each.
+func createSlots(t *testing.T, cfg *model.Config, c *zfs.Client, held int) {
 	t.Helper()
 	now := time.Now()
 	for _, class := range cfg.Classes {
@@ -142,11 +173,44 @@ func createSlots(t *testing.T, cfg *model.Config, c *zfs.Client) {
 		}
 		for i := 1; i <= class.Slots; i++ {
 			slot := cfg.SlotDataset(class.Name, model.SlotID(class.Name, i))
-			if err := c.Create(t.Context(), slot, model.NewSlotProps(class, slot, 1, 0, now)); err != nil {
+			props := model.NewSlotProps(class, slot, 1, 0, now)
+			if held > 0 {
+				maps.Copy(props, model.HeldProps(fmt.Sprintf("%08x-0000-4000-8000-%012x", held, held), uint64(held), now))
+				held--
+			}
+			if err := c.Create(t.Context(), slot, props); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
+}
+
+// scrapeMetrics reads the plugin's metrics endpoint whole, as Prometheus
+// does, and says how large the answer was (KiB) and how long it took (ms).
+func scrapeMetrics(t *testing.T, url string) (kib, ms float64) {
+	t.Helper()
+	start := time.Now()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scraping the plugin: %v", err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scraping the plugin: %s, %v", resp.Status, err)
+	}
+	return float64(n) / 1024, float64(time.Since(start).Microseconds()) / 1000
+}
+
+// freeAddr is a loopback address with a port nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // waitAllHealthy reads the fingerprint stream until every one of n

@@ -5,6 +5,7 @@ import (
 	"debug/buildinfo"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -255,10 +256,17 @@ func pluginBinaries(dir string) []string {
 }
 
 // launch starts the plugin binary as the agent does, its zfs and zpool
-// through the read-only shim.
+// through the read-only shim, and without its metrics block: the port is
+// the agent's plugin's.
 // Only the plugin's own block is passed: the loader then starts no other
 // plugin binary that plugin_dir may hold.
 func (d *doctor) launch(pluginDir string, block *config.PluginConfig) (*devicemanager.Host, func(), error) {
+	if _, ok := block.Config["metrics"]; ok {
+		cp := *block
+		cp.Config = maps.Clone(block.Config)
+		delete(cp.Config, "metrics")
+		block = &cp
+	}
 	restore, cleanup, err := readOnlyZFS()
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("cannot set up the read-only zfs: %w", err)

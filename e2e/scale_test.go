@@ -5,6 +5,8 @@ package e2e
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -29,7 +32,42 @@ var (
 	scaleSlots    = flag.String("ndz.scale", "", "comma-separated slot counts to measure at (empty: skip the scale tests)")
 	scaleReleases = flag.Int("ndz.releases", 20, "releases timed per slot count")
 	scalePolicy   = flag.String("ndz.policy", "destroy", "the measured class's release policy (destroy, rollback, snapshot)")
+	scaleVariants = flag.String("ndz.variants", "", "name=plugin-binary,...: builds to compare in one run; each slot count's agent restarts with each in turn (empty: the staged plugin)")
+	scaleTurns    = flag.Int("ndz.turns", 2, "with -ndz.variants: turns each build takes per slot count, its releases split among them")
 )
+
+// variant is one build of the plugin TestScale measures.
+type variant struct{ name, binary string }
+
+// scaleBuilds are the builds to measure: -ndz.variants, or the staged
+// plugin alone.
+func scaleBuilds(t *testing.T) []variant {
+	if *scaleVariants == "" {
+		return []variant{{"", filepath.Join(pluginDir, pluginName)}}
+	}
+	var out []variant
+	for _, f := range strings.Split(*scaleVariants, ",") {
+		name, bin, ok := strings.Cut(f, "=")
+		if !ok || name == "" || bin == "" {
+			t.Fatalf("-ndz.variants: %q is not name=binary", f)
+		}
+		out = append(out, variant{name, bin})
+	}
+	return out
+}
+
+// install puts build v's binary in dir as the plugin, replacing any.
+func install(t *testing.T, v variant, dir string) {
+	t.Helper()
+	tmp := filepath.Join(dir, "."+pluginName)
+	_ = os.Remove(tmp)
+	if err := copyExecutable(v.binary, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, pluginName)); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func scaleCounts(t *testing.T) []int {
 	if *scaleSlots == "" {
@@ -51,12 +89,40 @@ func scaleCounts(t *testing.T) []int {
 // them in the node record from the plugin's start (its "managing slots" log
 // line); the plugin's scan of the tree against a bare `zfs list -o name` of
 // the same tree; and releases: from each batch task's end to the plugin's
-// "slot ready" log line for its slot.
+// "slot ready" log line for its slot, and as the plugin's release latency
+// histogram shows them (its metrics endpoint is on). With -ndz.variants
+// the agent restarts with each build in turn, -ndz.turns times, on the same
+// slots, and each build's releases are reported apart: two builds compared
+// in one guest, interleaved, see the same machine.
 func TestScale(t *testing.T) {
-	for _, n := range scaleCounts(t) {
+	builds := scaleBuilds(t)
+	turns := 1
+	if len(builds) > 1 {
+		turns = max(*scaleTurns, 1)
+	}
+	counts := scaleCounts(t)
+	// p50s are each build's release medians by slot count, for the
+	// target: the same at every count (the last line).
+	p50s := make([]map[int]time.Duration, len(builds))
+	for i := range p50s {
+		p50s[i] = map[int]time.Duration{}
+	}
+	defer func() {
+		for i, b := range builds {
+			lo, hi := p50s[i][counts[0]], p50s[i][counts[len(counts)-1]]
+			if len(counts) > 1 && lo > 0 && hi > 0 {
+				fmt.Printf("scale%s release_p50_ratio slots=%d/%d %.2f\n", variantField(b.name), counts[len(counts)-1], counts[0], hi.Seconds()/lo.Seconds())
+			}
+		}
+	}()
+	for _, n := range counts {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			p := newPool(t, fmt.Sprintf("e2escale%d", n), false)
-			a := startAgentScan(t, p, 15*time.Second, fmt.Sprintf("class \"s\" {\n  slots = %d\n  release { policy = %q }\n}", n, *scalePolicy))
+			dir := t.TempDir()
+			install(t, builds[0], dir)
+			cfg := agentConfig(p, 15*time.Second, metricsBlock+fmt.Sprintf("class \"s\" {\n  slots = %d\n  release { policy = %q }\n}", n, *scalePolicy), "")
+			cfg.PluginDir = dir
+			a := startAgentConfig(t, cfg)
 			var started time.Time
 			waitFor(t, deviceTimeout, "the plugin's start in the agent log", func() (bool, string) {
 				started = logTime(t, a.Logs(), "managing slots", "")
@@ -70,21 +136,97 @@ func TestScale(t *testing.T) {
 			fmt.Printf("scale slots=%d scan_ms=%.0f bare_ms=%.0f ratio=%.2f bare_snapshots_ms=%.0f ratio_same_types=%.2f\n",
 				n, ms(plugin), ms(bare), plugin.Seconds()/bare.Seconds(), ms(bareTypes), plugin.Seconds()/bareTypes.Seconds())
 
-			var lat, seen, acted, news []time.Duration
-			for i := 0; i < *scaleReleases; i++ {
-				r := timeRelease(t, a, fmt.Sprintf("scale-%d-%d", n, i))
-				lat, seen, acted, news = append(lat, r.total), append(seen, r.started), append(acted, r.total-r.started), append(news, r.news)
+			results := make([]releaseRun, len(builds))
+			for turn := 0; turn < turns; turn++ {
+				for i, b := range builds {
+					if turn > 0 || i > 0 {
+						install(t, b, dir)
+						restarted := time.Now()
+						a.Restart(t)
+						waitFor(t, deviceTimeout, "the restarted plugin's start", func() (bool, string) {
+							return !firstLogTime(t, a.Logs(), "managing slots", restarted).IsZero(), "no new \"managing slots\" line"
+						})
+						waitHealthy(t, a, n, restarted)
+						// Let the restart's burst (the agent's and the
+						// plugin's first scan) pass: the releases are timed
+						// on a settled node, as the first build's are.
+						time.Sleep(20 * time.Second)
+					}
+					count := *scaleReleases / turns
+					if turn < *scaleReleases%turns {
+						count++
+					}
+					for r := 0; r < count; r++ {
+						results[i].add(timeRelease(t, a, fmt.Sprintf("scale-%d-%s-%d-%d", n, b.name, turn, r)))
+					}
+					// The same releases as the plugin's histogram shows them
+					// (one plugin process a turn: their buckets add up).
+					s, err := scrape("http://" + metricsAddr(t, a) + "/metrics")
+					if err != nil {
+						t.Fatal(err)
+					}
+					results[i].merge(s.histogram("nomad_device_zfs_release_latency_seconds", map[string]string{"class": "s"}))
+				}
 			}
-			for _, d := range [][]time.Duration{lat, seen, acted, news} {
-				sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+			for i, b := range builds {
+				p50s[i][n] = results[i].print(n, b.name)
 			}
-			fmt.Printf("scale slots=%d policy=%s releases=%d release_p50_ms=%.0f release_p99_ms=%.0f release_max_ms=%.0f\n",
-				n, *scalePolicy, len(lat), ms(pct(lat, 50)), ms(pct(lat, 99)), ms(lat[len(lat)-1]))
-			fmt.Printf("scale slots=%d to_release_start_p50_ms=%.0f p99_ms=%.0f release_itself_p50_ms=%.0f p99_ms=%.0f\n",
-				n, ms(pct(seen, 50)), ms(pct(seen, 99)), ms(pct(acted, 50)), ms(pct(acted, 99)))
-			fmt.Printf("scale slots=%d to_watcher_news_p50_ms=%.0f p99_ms=%.0f\n", n, ms(pct(news, 50)), ms(pct(news, 99)))
 		})
 	}
+}
+
+// releaseRun collects one build's releases at one slot count.
+type releaseRun struct {
+	lat, seen, acted, news []time.Duration
+	// hist is the plugin's release latency histogram, its turns merged.
+	hist *dto.Histogram
+}
+
+func (r *releaseRun) add(t releaseTimes) {
+	r.lat, r.seen, r.acted, r.news = append(r.lat, t.total), append(r.seen, t.started), append(r.acted, t.total-t.started), append(r.news, t.news)
+}
+
+// merge adds histogram h's counts to r's.
+func (r *releaseRun) merge(h *dto.Histogram) {
+	if h == nil {
+		return
+	}
+	if r.hist == nil {
+		r.hist = h
+		return
+	}
+	count, sum := r.hist.GetSampleCount()+h.GetSampleCount(), r.hist.GetSampleSum()+h.GetSampleSum()
+	r.hist.SampleCount, r.hist.SampleSum = &count, &sum
+	for i, b := range r.hist.Bucket {
+		if i < len(h.Bucket) && h.Bucket[i].GetUpperBound() == b.GetUpperBound() {
+			c := b.GetCumulativeCount() + h.Bucket[i].GetCumulativeCount()
+			b.CumulativeCount = &c
+		}
+	}
+}
+
+// print writes the "scale ..." lines of r.
+func (r *releaseRun) print(n int, build string) (p50 time.Duration) {
+	for _, d := range [][]time.Duration{r.lat, r.seen, r.acted, r.news} {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	}
+	head := fmt.Sprintf("scale slots=%d%s", n, variantField(build))
+	fmt.Printf("%s policy=%s releases=%d release_p50_ms=%.0f release_p99_ms=%.0f release_max_ms=%.0f\n",
+		head, *scalePolicy, len(r.lat), ms(pct(r.lat, 50)), ms(pct(r.lat, 99)), ms(r.lat[len(r.lat)-1]))
+	fmt.Printf("%s to_release_start_p50_ms=%.0f p99_ms=%.0f release_itself_p50_ms=%.0f p99_ms=%.0f\n",
+		head, ms(pct(r.seen, 50)), ms(pct(r.seen, 99)), ms(pct(r.acted, 50)), ms(pct(r.acted, 99)))
+	fmt.Printf("%s to_watcher_news_p50_ms=%.0f p99_ms=%.0f\n", head, ms(pct(r.news, 50)), ms(pct(r.news, 99)))
+	fmt.Printf("%s histogram_releases=%d histogram_release_p50_s=%.2f histogram_release_p99_s=%.2f\n",
+		head, r.hist.GetSampleCount(), quantile(0.5, r.hist), quantile(0.99, r.hist))
+	return pct(r.lat, 50)
+}
+
+// variantField is " variant=<name>" for a named build, "" otherwise.
+func variantField(build string) string {
+	if build == "" {
+		return ""
+	}
+	return " variant=" + build
 }
 
 // waitHealthy polls the node record every 100 ms until n instances are

@@ -12,6 +12,12 @@ plugin "nomad-device-zfs" {
     # nothing else; it never creates, changes or destroys the parent itself.
     parent = "tank/nomad"
 
+    # Optional: a Prometheus endpoint at http://127.0.0.1:9646/metrics
+    # (README, Metrics; examples/grafana-dashboard.json).
+    metrics {
+      address = "127.0.0.1:9646"
+    }
+
     class "scratch" {
       slots = 4                       # ready datasets kept for this class
       properties {                    # set on every slot at creation

@@ -24,4 +24,6 @@
 //     classes; DestroyRetained for the operator's gc.
 //   - inspect.go: what the operator CLI may do from another process: read
 //     the slots, and record a release request with one zfs set.
+//   - observer.go: the Observer that hears each release and scan (the
+//     metrics endpoint); a no-op by default.
 package hooks

@@ -27,7 +27,7 @@ var ErrSlotChanged = errors.New("slot changed since it was read")
 // could not read the datasets at all: zpool failed, or every parent's
 // listing did (not for a missing pool or parent, which are Problems).
 func Inspect(ctx context.Context, cfg *model.Config, z ZFS) (*model.View, error) {
-	s := scanParents(ctx, cfg, z, time.Now(), nil)
+	s := scanParents(ctx, cfg, z, time.Now(), nil, nopObserver{})
 	v := model.BuildView(cfg, s, nil)
 	if s.PoolErr != nil && !errors.Is(s.PoolErr, zfs.ErrNotExist) {
 		return v, s.PoolErr

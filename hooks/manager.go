@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -57,7 +58,9 @@ type Manager struct {
 	zfs    ZFS
 	allocs Allocs // nil: no watcher, no lifecycle (slots are never released)
 	logger hclog.Logger
-	now    func() time.Time
+	// observer hears of releases and scans (SetObserver).
+	observer Observer
+	now      func() time.Time
 	// sleep pauses Reserve between retries.
 	sleep func(ctx context.Context, d time.Duration) error
 
@@ -117,6 +120,7 @@ func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *M
 		zfs:         z,
 		allocs:      allocs,
 		logger:      logger.Named("slots"),
+		observer:    nopObserver{},
 		now:         time.Now,
 		sleep:       pause.For,
 		wake:        make(chan struct{}, 1),
@@ -174,7 +178,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			go func() {
 				defer scanning.Done()
 				start := time.Now()
-				s := m.Scan(ctx)
+				// At the lowest CPU priority: nothing waits for it, and
+				// a release's zfs processes must not wait for it either.
+				s := m.Scan(zfs.Background(ctx))
 				scans <- scanned{s, time.Since(start)}
 			}()
 		case s := <-scans:
@@ -440,7 +446,7 @@ func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
 
 // scan runs one zpool process and one zfs process per parent.
 func (m *Manager) scan(ctx context.Context, createErrs map[string]string) model.Scan {
-	return scanParents(ctx, m.cfg, m.zfs, m.stamp(), createErrs)
+	return scanParents(ctx, m.cfg, m.zfs, m.stamp(), createErrs, m.observer)
 }
 
 // stamp is the time a read of datasets begins: now, but strictly after
@@ -461,8 +467,9 @@ func (m *Manager) stamp() time.Time {
 // The pools are one zpool process: by name when there is one, as it always
 // was; all of them when the parents are in several, since zpool fails the
 // whole listing when one named pool is missing, and one missing pool must
-// not hide the others' health.
-func scanParents(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, createErrs map[string]string) model.Scan {
+// not hide the others' health. The Observer hears each parent's scan: its
+// listing's time and the pool listing's.
+func scanParents(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, createErrs map[string]string, o Observer) model.Scan {
 	s := model.Scan{At: at, CreateErrs: createErrs}
 	parents := cfg.Parents()
 	var pools []string
@@ -471,13 +478,17 @@ func scanParents(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, cr
 			pools = append(pools, pool)
 		}
 	}
+	start := time.Now()
 	if len(pools) == 1 {
 		s.Pools, s.PoolErr = z.Pools(ctx, pools[0])
 	} else {
 		s.Pools, s.PoolErr = z.Pools(ctx)
 	}
+	poolsTook := time.Since(start)
 	for _, p := range parents {
+		start := time.Now()
 		sets, err := z.List(ctx, p, model.UserProps)
+		o.ScanDone(ScanEvent{Pool: zfs.PoolOf(p), Parent: p, Took: poolsTook + time.Since(start), Err: errors.Join(s.PoolErr, err)})
 		if err != nil {
 			if s.ListErrs == nil {
 				s.ListErrs = map[string]error{}

@@ -34,6 +34,10 @@ type Alloc struct {
 	// "dead") as the client reported it.
 	TaskStates map[string]string
 	ModifyTime time.Time
+	// FinishedAt is when the last of its tasks finished, as the client
+	// recorded it on this node (the same clock as the plugin's); zero
+	// while any task has not. The release latency is measured from it.
+	FinishedAt time.Time
 }
 
 // Nomad's allocation statuses (nomad/structs: AllocClientStatus*,

@@ -81,7 +81,11 @@ type Plan struct {
 	// Doing says what the plan does, for its error: "releasing
 	// tank/nomad/scratch/scratch-1 (destroy)".
 	Doing string
-	Ops   []Op
+	// Policy is, for a release, what it carries out: a Policy, or
+	// PolicyPark for sticky data parked for its holder's replacement; ""
+	// for the other steps.
+	Policy string
+	Ops    []Op
 	// OnFail runs, best effort, when an op stops the plan with an error:
 	// what must be recorded about a step that did not finish (the
 	// releasing mark of a release that wrote none first).

@@ -69,7 +69,7 @@ func PlanRelease(in ReleaseInput) (Plan, error) {
 	if policy != c.Release.PolicyFor(in.Outcome) && !s.Orphan {
 		p.Notes = append(p.Notes, Note{Msg: "no pristine snapshot to roll back to; destroying instead", KV: []any{"dataset", s.Dataset}, Warn: true})
 	}
-	p.Doing = fmt.Sprintf("releasing %s (%s)", s.Dataset, policy)
+	p.Doing, p.Policy = fmt.Sprintf("releasing %s (%s)", s.Dataset, policy), string(policy)
 	p.Notes = append(p.Notes, Note{Msg: "releasing slot", KV: []any{"slot", s.ID, "alloc_id", in.Holder.ID, "outcome", in.Outcome, "policy", policy, "orphan", s.Orphan}})
 	switch policy {
 	case PolicyRollback:

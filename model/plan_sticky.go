@@ -25,7 +25,7 @@ import (
 // released as an ordinary one.
 func planPark(in ReleaseInput, s Slot, holderIndex uint64, p Plan) (Plan, error) {
 	aside := in.Config.ParkedName(s.Class, in.Holder.ID, s.ID)
-	p.Doing = fmt.Sprintf("parking %s for the replacement of %s", s.Dataset, in.Holder.ID)
+	p.Doing, p.Policy = fmt.Sprintf("parking %s for the replacement of %s", s.Dataset, in.Holder.ID), string(PolicyPark)
 	if rows, looked := in.Seen[aside]; looked {
 		if pk := ParkedFromRows(aside, rows); pk == nil || pk.Holder != in.Holder.ID {
 			return Plan{}, fmt.Errorf("%s: cannot park %s as %s: it exists and is not %s's parked data", p.Doing, s.Dataset, aside, in.Holder.ID)

@@ -19,6 +19,10 @@ const (
 	// PolicySnapshot keeps the holder's data: the slot is renamed aside with
 	// a held snapshot until it expires, and a fresh slot takes its place.
 	PolicySnapshot Policy = "snapshot"
+	// PolicyPark is not a class's policy: it is what a sticky class's
+	// release does when the holder has a replacement to claim the data
+	// (Plan.Policy, the metrics' policy label).
+	PolicyPark Policy = "park"
 )
 
 // ParsePolicy reads a policy name.

@@ -26,10 +26,17 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("reserve_timeout", "string", false),
 		hclspec.NewLiteral(`"1m"`),
 	),
-	"nomad": hclspec.NewBlock("nomad", false, nomadSpec),
-	"class": hclspec.NewBlockMap("class", []string{"name"}, classSpec),
+	"nomad":   hclspec.NewBlock("nomad", false, nomadSpec),
+	"metrics": hclspec.NewBlock("metrics", false, metricsSpec),
+	"class":   hclspec.NewBlockMap("class", []string{"name"}, classSpec),
 	// transfer: see transferSpec.
 	"transfer": hclspec.NewBlock("transfer", false, transferSpec),
+})
+
+// metricsSpec is the opt-in Prometheus endpoint: without the block the
+// plugin listens on nothing.
+var metricsSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+	"address": hclspec.NewAttr("address", "string", true),
 })
 
 // nomadSpec says how the allocation watcher reaches the local Nomad agent.
@@ -152,6 +159,8 @@ type Config struct {
 	ZFSTimeout     string       `codec:"zfs_timeout"`
 	ReserveTimeout string       `codec:"reserve_timeout"`
 	Nomad          *NomadConfig `codec:"nomad"`
+	// Metrics is nil without a metrics block: no endpoint.
+	Metrics *MetricsConfig `codec:"metrics"`
 	// Classes holds pointers: decoding into a map of structs reuses one
 	// value for every entry, so pointers and maps inside it (release,
 	// properties) ended up shared by all classes.
@@ -181,6 +190,12 @@ type NomadConfig struct {
 	ClientIDFile  string `codec:"client_id_file"`
 	// AllowPlaintextToken: see allocwatch.Config.AllowPlaintextToken.
 	AllowPlaintextToken bool `codec:"allow_plaintext_token"`
+}
+
+// MetricsConfig is the decoded `metrics` block.
+type MetricsConfig struct {
+	// Address is host:port to serve /metrics on, e.g. "127.0.0.1:9646".
+	Address string `codec:"address"`
 }
 
 // ReleaseConfig is the decoded `release` block of a class.
@@ -227,6 +242,8 @@ type Settings struct {
 	// Transfer is the transport's configuration, checked with its files;
 	// nil when the block is absent (no transfers).
 	Transfer *transfer.Config
+	// MetricsAddress is where the Prometheus endpoint listens, "" for none.
+	MetricsAddress string
 }
 
 // Resolve validates c, as SetConfig does, and maps it.

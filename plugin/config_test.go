@@ -163,6 +163,12 @@ func TestConfigRejects(t *testing.T) {
  class "a_b" {} }`, []string{`class "a_b"`, "collide"}},
 		{"relative mount", `config { parent = "tank/nomad" 
  class "a" { mount = "data" } }`, []string{`mount = "data"`}},
+		{"mount with a newline", `config { parent = "tank/nomad" 
+ class "a" { mount = "/da\nta" } }`, []string{`class "a"`, `mount = "/da\nta"`, "newline"}},
+		{"mount with a tab", `config { parent = "tank/nomad" 
+ class "a" { mount = "/da\tta" } }`, []string{`class "a"`, `mount = "/da\tta"`, "control character"}},
+		{"mount with a comma", `config { parent = "tank/nomad" 
+ class "a" { mount = "/da,ta" } }`, []string{`class "a"`, `mount = "/da,ta"`, "comma"}},
 		{"shared mount", `config { parent = "tank/nomad" 
  class "a" { mount = "/d" } 
  class "b" { mount = "/d" } }`, []string{`mount = "/d"`, `class "a"`}},

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/metrics"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfsexec"
@@ -55,10 +56,13 @@ type Plugin struct {
 	// gRPC boundary, which have no Nomad API): slots are never released.
 	noWatcher bool
 
-	// mu guards settings and mgr.
+	// mu guards settings, mgr and metrics.
 	mu       sync.Mutex
 	settings *Settings
 	mgr      *hooks.Manager
+	// metrics is the Prometheus endpoint's registry, nil when it is off
+	// (every report to a nil one is a no-op).
+	metrics *metrics.Metrics
 	// runCtx outlives any one Fingerprint stream: the manager keeps slots
 	// ready for the life of the process.
 	runCtx    context.Context
@@ -132,7 +136,10 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 		return nil, nil, fmt.Errorf("nomad-device-zfs is not configured: SetConfig was not called")
 	}
 	if p.mgr == nil {
-		client := zfs.NewClient(p.newRunner(p.settings))
+		if p.settings.MetricsAddress != "" {
+			p.metrics = metrics.New(&p.settings.Slots, Version)
+		}
+		client := zfs.NewClient(p.metrics.Commands(p.newRunner(p.settings)))
 		var allocs hooks.Allocs
 		var watcher *lazyWatcher
 		if !p.noWatcher {
@@ -145,9 +152,17 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 				p.logger.Error("cannot start the transfer between nodes; data will not follow allocations to other nodes", "error", err)
 			}
 		}
+		if p.metrics != nil {
+			p.mgr.SetObserver(p.metrics)
+			p.metrics.Watch(p.mgr, watcher.latest)
+			if CollectAfterScans {
+				p.metrics.AfterScrape(debug.FreeOSMemory)
+			}
+			go func() { _ = p.metrics.Serve(p.runCtx, p.settings.MetricsAddress, p.logger.Named("metrics")) }()
+		}
 		go func() { _ = p.mgr.Run(p.runCtx) }()
 		if watcher != nil {
-			go watcher.run(p.runCtx, p.settings.Nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs)
+			go watcher.run(p.runCtx, p.settings.Nomad, p.logger.Named("allocwatch"), p.mgr.OnAllocs, p.metrics)
 		}
 		if CollectAfterScans {
 			go collectAfterScans(p.runCtx, p.mgr, collectAfter, debug.FreeOSMemory)

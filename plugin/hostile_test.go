@@ -60,6 +60,11 @@ func nomadCase(name string, names []string, lines ...string) hostile {
 	return hostile{name: name, body: okParent + "\nnomad {\n" + strings.Join(lines, "\n") + "\n}\nclass \"a\" {}", names: names}
 }
 
+func metricsCase(addr string) hostile {
+	return hostile{name: "metrics " + addr, body: okParent + "\nmetrics {\naddress = " + strconv.Quote(addr) + "\n}\nclass \"a\" {}",
+		names: []string{"metrics.address = " + strconv.Quote(addr)}}
+}
+
 func ok(h hostile) hostile { h.names = nil; return h }
 
 // keyOnly is a type error, refused by the agent's own HCL decoder before
@@ -138,6 +143,7 @@ var hostileClasses = []struct {
 		{name: "class too long", body: okParent + "\nclass \"" + strings.Repeat("c", 65) + "\" {}", names: []string{strings.Repeat("c", 65)}},
 		{name: "class env collision", body: okParent + "\nclass \"a-b\" {}\nclass \"a_b\" {}", names: []string{`class "a_b"`, "collide"}},
 		classCase("mount", `"data"`), classCase("mount", `"/"`), classCase("mount", `"/a/../b"`),
+		classCase("mount", `"/da\nta"`), classCase("mount", `"/da,ta"`), classCase("mount", `"/data\r"`),
 	}},
 	{"from_snapshot (malformed, below the parent, another pool)", []hostile{
 		classCase("from_snapshot", `"tank/golden"`), classCase("from_snapshot", `"tank/golden@"`),
@@ -174,6 +180,10 @@ var hostileClasses = []struct {
 			`address = "http://nomad.example:4646"`, `token_file = "/t"`),
 		keyOnly(nomadCase("allow_plaintext_token not a bool", []string{"allow_plaintext_token"}, `allow_plaintext_token = "maybe"`)),
 	}},
+	{"metrics block (address)", []hostile{
+		metricsCase("9646"), metricsCase("127.0.0.1"), metricsCase("127.0.0.1:http"), metricsCase("127.0.0.1:65536"),
+		metricsCase("http://127.0.0.1:9646"), metricsCase("a b:9646"), metricsCase(""),
+	}},
 	{"accepted: the same keys with values zfs accepts", accepted()},
 }
 
@@ -209,6 +219,7 @@ func accepted() []hostile {
 		ok(propsCase("passphrase encryption", map[string]string{"encryption": "on", "keyformat": "passphrase",
 			"keylocation": "file:///etc/zfs/key", "pbkdf2iters": "100000"})),
 		ok(propsCase("normalization with utf8only", map[string]string{"normalization": "formD", "utf8only": "on"})),
+		ok(metricsCase("127.0.0.1:9646")), ok(metricsCase(":0")),
 		ok(topCase("scan_interval", `"1s"`)), ok(topCase("zfs_timeout", `"1s"`)), ok(releaseCase("retain", `"1m"`)),
 		ok(classCase("from_snapshot", `"tank/golden@seed"`)), ok(classCase("from_snapshot", `"tank/nomad-golden@seed"`)),
 		ok(classCase("parent", `"nvme/nomad"`)), ok(classCase("parent", `"tank/nomad"`)), ok(classCase("parent", `"tank/nomad-fast"`)),

@@ -1,7 +1,8 @@
 package plugin
 
 // CollectAfterScans makes the process that manages slots return a scan's
-// garbage to the system soon after each scan (collectAfterScans). The
+// garbage to the system soon after each scan (collectAfterScans), and a
+// metrics scrape's once it is answered (metrics.Metrics.AfterScrape). The
 // plugin binary's main sets it; tests, which host the plugin in their own
 // process, leave it off: it would collect their heap.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/nomad/plugins/device"
 	"google.golang.org/grpc/codes"
@@ -32,7 +33,9 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 	// on top.
 	ctx, cancel := context.WithTimeout(p.runCtx, s.ReserveTimeout+s.Slots.MigrateWait(deviceIDs))
 	defer cancel()
+	start := time.Now()
 	grants, err := mgr.Reserve(ctx, deviceIDs)
+	p.metrics.ReserveDone(deviceIDs, time.Since(start), err)
 	switch {
 	case errors.Is(err, hooks.ErrUnknownSlot):
 		return nil, status.Error(codes.InvalidArgument, err.Error())

@@ -3,12 +3,16 @@ package plugin
 import (
 	"fmt"
 	"math"
+	"net"
+	"net/netip"
 	"path"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -55,6 +59,13 @@ func (c *Config) validate() (*Settings, error) {
 	}
 	nomad := c.Nomad.watcherConfig()
 	errs = append(errs, checkNomad(nomad)...)
+	var metricsAddr string
+	if c.Metrics != nil {
+		metricsAddr = c.Metrics.Address
+		if err := checkListenAddress(metricsAddr); err != nil {
+			bad("metrics.address = %q: %v", metricsAddr, err)
+		}
+	}
 	if len(c.Classes) == 0 {
 		bad(`no class block: at least one class "<name>" { slots = N } is needed`)
 	}
@@ -100,7 +111,29 @@ func (c *Config) validate() (*Settings, error) {
 		ReserveTimeout: reserve,
 		Nomad:          nomad,
 		Transfer:       xfer,
+		MetricsAddress: metricsAddr,
 	}, nil
+}
+
+// hostnameRE is a DNS name as a listen address may hold one.
+var hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+
+// checkListenAddress checks a host:port to listen on without listening
+// (SetConfig has no side effects): a numeric port, and an IP address, a
+// host name or nothing (every interface) before it. Whether it is free is
+// known only when the plugin listens.
+func checkListenAddress(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("not host:port (e.g. \"127.0.0.1:9646\", or \":9646\" for every interface)")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || strconv.FormatUint(n, 10) != port {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	if _, err := netip.ParseAddr(host); host != "" && err != nil && !hostnameRE.MatchString(host) {
+		return fmt.Errorf("host %q is neither an IP address nor a host name", host)
+	}
+	return nil
 }
 
 // watcherConfig maps the nomad block onto the watcher's configuration. Its
@@ -182,8 +215,13 @@ func (cc *ClassConfig) validate(name, parent string) (model.Class, []string) {
 	if mount == "" {
 		mount = "/zfs/" + name
 	}
-	if !path.IsAbs(mount) || path.Clean(mount) != mount || mount == "/" {
+	switch {
+	case !path.IsAbs(mount) || path.Clean(mount) != mount || mount == "/":
 		bad("mount = %q: must be a clean absolute path other than /", cc.Mount)
+	case strings.Contains(mount, ","):
+		bad("mount = %q: must not hold a comma: with several slots the task's environment lists their paths joined by commas", cc.Mount)
+	case strings.ContainsFunc(mount, unicode.IsControl):
+		bad("mount = %q: must not hold a newline or another control character: no task driver mounts at such a path", cc.Mount)
 	}
 	var need uint64
 	keys := make([]string, 0, len(cc.Properties))

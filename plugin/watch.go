@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -21,6 +22,9 @@ type lazyWatcher struct {
 	mu  sync.Mutex
 	w   *allocwatch.Watcher
 	err error
+	// last is the latest snapshot the watcher delivered, nil before the
+	// first: the metrics read their holders' labels from it.
+	last atomic.Pointer[model.Snapshot]
 }
 
 var _ hooks.Allocs = (*lazyWatcher)(nil)
@@ -63,23 +67,39 @@ func (l *lazyWatcher) RunningLocally(ctx context.Context, id string) (bool, erro
 	return w.RunningLocally(ctx, id)
 }
 
+// latest is the watcher's latest snapshot, nil before the first (or
+// without a watcher).
+func (l *lazyWatcher) latest() *model.Snapshot {
+	if l == nil {
+		return nil
+	}
+	return l.last.Load()
+}
+
 // watcherRetry paces attempts to create the watcher.
 const watcherRetry = 10 * time.Second
 
 // run creates the watcher, retrying until its configuration's files are
-// readable, then feeds every snapshot to onSnapshot until ctx ends.
-func (l *lazyWatcher) run(ctx context.Context, cfg allocwatch.Config, logger hclog.Logger, onSnapshot func(model.Snapshot)) {
+// readable, then feeds every snapshot to onSnapshot until ctx ends. obs
+// (may be nil) hears of its failed queries.
+func (l *lazyWatcher) run(ctx context.Context, cfg allocwatch.Config, logger hclog.Logger, onSnapshot func(model.Snapshot), obs allocwatch.Observer) {
 	logged := false
 	for {
 		w, err := allocwatch.New(cfg, logger)
 		if err == nil {
+			if obs != nil {
+				w.SetObserver(obs)
+			}
 			l.mu.Lock()
 			l.w, l.err = w, nil
 			l.mu.Unlock()
 			if logged {
 				logger.Info("allocation watcher started")
 			}
-			_ = w.Run(ctx, onSnapshot)
+			_ = w.Run(ctx, func(s model.Snapshot) {
+				l.last.Store(&s)
+				onSnapshot(s)
+			})
 			return
 		}
 		l.mu.Lock()

@@ -31,7 +31,8 @@ type Runner struct {
 
 var _ zfs.Runner = (*Runner)(nil)
 
-// Run runs cmd with args, stdout and stderr kept apart.
+// Run runs cmd with args, stdout and stderr kept apart. A command whose
+// ctx is marked zfs.Background runs at the lowest CPU priority (nice 19).
 func (r *Runner) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
 	timeout := r.Timeout
 	if timeout <= 0 {
@@ -53,7 +54,17 @@ func (r *Runner) Run(ctx context.Context, cmd string, args ...string) ([]byte, e
 	c.Stdout, c.Stderr = &stdout, &stderr
 
 	start := time.Now()
-	err := c.Run()
+	err := c.Start()
+	if err == nil {
+		if zfs.IsBackground(ctx) {
+			// After the start, so that it never keeps the command from
+			// running: a few milliseconds at the normal priority at most.
+			if perr := lower(c.Process.Pid); perr != nil && r.Logger != nil {
+				r.Logger.Debug("cannot lower a background command's priority", "cmd", cmd, "error", perr)
+			}
+		}
+		err = c.Wait()
+	}
 	if r.Logger != nil {
 		r.Logger.Trace("ran", "cmd", cmd, "args", args, "duration", time.Since(start), "error", err)
 	}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +20,17 @@ import (
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("ZFS_TEST_STREAM"); mode != "" {
 		os.Exit(streamHelper(mode))
+	}
+	if os.Getenv("ZFS_TEST_HELPER") == "nice" {
+		// Print this process's niceness once it is no longer the parent's
+		// (Run lowers it just after the start), or after 5 s.
+		parent, _ := strconv.Atoi(os.Getenv("ZFS_TEST_PARENT_NICE"))
+		n := niceness()
+		for deadline := time.Now().Add(5 * time.Second); n == parent && time.Now().Before(deadline); n = niceness() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		fmt.Println(n)
+		os.Exit(0)
 	}
 	if os.Getenv("ZFS_TEST_HELPER") == "1" {
 		fmt.Fprintln(os.Stdout, strings.Join(os.Args[1:], " ")+"\tLC_ALL="+os.Getenv("LC_ALL"))
@@ -93,4 +106,45 @@ func TestRunner(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBackgroundRunsAtLowestPriority: a command whose context is marked
+// zfs.Background runs at nice 19; any other at the plugin's own.
+func TestBackgroundRunsAtLowestPriority(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("priorities are lowered on Linux only")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := niceness()
+	t.Setenv("ZFS_TEST_HELPER", "nice")
+	t.Setenv("ZFS_TEST_PARENT_NICE", strconv.Itoa(parent))
+	r := &Runner{Paths: map[string]string{"zfs": self}}
+	out, err := r.Run(zfs.Background(t.Context()), "zfs", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "19" {
+		t.Errorf("a background command ran at nice %s, want 19", got)
+	}
+	t.Setenv("ZFS_TEST_PARENT_NICE", "-100") // never seen: print at once
+	out, err = r.Run(t.Context(), "zfs", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(out)); got != strconv.Itoa(parent) {
+		t.Errorf("a command ran at nice %s, want the plugin's %d", got, parent)
+	}
+}
+
+// niceness is this process's nice value.
+func niceness() int {
+	// getpriority(2) returns 20 - nice, so that it is never negative.
+	p, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	if err != nil {
+		return -100
+	}
+	return 20 - p
 }

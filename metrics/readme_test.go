@@ -1,0 +1,59 @@
+package metrics
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var tableRow = regexp.MustCompile("^\\| `(nomad_device_zfs_[a-z0-9_]+)` \\| ([a-z]+) \\| ([^|]+) \\| (.+) \\|$")
+
+// TestREADMEMetricsTable holds the README's metrics table to the
+// endpoint's output: every family there is documented with its type and
+// labels, and nothing documented is missing.
+func TestREADMEMetricsTable(t *testing.T) {
+	src, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(src), "<!-- begin metrics-table -->")
+	table, _, ok2 := strings.Cut(table, "<!-- end metrics-table -->")
+	if !ok || !ok2 {
+		t.Fatal("README has no metrics-table markers")
+	}
+	type row struct{ typ, labels string }
+	doc := map[string]row{}
+	for _, line := range strings.Split(table, "\n") {
+		if m := tableRow.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+			labels := strings.ReplaceAll(strings.ReplaceAll(m[3], "`", ""), " ", "")
+			if labels == "none" {
+				labels = ""
+			}
+			parts := strings.Split(labels, ",")
+			slices.Sort(parts)
+			doc[m[1]] = row{m[2], strings.Trim(strings.Join(parts, ","), ",")}
+		}
+	}
+	got := map[string]row{}
+	for name, f := range exercised(t) {
+		if strings.HasPrefix(name, "nomad_device_zfs_") {
+			got[name] = row{strings.ToLower(f.GetType().String()), strings.Join(labelNames(f), ",")}
+		}
+	}
+	for name, g := range got {
+		d, ok := doc[name]
+		switch {
+		case !ok:
+			t.Errorf("README does not document %s (%s, labels %s)", name, g.typ, g.labels)
+		case d != g:
+			t.Errorf("%s: README says %s with labels %q; the endpoint serves %s with %q", name, d.typ, d.labels, g.typ, g.labels)
+		}
+	}
+	for name := range doc {
+		if _, ok := got[name]; !ok {
+			t.Errorf("README documents %s, which the endpoint does not serve", name)
+		}
+	}
+}
