@@ -185,6 +185,9 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 	if s.ListErr != nil && prev != nil && !errors.Is(s.ListErr, zfs.ErrNotExist) {
 		byName = prevDatasets(prev) // keep the last good set, marked unhealthy below
 		v.ParentMountpoint = prev.ParentMountpoint
+		// The data is the last good set's: as old as that, so that a slot
+		// re-read since is still newer than the view (hooks' overrides).
+		v.ScannedAt = prev.ScannedAt
 	}
 
 	below := belowIndex(cfg, byName)
