@@ -143,10 +143,52 @@ func firstLost(as []Alloc) (Alloc, bool) {
 }
 
 // newer keeps the allocations placed after the slot's last recorded holder.
+// It decides which ended allocations may have left data in a ready slot;
+// for the live ones, which may come to it, see callers.
 func newer(as []Alloc, holderIndex uint64) []Alloc {
 	var out []Alloc
 	for _, a := range as {
 		if a.CreateIndex > holderIndex {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// callers keeps the live allocations (as refsFor lists them) that may come
+// to a ready slot whose last recorded holder was placed at holderIndex:
+// every one that is not stopping, whatever its CreateIndex, and a stopping
+// one only when it was placed after that holder.
+//
+// The index cannot say who may come. Nomad's indexes start over when a
+// cluster is rebuilt, or restored from an older snapshot, or when the
+// client joins another cluster: a holder_index written before then may be
+// above every allocation Nomad places from then on, and the slot would be
+// refused to all of them, blaming the token, until the new indexes pass
+// the old one, which they may never do.
+//
+// Why this shares nothing and wipes nothing (I1, I2): an allocation that
+// is neither client-terminal nor stopping and names a ready slot has not
+// run on it (a task's start records its allocation as the holder before
+// the grant, so the slot would be held), so recording it, or granting it
+// the slot, shows it no one's data; and live allocations never start a
+// release, more of them only hold one back (anyRunning). Within one index
+// history the rule changes nothing: Nomad gives an instance to a new
+// allocation only once every earlier one on it is client-terminal or
+// stopping (docs/lifecycle.md, facts 1 and 2), so none that is not
+// stopping is older than the slot's last holder. A stopping one starts no
+// task; it counts only as one that may have been given the slot after the
+// last holder, as before.
+//
+// The ended ones keep the index (newer): after a restore, allocations
+// whose data went long ago reappear with their old CreateIndex, at or
+// below holder_index, and are not taken for unrecorded holders; one that
+// ran on the slot in a new history was recorded when it started, and its
+// recorded index is the new history's.
+func callers(live []Alloc, holderIndex uint64) []Alloc {
+	var out []Alloc
+	for _, a := range live {
+		if !a.ServerTerminal() || a.CreateIndex > holderIndex {
 			out = append(out, a)
 		}
 	}

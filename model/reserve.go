@@ -99,7 +99,7 @@ func DecideReserve(c Class, s Slot, snap *Snapshot, fresh bool) ReserveDecision 
 	}
 
 	// Ready: who is asking?
-	live := newer(r.live, s.HolderIndex)
+	live := callers(r.live, s.HolderIndex)
 	if dirty := newer(r.terminal, s.HolderIndex); len(dirty) > 0 {
 		d := dirty[len(dirty)-1]
 		if anyRunning(live) {

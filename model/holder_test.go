@@ -1,0 +1,109 @@
+package model
+
+import (
+	"strings"
+	"testing"
+)
+
+// onScratch is an allocation naming scratch slot id, placed at index.
+func onScratch(id string, index uint64, client, desired, slot string) Alloc {
+	return Alloc{ID: id, NodeID: "node", CreateIndex: index, ModifyIndex: index, ClientStatus: client, DesiredStatus: desired,
+		Devices: []Device{{Task: "t", Vendor: Vendor, Type: DeviceType, Name: "scratch", IDs: []string{slot}}}}
+}
+
+func ids(as []Alloc) string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.ID)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestCallers(t *testing.T) {
+	cases := []struct {
+		name        string
+		live        []Alloc
+		holderIndex uint64
+		want        string
+	}{
+		{name: "placed after the last holder", holderIndex: 50,
+			live: []Alloc{onScratch("B", 60, "pending", "run", "scratch-1")}, want: "B"},
+		{name: "placed below holder_index: the indexes started over", holderIndex: 5000,
+			live: []Alloc{onScratch("B", 12, "pending", "run", "scratch-1")}, want: "B"},
+		{name: "stopping, placed before the last holder: never given the slot", holderIndex: 50,
+			live: []Alloc{onScratch("X", 40, "pending", "stop", "scratch-1"), onScratch("B", 60, "pending", "run", "scratch-1")}, want: "B"},
+		{name: "stopping, placed after the last holder: may hold it", holderIndex: 50,
+			live: []Alloc{onScratch("X", 55, "running", "stop", "scratch-1"), onScratch("B", 60, "pending", "run", "scratch-1")}, want: "X,B"},
+		{name: "evicted counts as stopping", holderIndex: 50,
+			live: []Alloc{onScratch("X", 40, "running", "evict", "scratch-1")}, want: ""},
+		{name: "no holder recorded yet", holderIndex: 0,
+			live: []Alloc{onScratch("X", 40, "running", "stop", "scratch-1"), onScratch("B", 60, "pending", "run", "scratch-1")}, want: "X,B"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ids(callers(tc.live, tc.holderIndex)); got != tc.want {
+				t.Errorf("callers = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestIndexesStartOver: a ready slot whose holder_index was written before
+// the cluster's indexes started over (rebuilt, restored from an older
+// snapshot, another cluster) is neither refused to the allocation Nomad
+// now places on it, with the token blamed, nor released for allocations
+// whose data went long ago; within one history nothing changes.
+func TestIndexesStartOver(t *testing.T) {
+	const recorded = 5000 // holder_index, from the old history
+	ready := Slot{ID: "scratch-1", Class: "scratch", Exists: true, Healthy: true, State: StateReady, HolderIndex: recorded}
+	cases := []struct {
+		name   string
+		allocs []Alloc
+		// reserve is DecideReserve's kind and the allocation it names;
+		// plan is PlanSlot's step ("" for none).
+		reserve ReserveKind
+		alloc   string
+		plan    string
+	}{
+		{name: "rebuilt: a new allocation far below holder_index",
+			allocs:  []Alloc{onScratch("B", 12, "pending", "run", "scratch-1")},
+			reserve: ReserveGrant, alloc: "B", plan: "record holder B"},
+		{name: "restored: an allocation that ended before the snapshot reappears",
+			allocs:  []Alloc{onScratch("A", 40, "failed", "run", "scratch-1"), onScratch("B", 60, "pending", "run", "scratch-1")},
+			reserve: ReserveGrant, alloc: "B", plan: "record holder B"},
+		{name: "restored: an allocation that ended after the snapshot runs again",
+			allocs:  []Alloc{onScratch("A", 40, "pending", "run", "scratch-1")},
+			reserve: ReserveGrant, alloc: "A", plan: "record holder A"},
+		{name: "another cluster, indexes above holder_index",
+			allocs:  []Alloc{onScratch("B", 90000, "pending", "run", "scratch-1")},
+			reserve: ReserveGrant, alloc: "B", plan: "record holder B"},
+		{name: "one history: a stopping allocation older than the last holder is not waited for",
+			allocs:  []Alloc{onScratch("X", 4000, "pending", "stop", "scratch-1"), onScratch("B", 6000, "pending", "run", "scratch-1")},
+			reserve: ReserveGrant, alloc: "B", plan: "record holder B"},
+		{name: "one history: an unrecorded holder's data goes first",
+			allocs:  []Alloc{onScratch("D", 5500, "failed", "run", "scratch-1"), onScratch("B", 6000, "pending", "run", "scratch-1")},
+			reserve: ReserveReleaseFirst, alloc: "D", plan: "release D"},
+		{name: "two allocations that may both run: refused whatever their index",
+			allocs:  []Alloc{onScratch("B", 12, "pending", "run", "scratch-1"), onScratch("C", 13, "pending", "run", "scratch-1")},
+			reserve: ReserveFail, plan: "record holder B"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := &Snapshot{NodeID: "node", Index: 100, Allocs: tc.allocs}
+			d := DecideReserve(Class{Name: "scratch"}, ready, snap, true)
+			if d.Kind != tc.reserve || d.Alloc.ID != tc.alloc {
+				t.Errorf("DecideReserve: kind %d alloc %q (%s), want kind %d alloc %q", d.Kind, d.Alloc.ID, d.Reason, tc.reserve, tc.alloc)
+			}
+			if strings.Contains(d.Reason, "read-job") {
+				t.Errorf("DecideReserve blames the token, and the caller is in Nomad's answer: %s", d.Reason)
+			}
+			plan := ""
+			if st, ok := PlanSlot(Class{Name: "scratch"}, ready, snap); ok {
+				plan = st.Kind.String() + " " + st.Alloc.ID
+			}
+			if plan != tc.plan {
+				t.Errorf("PlanSlot: %q, want %q", plan, tc.plan)
+			}
+		})
+	}
+}
