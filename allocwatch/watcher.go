@@ -27,6 +27,8 @@ type Watcher struct {
 	backoff     func(attempt int) time.Duration
 	resyncEvery time.Duration
 	now         func() time.Time
+	// sleep is Run's pause between queries and before a retry.
+	sleep func(ctx context.Context, d time.Duration) error
 
 	mu     sync.Mutex
 	nodeID string // discovered and confirmed registered; "" until then
@@ -76,7 +78,15 @@ func newWatcher(cfg Config, logger hclog.Logger, src source, counts *counter) *W
 		backoff:     backoff,
 		resyncEvery: ResyncEvery,
 		now:         time.Now,
+		sleep:       pause.For,
 	}
+}
+
+// SetClock replaces the watcher's clock and Run's pause (between two
+// queries, and before a retry), so that a simulation can run Run in
+// simulated time. Call it before any other method.
+func (w *Watcher) SetClock(now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) {
+	w.now, w.sleep = now, sleep
 }
 
 // Run blocks on GET /v1/node/<id>/allocations until ctx ends, and returns
@@ -114,7 +124,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 		timedOut  bool
 	)
 	for {
-		if err := pause.For(ctx, nextQuery.Sub(w.now())); err != nil {
+		if err := w.sleep(ctx, nextQuery.Sub(w.now())); err != nil {
 			return err
 		}
 		nextQuery = w.now().Add(w.cfg.MinInterval)
@@ -130,7 +140,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 		if err != nil {
 			attempt++
 			health.failed(err, attempt)
-			if err := pause.For(ctx, w.backoff(attempt)); err != nil {
+			if err := w.sleep(ctx, w.backoff(attempt)); err != nil {
 				return err
 			}
 			continue

@@ -28,7 +28,7 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 	}
 	// Nomad calls Reserve with no deadline: bound it, or a hung zfs or a
 	// predecessor that never stops would hang the task's start forever.
-	ctx, cancel := context.WithTimeout(p.runCtx, s.ReserveTimeout)
+	ctx, cancel := context.WithDeadline(p.runCtx, p.now().Add(s.ReserveTimeout))
 	defer cancel()
 	grants, err := mgr.Reserve(ctx, deviceIDs)
 	switch {

@@ -37,6 +37,7 @@ func (w *World) check() {
 			w.violate("I5", "%s's file is gone or changed: %v", f.name, errText(err))
 		}
 	}
+	w.checkRetainedKept()
 }
 
 func errText(err error) string {

@@ -5,30 +5,36 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	devplugin "github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
 // plugin is one incarnation of the plugin process: a Manager and a
-// Watcher built from nothing but the configuration, over the same ZFS.
+// Watcher built from nothing but the configuration, over the same ZFS,
+// and the device plugin Nomad's client calls Reserve on. The world runs
+// what the plugin's goroutines run: the watcher's Run (watchLoop), and
+// the Manager's loop as events (a pass, a Settle on the watcher's news).
 type plugin struct {
 	mgr     *hooks.Manager
 	watcher *allocwatch.Watcher
+	dev     *devplugin.Plugin
 	run     *runner
+	watch   *watchLoop
 	// scan is a periodic scan Run started off its loop, not yet acted on:
 	// watches and Reserves go on meanwhile.
-	scan   *model.Scan
-	ctx    context.Context
-	cancel context.CancelFunc
+	scan *model.Scan
 }
 
-// launch starts a plugin process: new Manager, new Watcher, one reconcile
-// (the Manager's Run does that at once).
+// launch starts a plugin process: new Manager, new Watcher (its Run
+// starts, and delivers its first answer), one reconcile (the Manager's
+// Run does that at once).
 func (w *World) launch(why string) {
 	cfg := w.cfg
 	cfg.Classes = slices.Clone(w.cfg.Classes)
@@ -41,11 +47,22 @@ func (w *World) launch(why string) {
 	mgr := hooks.NewManager(&cfg, zfs.NewClient(r), wa, w.logger)
 	mgr.SetClock(w.clock, w.sleep)
 	mgr.SetCreateConcurrency(1) // a pass's zfs commands in plan order: a seed replays exactly
-	p := &plugin{mgr: mgr, watcher: wa, run: r}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+	now := func() time.Time { return w.now }
+	dev := devplugin.NewHosted(w.logger, &devplugin.Settings{Slots: cfg, ReserveTimeout: reserveTO},
+		devplugin.Host{Manager: mgr, Now: now})
+	p := &plugin{mgr: mgr, watcher: wa, dev: dev, run: r}
 	w.plugin = p
 	w.logf("plugin launched (%s)", why)
+	p.watch = w.startWatch(p)
 	w.reconcile()
+}
+
+// stop ends the process's goroutines: the watcher's Run, and whatever its
+// methods wait on (a Reserve).
+func (w *World) stop(p *plugin) {
+	p.run.dead = true
+	p.dev.Shutdown()
+	w.stopWatch(p.watch)
 }
 
 // kill ends the plugin process now.
@@ -53,8 +70,7 @@ func (w *World) kill(why string) {
 	if w.plugin == nil {
 		return
 	}
-	w.plugin.run.dead = true
-	w.plugin.cancel()
+	w.stop(w.plugin)
 	w.plugin = nil
 	w.logf("plugin killed (%s)", why)
 }
@@ -63,7 +79,7 @@ func (w *World) kill(why string) {
 // may have caused in the middle of a call.
 func (w *World) alive() bool {
 	if w.plugin != nil && w.plugin.run.dead {
-		w.plugin.cancel()
+		w.stop(w.plugin)
 		w.plugin = nil
 		w.logf("plugin died mid-operation")
 	}
@@ -87,38 +103,41 @@ func (w *World) scanOrReconcile(start bool) {
 	ctx, cancel := w.simContext(w.cfg.ScanInterval)
 	defer cancel()
 	p := w.plugin
+	w.passErrs = 0
 	switch {
 	case p.scan != nil:
 		s := *p.scan
 		p.scan = nil
 		w.logf("pass on the scan of %s", s.At.Format("15:04:05.000"))
 		p.mgr.ReconcileScanned(ctx, s)
+		w.checkPruned(s.At)
 	case start:
 		s := p.mgr.Scan(ctx)
 		p.scan = &s
 		w.logf("scan taken")
 	default:
+		at := w.now
 		p.mgr.Reconcile(ctx)
+		w.checkPruned(at)
 	}
 	w.alive()
 }
 
-// watch delivers the watcher's fresh snapshot to the Manager, as Run's
-// callback does, and runs the Settle pass that Run starts at once on it
-// (only the slots the allocations call for, without a scan).
+// watch lets the watcher's Run go on as far as what it waits for allows
+// (its pause is over; its blocking query has an answer) and, when it
+// delivered news, runs the Settle pass that Run's loop starts on it (only
+// the slots the allocations call for, without a scan).
 func (w *World) watch() {
 	if !w.alive() {
 		return
 	}
-	ctx, cancel := w.simContext(30e9)
-	defer cancel()
-	snap, err := w.plugin.watcher.Refresh(ctx)
-	if err != nil {
-		w.logf("watch: %v", short(err))
+	snap, ok := w.pumpWatch(w.plugin.watch)
+	if !ok || !w.alive() {
 		return
 	}
-	w.plugin.mgr.OnAllocs(snap)
 	w.logf("watch: %d allocs at index %d", len(snap.Allocs), snap.Index)
+	ctx, cancel := w.simContext(30 * time.Second)
+	defer cancel()
 	w.plugin.mgr.Settle(ctx)
 	w.alive()
 }
@@ -202,12 +221,16 @@ func (r *runner) Run(ctx context.Context, cmd string, args ...string) ([]byte, e
 		if r.applied {
 			_, _ = r.fake.Run(ctx, cmd, args...)
 		}
+		r.w.passErrs++
 		r.w.logf("zfs timed out (ran: %v): %s %s", r.applied, cmd, strings.Join(args, " "))
 		e := zfs.NewError(cmd, args, "", -1)
 		e.Kind, e.Cause = zfs.ErrTimeout, context.DeadlineExceeded
 		return nil, e
 	}
 	out, err := r.fake.Run(ctx, cmd, args...)
+	if err != nil && (strings.Contains(err.Error(), "suspended") || strings.Contains(err.Error(), "busy")) {
+		r.w.passErrs++ // a fault, not the answer to a question (does it exist?)
+	}
 	if err != nil && len(args) > 0 && args[0] != "list" && args[0] != "get" {
 		r.w.logf("zfs %s: %v", strings.Join(args, " "), short(err))
 	}

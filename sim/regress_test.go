@@ -114,8 +114,14 @@ func (s *script) fail() {
 	}
 }
 
-func (s *script) watchAndReconcile() {
+// watch lets the watcher's pause run out and delivers its news.
+func (s *script) watch() {
+	s.w.advance(time.Second)
 	s.w.watch()
+}
+
+func (s *script) watchAndReconcile() {
+	s.watch()
 	s.w.reconcile()
 	s.check()
 }
@@ -236,7 +242,7 @@ func TestRegressions(t *testing.T) {
 		s.w.plugin.run.dieBefore = func(args []string) bool {
 			return len(args) > 1 && args[0] == "set" && strings.HasPrefix(args[1], model.PropOwner+"="+parent+"/scratch/retained-")
 		}
-		s.w.watch() // the Settle pass the watcher's news starts releases the slot
+		s.watch() // the Settle pass the watcher's news starts releases the slot
 		if s.w.alive() {
 			t.Fatal("the plugin did not reach the owner mark of the retained data")
 		}
@@ -264,7 +270,7 @@ func TestRegressions(t *testing.T) {
 		s.w.noteSticky()
 		s.w.kill("scratch made sticky")
 		s.w.launch("scratch made sticky")
-		s.w.watch() // the pass it starts releases a's slot; nothing parked for b, which has its own
+		s.watch() // the pass it starts releases a's slot; nothing parked for b, which has its own
 		s.check()
 		s.settle() // b starts
 		if s.phase(b) != running {

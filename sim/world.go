@@ -66,11 +66,28 @@ type World struct {
 
 	connected bool
 	apiF      apiFaults // what the API's handler reads, under mu
-	busyTill  map[string]time.Time
-	foreign   []foreignThing
+	// watching is the plugin's watcher loop, where the API's handler
+	// parks a blocking query; under mu.
+	watching *watchLoop
+	busyTill map[string]time.Time
+	foreign  []foreignThing
 
 	// cmds counts the zfs commands of the current event.
 	cmds int
+	// reserving are the starts of the Reserves under way, outermost
+	// first (the client starts others while one waits); locked counts
+	// their slots, starting their allocations; goingOn is set while the
+	// node goes on during one (nodeGoesOn).
+	reserving []time.Time
+	locked    map[string]int
+	starting  map[string]bool
+	goingOn   bool
+	// hid records the allocations the API hid from the token (under mu).
+	hid map[string]bool
+	// kept is the retained data as last seen, by GUID.
+	kept map[string]keptData
+	// passErrs counts the failed zfs commands since a pass began.
+	passErrs int
 
 	// timeline is what happened, for a failure report.
 	timeline   []string
@@ -105,9 +122,10 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	w := &World{seed: seed, dir: d, now: time.Unix(1_800_000_000, 0).UTC(), logger: logger,
+	w := &World{seed: seed, dir: d, now: epoch, logger: logger,
 		jobs: map[string]*jobSpec{}, local: map[string]*localAlloc{}, connected: true,
-		busyTill: map[string]time.Time{}, prevOf: map[string]string{}, rng: rand.New(rand.NewPCG(seed, 1))}
+		busyTill: map[string]time.Time{}, prevOf: map[string]string{}, rng: rand.New(rand.NewPCG(seed, 1)),
+		locked: map[string]int{}, starting: map[string]bool{}, hid: map[string]bool{}}
 	w.apiF = apiFaults{now: w.now, connected: true}
 	w.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(d, "mnt"), Now: func() time.Time { return w.now }})
 	if err := w.fake.AddPool(pool, 64<<30); err != nil {
@@ -148,12 +166,15 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 
 // Close removes the world's files and stops its API.
 func (w *World) Close() {
+	if w.plugin != nil {
+		w.stop(w.plugin)
+	}
 	w.api.close()
 	_ = os.RemoveAll(w.dir)
 }
 
 func (w *World) logf(format string, a ...any) {
-	w.timeline = append(w.timeline, fmt.Sprintf("%8s  ", w.now.Sub(time.Unix(1_800_000_000, 0)).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
+	w.timeline = append(w.timeline, fmt.Sprintf("%8s  ", w.now.Sub(epoch).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
 }
 
 // Timeline is what happened, one line per step.
@@ -238,39 +259,98 @@ func (w *World) advance(d time.Duration) {
 	}
 }
 
+// epoch is when every world starts: far past any real clock, so that a
+// deadline in simulated time (reserve_timeout's, taken from the plugin's
+// clock) never fires by the real one; simulated time ends it (sleep).
+var epoch = time.Unix(10_000_000_000, 0).UTC()
+
 // sleep is the Manager's pause between Reserve retries: simulated time
-// passes, and the node goes on (tasks finish stopping) meanwhile.
+// passes, and the node goes on meanwhile (tasks finish stopping; the
+// client may pull and start other allocations, and the plugin's loop may
+// settle what the watcher brings: nodeGoesOn). A context whose deadline
+// (simulated) has passed ends the wait, as its timer would.
 func (w *World) sleep(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if w.plugin != nil && w.plugin.run.dead {
 		// The process is gone: nothing of it waits any more.
-		if c, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
-			c()
-		}
+		w.stop(w.plugin)
 		return context.Canceled
 	}
 	w.advance(d)
-	if dl, ok := ctx.Value(deadlineKey{}).(time.Time); ok && !w.now.Before(dl) {
-		if c, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
-			c()
-		}
+	if n := len(w.reserving); n > 0 && w.now.After(w.reserving[n-1].Add(reserveTO+reserveSlack)) {
+		// plugin.Reserve bounds every Reserve by reserve_timeout.
+		w.violate("liveness", "a Reserve is still waiting %s after it began: reserve_timeout (%s) does not end it", w.now.Sub(w.reserving[n-1]), reserveTO)
 		return context.DeadlineExceeded
 	}
+	if dl, ok := ctx.Deadline(); ok && !w.now.Before(dl) {
+		return context.DeadlineExceeded
+	}
+	w.nodeGoesOn()
 	return ctx.Err()
 }
 
-type deadlineKey struct{}
-type cancelKey struct{}
+// nodeGoesOn is what the rest of the node does while a Reserve waits, as
+// a real node does: the client makes another allocation's next step
+// (pulls it, starts it, which is another Reserve, stops it, reports it),
+// or the watcher brings news and the plugin's loop settles it (its steps
+// skip the slots a Reserve holds). Not within itself, and never a step of
+// an allocation being started, or a start on a slot a waiting Reserve
+// holds (that Reserve would wait for the lock).
+func (w *World) nodeGoesOn() {
+	if w.goingOn || w.plugin == nil {
+		return
+	}
+	w.goingOn = true
+	from, outer := w.now, len(w.reserving)
+	defer func() {
+		w.goingOn = false
+		// What the node did meanwhile ran while the waiting Reserves
+		// waited, not after them: their reserve_timeout counts without it
+		// (each returns at its next pause, its deadline passed).
+		for i := range outer {
+			w.reserving[i] = w.reserving[i].Add(w.now.Sub(from))
+		}
+	}()
+	switch w.rng.IntN(3) {
+	case 0:
+		var ok []move
+		for _, m := range w.moves() {
+			a, _ := w.localGet(m.id)
+			if w.starting[m.id] || a != nil && a.phase == pulled && w.holdsLocked(a) {
+				continue
+			}
+			ok = append(ok, m)
+		}
+		if len(ok) > 0 {
+			m := ok[w.rng.IntN(len(ok))]
+			w.logf("  meanwhile, the client steps %s", m.id[len(m.id)-4:])
+			m.fn()
+		}
+	case 1:
+		w.watch()
+	}
+}
 
-// simContext is a context that ends when simulated time reaches deadline
-// (checked in sleep, the only place a Manager waits).
+// holdsLocked reports whether a names a slot a waiting Reserve holds.
+func (w *World) holdsLocked(a *localAlloc) bool {
+	for _, id := range a.deviceIDs() {
+		if w.locked[id] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// reserveSlack is how far past reserve_timeout a Reserve may still sleep:
+// its last pause may end after the deadline.
+const reserveSlack = 2 * time.Second
+
+// simContext is a context that ends when simulated time reaches now plus
+// timeout (sleep is the only place a Manager waits).
 func (w *World) simContext(timeout time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ctx = context.WithValue(ctx, deadlineKey{}, w.now.Add(timeout))
-	ctx = context.WithValue(ctx, cancelKey{}, context.CancelFunc(cancel))
-	return ctx, cancel
+	return context.WithDeadline(context.Background(), w.now.Add(timeout))
 }
 
 // foreignThing is something the plugin does not own and must not touch.
