@@ -116,6 +116,7 @@ func (a *api) serve(rw http.ResponseWriter, r *http.Request) {
 				hangUp(rw)
 			}
 		case ok && forbid && la.ns == hiddenNS:
+			a.w.noteHidden()
 			http.Error(rw, "Permission denied", http.StatusForbidden)
 		case ok:
 			a.json(rw, f, map[string]any{})
@@ -139,9 +140,7 @@ func (a *api) serve(rw http.ResponseWriter, r *http.Request) {
 		var out []*napi.Allocation
 		for _, sa := range a.w.cluster.Allocs(nodeID) {
 			if forbid && sa.Namespace == hiddenNS {
-				a.w.mu.Lock()
-				a.w.hid[sa.ID] = true
-				a.w.mu.Unlock()
+				a.w.noteHidden()
 				continue // Node.GetAllocs drops what the token cannot read
 			}
 			out = append(out, toAPI(sa))
@@ -159,6 +158,7 @@ func (a *api) serve(rw http.ResponseWriter, r *http.Request) {
 		case sa == nil:
 			http.Error(rw, "alloc not found", http.StatusNotFound)
 		case forbid && sa.Namespace == hiddenNS:
+			a.w.noteHidden()
 			http.Error(rw, fmt.Sprintf("Unknown allocation %q", id), http.StatusInternalServerError)
 		default:
 			a.json(rw, f, toAPI(sa))
@@ -273,4 +273,11 @@ func toAPI(sa *structs.Allocation) *napi.Allocation {
 		}
 	}
 	return out
+}
+
+// noteHidden counts an answer that hid an allocation from the token.
+func (w *World) noteHidden() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hides++
 }

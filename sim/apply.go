@@ -9,7 +9,6 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
 // cliRelease is an operator's `release` between reading the slot and
@@ -94,6 +93,19 @@ func (w *World) apply(e Event) {
 		w.cliRelease()
 	case CLIGC:
 		w.cliGC()
+	case Stranger:
+		w.stranger()
+	case StrangerGone:
+		w.strangerGone(false)
+	case ClientAPIFail:
+		d := time.Duration(w.rng.IntN(120)) * time.Second
+		fail := w.rng.IntN(len(statsFailures))
+		w.setFaults(func(f *apiFaults) { f.statsFailTill, f.statsFail = w.now.Add(d), fail })
+		w.logf("the local client's allocation endpoint fails on its own for %s: %d %q", d, statsFailures[fail].code, statsFailures[fail].body)
+	case ClusterBackup:
+		w.backup()
+	case ClusterReset:
+		w.clusterReset()
 	}
 }
 
@@ -287,15 +299,25 @@ func (w *World) reconnect() {
 	w.connected = true
 	w.setFaults(func(f *apiFaults) { f.connected = true })
 	w.logf("node reconnects")
-	evs, err := w.cluster.SetNodeStatus(nodeID, structs.NodeStatusReady)
-	for _, ev := range evs {
-		w.eval(ev, nil)
-	}
-	if err != nil {
-		w.logf("eval error: %v", err)
-	}
+	w.registerNode() // servers rebuilt meanwhile do not know it yet
+	w.setNodeStatus(structs.NodeStatusReady)
 	for _, a := range w.sortedLocal() {
+		sa := w.cluster.Alloc(a.id)
+		if sa == nil || sa.ClientStatus != structs.AllocClientStatusUnknown {
+			w.report(a)
+			continue
+		}
+		// The servers marked it unknown while the node was away: the
+		// client, told so when it pulls, sends its state again (the
+		// alloc runner's Reconnect), and the servers evaluate the job to
+		// keep the original or its replacement (Node.UpdateAlloc's
+		// reconnect evaluation).
+		a.reported = ""
 		w.report(a)
+		if a.reported == a.status {
+			w.logf("client re-sends %s: %s", a.short(), a.status)
+			w.eval(w.cluster.Evaluate(sa.Namespace, sa.JobID, structs.EvalTriggerReconnect))
+		}
 	}
 }
 
@@ -306,7 +328,7 @@ func (w *World) zfsFail() {
 	if w.rng.IntN(8) == 0 {
 		cmd, sub, stderr = "zpool", "list", "cannot open 'tank': pool I/O is currently suspended"
 	}
-	w.fake.Inject(zfstest.Fault{Cmd: cmd, ArgsContain: []string{sub}, Stderr: stderr + "\n", Times: 1 + w.rng.IntN(2)})
+	w.zfsFaults = append(w.zfsFaults, &zfsFault{cmd: cmd, sub: sub, stderr: stderr, times: 1 + w.rng.IntN(2)})
 	w.logf("next %s %s fails: %s", cmd, sub, stderr)
 }
 

@@ -207,16 +207,15 @@ func (w *World) start(a *localAlloc) {
 }
 
 // reserve is the device hook's call: the plugin's Reserve. A refusal that
-// asks whether the token has read-job, while Nomad showed the token the
-// caller all along, blames the token falsely (the diagnosis the operator
-// acts on is wrong).
+// asks whether the token has read-job, while Nomad hid nothing from the
+// token, blames it falsely: the operator would act on a wrong diagnosis.
 func (w *World) reserve(a *localAlloc, ids []string) (*device.ContainerReservation, error) {
 	for _, id := range ids {
 		w.locked[id]++
 	}
 	w.reserving = append(w.reserving, w.now)
 	w.mu.Lock()
-	delete(w.hid, a.id)
+	hides := w.hides
 	w.mu.Unlock()
 	res, err := w.plugin.dev.Reserve(ids)
 	w.reserving = w.reserving[:len(w.reserving)-1]
@@ -226,10 +225,10 @@ func (w *World) reserve(a *localAlloc, ids []string) (*device.ContainerReservati
 		}
 	}
 	w.mu.Lock()
-	hidden := w.hid[a.id]
+	hidden := w.hides > hides
 	w.mu.Unlock()
 	if err != nil && strings.Contains(err.Error(), "read-job") && !hidden {
-		w.violate("diagnosis", "Reserve %v for %s blames the token, which Nomad showed the caller to all along: %v", ids, a.short(), err)
+		w.violate("diagnosis", "Reserve %v for %s blames the token, and Nomad hid nothing from it meanwhile: %v", ids, a.short(), err)
 	}
 	return res, err
 }

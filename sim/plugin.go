@@ -166,10 +166,8 @@ func (w *World) fingerprint() {
 		}
 		node.Devices = append(node.Devices, g)
 	}
-	if err := w.cluster.UpsertNode(node); err != nil {
-		w.violate("harness", "UpsertNode: %v", err)
-		return
-	}
+	w.node = node
+	w.registerNode()
 	w.logf("fingerprint: %s", strings.Join(desc, " "))
 }
 
@@ -216,6 +214,11 @@ func (r *runner) Run(ctx context.Context, cmd string, args ...string) ([]byte, e
 		return nil, errKilled
 	}
 	r.w.checkTrespass(cmd, args)
+	if f := r.w.zfsFault(cmd, args); f != nil {
+		r.w.passErrs++
+		r.w.logf("zfs fault: %s %s: %s", cmd, strings.Join(args, " "), f.stderr)
+		return nil, zfs.NewError(cmd, args, f.stderr+"\n", 1)
+	}
 	if r.timeoutSub != "" && len(args) > 0 && args[0] == r.timeoutSub {
 		r.timeoutSub = ""
 		if r.applied {
@@ -235,6 +238,27 @@ func (r *runner) Run(ctx context.Context, cmd string, args ...string) ([]byte, e
 		r.w.logf("zfs %s: %v", strings.Join(args, " "), short(err))
 	}
 	return out, err
+}
+
+// zfsFault is an injected failure of the plugin's next commands that
+// name sub (ZFSFail). It is the plugin's runner's, not the fake's, so that
+// the world's own reads (its checks) neither fail nor use it up.
+type zfsFault struct {
+	cmd, sub, stderr string
+	times            int
+}
+
+// zfsFault returns the fault the command meets, if any, using it once.
+func (w *World) zfsFault(cmd string, args []string) *zfsFault {
+	for i, f := range w.zfsFaults {
+		if f.cmd == cmd && slices.Contains(args, f.sub) {
+			if f.times--; f.times == 0 {
+				w.zfsFaults = slices.Delete(w.zfsFaults, i, i+1)
+			}
+			return f
+		}
+	}
+	return nil
 }
 
 // mutating are the zfs subcommands that change something.
@@ -263,8 +287,16 @@ func (w *World) checkTrespass(cmd string, args []string) {
 			continue
 		}
 		for _, f := range w.foreign {
-			fn := strings.SplitN(f.name, "@", 2)[0]
-			if name == fn || strings.HasPrefix(name, fn+"/") {
+			if strings.Contains(f.name, "@") {
+				// A snapshot: only a command naming it touches it; one that
+				// takes it along with its dataset is seen in the data
+				// (checkForeign).
+				if a == f.name {
+					w.violate("I5", "zfs %s touches %s, which the plugin does not own", strings.Join(args, " "), a)
+				}
+				continue
+			}
+			if name == f.name || strings.HasPrefix(name, f.name+"/") {
 				w.violate("I5", "zfs %s touches %s, which the plugin does not own", strings.Join(args, " "), a)
 			}
 		}

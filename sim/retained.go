@@ -23,14 +23,10 @@ type keptData struct {
 	expires     time.Time
 }
 
-// retainedSets lists the retained data below the parent: owned datasets
-// in state retained, or renamed aside as retained by a release a crash
-// interrupted, by GUID, and the full listing.
-func (w *World) retainedSets() (map[string]keptData, []zfs.Dataset, error) {
-	sets, err := w.cliZFS().List(context.Background(), parent, model.UserProps)
-	if err != nil {
-		return nil, nil, err
-	}
+// retainedIn lists the retained data in sets (a listing of the parent):
+// owned datasets in state retained, or renamed aside as retained by a
+// release a crash interrupted, by GUID.
+func retainedIn(sets []zfs.Dataset) map[string]keptData {
 	out := map[string]keptData{}
 	for _, d := range sets {
 		if d.IsSnapshot() || !model.Owned(&d) {
@@ -48,7 +44,7 @@ func (w *World) retainedSets() (map[string]keptData, []zfs.Dataset, error) {
 		k := keptData{name: d.Name, class: class, since: unixProp(d.User.Get(model.PropSince)), expires: unixProp(d.User.Get(model.PropExpires))}
 		out[d.GUID] = k
 	}
-	return out, sets, nil
+	return out
 }
 
 func unixProp(v string) time.Time {
@@ -62,11 +58,8 @@ func unixProp(v string) time.Time {
 // checkRetainedKept: retained data that disappeared since the last check
 // was due: past its expiry, or beyond its class's retain_max among the
 // class's retained data, newest first (model.RetainedDue).
-func (w *World) checkRetainedKept() {
-	now, _, err := w.retainedSets()
-	if err != nil {
-		return
-	}
+func (w *World) checkRetainedKept(sets []zfs.Dataset) {
+	now := retainedIn(sets)
 	var gone []keptData
 	for guid, k := range w.kept {
 		if _, ok := now[guid]; !ok {
@@ -122,11 +115,11 @@ func (w *World) checkPruned(scanAt time.Time) {
 	if w.passErrs > 0 || w.plugin == nil || w.plugin.run.dead {
 		return
 	}
-	kept, sets, err := w.retainedSets()
+	sets, err := w.cliZFS().List(context.Background(), parent, model.UserProps)
 	if err != nil {
 		return
 	}
-	for _, k := range kept {
+	for _, k := range retainedIn(sets) {
 		if k.expires.IsZero() || !scanAt.After(k.expires) || w.strangersBelow(sets, k.name) {
 			continue
 		}

@@ -50,6 +50,10 @@ type World struct {
 
 	fake    *zfstest.Fake
 	cluster *scheduler.Cluster
+	// node is the node as last fingerprinted; saved, the servers' state
+	// the operator saved last (ClusterBackup).
+	node  scheduler.Node
+	saved *savedState
 	api     *api
 	cfg     model.Config
 	plugin  *plugin // nil while dead
@@ -71,6 +75,10 @@ type World struct {
 	watching *watchLoop
 	busyTill map[string]time.Time
 	foreign  []foreignThing
+	// strangerSeq numbers the strangers (Stranger events).
+	strangerSeq int
+	// zfsFaults are the failures the plugin's next zfs commands meet.
+	zfsFaults []*zfsFault
 
 	// cmds counts the zfs commands of the current event.
 	cmds int
@@ -82,8 +90,9 @@ type World struct {
 	locked    map[string]int
 	starting  map[string]bool
 	goingOn   bool
-	// hid records the allocations the API hid from the token (under mu).
-	hid map[string]bool
+	// hides counts the API's answers that hid an allocation from the
+	// token (under mu).
+	hides int
 	// kept is the retained data as last seen, by GUID.
 	kept map[string]keptData
 	// passErrs counts the failed zfs commands since a pass began.
@@ -125,7 +134,7 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	w := &World{seed: seed, dir: d, now: epoch, logger: logger,
 		jobs: map[string]*jobSpec{}, local: map[string]*localAlloc{}, connected: true,
 		busyTill: map[string]time.Time{}, prevOf: map[string]string{}, rng: rand.New(rand.NewPCG(seed, 1)),
-		locked: map[string]int{}, starting: map[string]bool{}, hid: map[string]bool{}}
+		locked: map[string]int{}, starting: map[string]bool{}}
 	w.apiF = apiFaults{now: w.now, connected: true}
 	w.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(d, "mnt"), Now: func() time.Time { return w.now }})
 	if err := w.fake.AddPool(pool, 64<<30); err != nil {
@@ -157,7 +166,8 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	if err := w.setupZFS(); err != nil {
 		return nil, err
 	}
-	if err := w.cluster.UpsertNode(scheduler.Node{ID: nodeID, Name: "node-a"}); err != nil {
+	w.node = scheduler.Node{ID: nodeID, Name: "node-a"}
+	if err := w.cluster.UpsertNode(w.node); err != nil {
 		return nil, err
 	}
 	w.launch("start")
@@ -358,6 +368,9 @@ type foreignThing struct {
 	name string
 	guid string
 	file string // a file in it, "" for a snapshot
+	// temp: a stranger the operator removes again (at settle at the
+	// latest); the others stay for good.
+	temp bool
 }
 
 // setupZFS creates the parent (the operator's) and things the plugin must
