@@ -52,8 +52,8 @@ type World struct {
 	cluster *scheduler.Cluster
 	// node is the node as last fingerprinted; saved, the servers' state
 	// the operator saved last (ClusterBackup).
-	node  scheduler.Node
-	saved *savedState
+	node    scheduler.Node
+	saved   *savedState
 	api     *api
 	cfg     model.Config
 	plugin  *plugin // nil while dead
