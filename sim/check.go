@@ -29,12 +29,16 @@ func (w *World) check() {
 			}
 		}
 	}
+	if !w.zfsChanged {
+		return // what follows reads ZFS, and nothing changed it
+	}
+	w.zfsChanged = false
 	sets, err := w.cliZFS().List(context.Background(), parent, model.UserProps)
 	if err != nil {
 		w.violate("harness", "zfs list: %v", err)
 		return
 	}
-	w.checkForeign(sets)
+	w.checkForeign(sets, false)
 	w.checkRetainedKept(sets)
 }
 
@@ -194,7 +198,7 @@ func (w *World) checkQuiescent() {
 			w.violate("I3", "configured slot %s does not exist after quiescence", name)
 		}
 	}
-	w.checkForeign(sets)
+	w.checkForeign(sets, true)
 	w.checkLeaks(sets)
 	w.checkLiveness()
 }

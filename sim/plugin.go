@@ -213,6 +213,9 @@ func (r *runner) Run(ctx context.Context, cmd string, args ...string) ([]byte, e
 		r.w.violate("liveness", "runaway: more than %d zfs commands in one event, the last %s %s", maxCmdsPerEvent, cmd, strings.Join(args, " "))
 		return nil, errKilled
 	}
+	if cmd == "zfs" && len(args) > 0 && mutating[args[0]] {
+		r.w.zfsChanged = true
+	}
 	r.w.checkTrespass(cmd, args)
 	if f := r.w.zfsFault(cmd, args); f != nil {
 		r.w.passErrs++

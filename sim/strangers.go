@@ -67,6 +67,7 @@ func (w *World) stranger() {
 		}
 	}
 	w.foreign = append(w.foreign, ft)
+	w.zfsChanged = true
 	w.logf("someone makes %s", ft.name)
 }
 
@@ -93,6 +94,7 @@ func (w *World) strangerGone(allGone bool) {
 			continue
 		}
 		gone[i] = true
+		w.zfsChanged = true
 		w.logf("the operator destroys %s", f.name)
 	}
 	kept := w.foreign[:0]
@@ -104,15 +106,23 @@ func (w *World) strangerGone(allGone bool) {
 	w.foreign = kept
 }
 
-// checkForeign is I5 from the data: each foreign thing is still there, by
-// name and GUID (not renamed along with the dataset above it, not
-// destroyed with it or rolled away), and its file unchanged.
-func (w *World) checkForeign(sets []zfs.Dataset) {
+// checkForeign is I5 from the data: each foreign thing below the parent
+// (sets lists it) is still there, by name and GUID (not renamed along
+// with the dataset above it, not destroyed with it or rolled away), and
+// its file unchanged; with outside set, the one outside the parent too
+// (every command naming it is checked as it runs: checkTrespass).
+func (w *World) checkForeign(sets []zfs.Dataset, outside bool) {
 	byName := map[string]string{}
-	for _, d := range append(sets, w.outside()...) {
+	if outside {
+		sets = append(sets, w.outside()...)
+	}
+	for _, d := range sets {
 		byName[d.Name] = d.GUID
 	}
 	for _, f := range w.foreign {
+		if !outside && !strings.HasPrefix(f.name, parent+"/") {
+			continue
+		}
 		if guid, ok := byName[f.name]; !ok || guid != f.guid {
 			w.violate("I5", "%s (guid %s) is gone or replaced", f.name, f.guid)
 			continue

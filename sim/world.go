@@ -79,6 +79,8 @@ type World struct {
 	strangerSeq int
 	// zfsFaults are the failures the plugin's next zfs commands meet.
 	zfsFaults []*zfsFault
+	// zfsChanged: a command that changes ZFS ran since the last check.
+	zfsChanged bool
 
 	// cmds counts the zfs commands of the current event.
 	cmds int
