@@ -70,6 +70,9 @@ func (w *World) settle() {
 	}
 	w.reconnect()
 	last, same := "", 0
+	// Quiescent: nothing changed for three rounds, and the watcher is not
+	// waiting on an index the servers no longer reach (after a reset, its
+	// blocking query returns only when its wait runs out).
 	for round := 0; round < 40 && same < 3; round++ {
 		w.cmds = 0
 		w.advance(w.cfg.ScanInterval)
@@ -89,7 +92,7 @@ func (w *World) settle() {
 		w.dropGCd()
 		w.check()
 		d := w.digest()
-		if d == last {
+		if d == last && !w.watchStalled() {
 			same++
 		} else {
 			same = 0

@@ -154,3 +154,15 @@ func (w *World) due(p *park) bool {
 	f := w.faults()
 	return f.now.Before(f.downTill) || !f.connected || w.api.index(f) > p.index
 }
+
+// watchStalled reports whether the watcher's blocking query waits on an
+// index above what the servers answer now: it returns only when its wait
+// runs out (the servers' state started over, or the newest allocation
+// was collected).
+func (w *World) watchStalled() bool {
+	if w.plugin == nil || w.plugin.watch == nil || w.plugin.watch.at == nil {
+		return false
+	}
+	p := w.plugin.watch.at
+	return p.index > 0 && p.index > w.api.index(w.faults())
+}
