@@ -77,6 +77,16 @@ func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, call
 		if prevID != s.ID {
 			prevSlot, _ = m.current(prevID)
 		}
+		if v, _ := m.View(); prevSlot != nil && v != nil {
+			// The decision rests on the predecessor's slot: what lies below
+			// it (a stranger the operator may have removed since the scan)
+			// and its state. Read it as it is now (without its lock, so not
+			// recorded as an override); on an error, as last read.
+			if now, err := readSlot(ctx, m.cfg, m.zfs, c.Name, prevID, v.ParentMountpoint); err == nil {
+				now.Healthy, now.Reason = model.Health(&now, v.Problem, "")
+				prevSlot = &now
+			}
+		}
 		p, err := m.readParked(ctx, name)
 		if err != nil {
 			return false, err

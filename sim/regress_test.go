@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // script drives a World step by step: the minimal timelines of the bugs
@@ -245,6 +246,44 @@ func TestRegressions(t *testing.T) {
 		s.watch() // the Settle pass the watcher's news starts releases the slot
 		if s.w.alive() {
 			t.Fatal("the plugin did not reach the owner mark of the retained data")
+		}
+		s.settle()
+	})
+	t.Run("a replacement decides on its predecessor's slot as it is, not as the scan saw it", func(t *testing.T) {
+		s := newScript(t)
+		s.w.cfg.Classes[1].Sticky, s.w.cfg.Classes[1].StickyWait = true, 10*time.Minute
+		s.w.noteSticky()
+		s.scratchSlots(2)
+		a := s.submit("j1", "", 50, 0)[0]
+		s.step(a) // pull
+		s.step(a) // start: a's token in its slot
+		la, _ := s.w.localGet(a)
+		stranger := parent + "/scratch/" + la.tasks[0].ids[0] + "/someones"
+		ctx := context.Background()
+		if err := s.w.cliZFS().Create(ctx, stranger, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.w.reconcile() // the scan sees it below a's slot
+		if err := s.w.cliZFS().Destroy(ctx, stranger, zfs.DestroyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		js := s.w.jobs["j1"]
+		js.job.Groups[0].Tasks[0].Version = "2" // a destructive update: b replaces a
+		ev, err := s.w.cluster.Register(js.job)
+		if err != nil || len(ev.Placed) != 1 {
+			t.Fatalf("the update: %+v %v", ev, err)
+		}
+		s.w.eval(ev, nil)
+		b := ev.Placed[0].AllocID
+		if slices.Equal(la.deviceIDs(), ev.Placed[0].Devices["main"]) {
+			t.Fatalf("the replacement is on its predecessor's slot\n%s", strings.Join(s.w.timeline, "\n"))
+		}
+		s.step(a)                // a stops
+		s.w.advance(time.Second) // and has
+		s.step(b)                // pull
+		s.step(b)                // start: its Reserve claims a's data (I6 checks it)
+		if s.phase(b) != running {
+			t.Fatalf("the replacement is %v\n%s", s.phase(b), strings.Join(s.w.timeline, "\n"))
 		}
 		s.settle()
 	})
