@@ -302,22 +302,21 @@ func (w *World) reconnect() {
 	w.registerNode() // servers rebuilt meanwhile do not know it yet
 	w.setNodeStatus(structs.NodeStatusReady)
 	for _, a := range w.sortedLocal() {
-		sa := w.cluster.Alloc(a.id)
-		if sa == nil || sa.ClientStatus != structs.AllocClientStatusUnknown {
-			w.report(a)
-			continue
-		}
-		// The servers marked it unknown while the node was away: the
-		// client, told so when it pulls, sends its state again (the
-		// alloc runner's Reconnect), and the servers evaluate the job to
-		// keep the original or its replacement (Node.UpdateAlloc's
-		// reconnect evaluation).
-		a.reported = ""
-		w.report(a)
-		if a.reported == a.status {
-			w.logf("client re-sends %s: %s", a.short(), a.status)
-			w.eval(w.cluster.Evaluate(sa.Namespace, sa.JobID, structs.EvalTriggerReconnect))
-		}
+		w.report(a) // what changed while away; an unknown one is resent at its next step (resend)
+	}
+}
+
+// resend is the client's step for an allocation the servers marked
+// unknown while the node was away: told so when it pulls, it sends the
+// allocation's state again (the alloc runner's Reconnect), and the
+// servers evaluate the job to keep the original or its replacement
+// (Node.UpdateAlloc's reconnect evaluation).
+func (w *World) resend(a *localAlloc, sa *structs.Allocation) {
+	a.reported = ""
+	w.report(a)
+	if a.reported == a.status {
+		w.logf("client re-sends %s: %s", a.short(), a.status)
+		w.eval(w.cluster.Evaluate(sa.Namespace, sa.JobID, structs.EvalTriggerReconnect))
 	}
 }
 

@@ -86,6 +86,8 @@ func (w *World) moves() []move {
 			moves = append(moves, move{a.id, func() { w.start(a) }})
 		case a.phase == running && stop:
 			moves = append(moves, move{a.id, func() { w.beginKill(a) }})
+		case w.connected && sa != nil && sa.ClientStatus == structs.AllocClientStatusUnknown && a.status != sa.ClientStatus:
+			moves = append(moves, move{a.id, func() { w.resend(a, sa) }})
 		case a.status != a.reported && w.connected && sa != nil:
 			moves = append(moves, move{a.id, func() { w.report(a) }})
 		}
