@@ -77,6 +77,26 @@ func (s *script) step(id string) {
 	s.check()
 }
 
+// strangerBelow makes someone's snapshot of dataset, after the plugin's
+// last read of it; the operator removes it at settle.
+func (s *script) strangerBelow(dataset string) {
+	s.t.Helper()
+	name := dataset + "@someones"
+	if err := s.w.cliZFS().Snapshot(context.Background(), name, nil); err != nil {
+		s.t.Fatal(err)
+	}
+	sets, err := s.w.cliZFS().List(context.Background(), dataset, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, d := range sets {
+		if d.Name == name {
+			s.w.foreign = append(s.w.foreign, foreignThing{name: name, guid: d.GUID, temp: true})
+		}
+	}
+	s.w.zfsChanged = true
+}
+
 // newest is the newest allocation on the node (a replacement).
 func (s *script) newest() string {
 	as := s.w.cluster.Allocs(nodeID)
@@ -285,6 +305,22 @@ func TestRegressions(t *testing.T) {
 		if s.phase(b) != running {
 			t.Fatalf("the replacement is %v\n%s", s.phase(b), strings.Join(s.w.timeline, "\n"))
 		}
+		s.settle()
+	})
+	t.Run("a Reserve does not release its slot on a read older than a stranger below it", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 0)[0]
+		s.step(a) // pull
+		s.step(a) // start: held by a
+		s.strangerBelow(parent + "/scratch/scratch-1")
+		la, _ := s.w.localGet(a)
+		s.w.finish(la, structs.AllocClientStatusFailed, "task exited") // on_failure: snapshot, a rename
+		b := s.newest()
+		if b == a {
+			t.Fatalf("a was not rescheduled\n%s", strings.Join(s.w.timeline, "\n"))
+		}
+		s.step(b) // pull
+		s.step(b) // start: its Reserve must not take the stranger along with a's data
 		s.settle()
 	})
 	t.Run("a class made sticky under a replacement already recorded on its own slot", func(t *testing.T) {
