@@ -69,6 +69,7 @@ func (w *World) settle() {
 		w.launch("settle")
 	}
 	w.reconnect()
+	end := w.now
 	last, same := "", 0
 	// Quiescent: nothing changed for three rounds, and the watcher is not
 	// waiting on an index the servers no longer reach (after a reset, its
@@ -98,6 +99,10 @@ func (w *World) settle() {
 			same = 0
 		}
 		last = d
+	}
+	if len(w.violations) == 0 && w.watchStalled() {
+		w.violate("liveness", "the watcher still waits %s after the faults ended (on index %d, the servers answer %d)",
+			w.now.Sub(end), w.plugin.watch.at.index, w.api.index(w.faults()))
 	}
 	if len(w.violations) == 0 {
 		w.checkQuiescent()

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -165,6 +166,9 @@ func (w *World) fingerprint() {
 			desc = append(desc, mark+s.ID)
 		}
 		node.Devices = append(node.Devices, g)
+	}
+	if reflect.DeepEqual(node, w.node) {
+		return // the plugin sends only what changed, and the client registers only that
 	}
 	w.node = node
 	w.registerNode()

@@ -34,6 +34,9 @@ type park struct {
 	until time.Time
 	// index is the blocking query's index; 0 for a pause.
 	index uint64
+	// retry: a pause before a retry (after a failed query), not the short
+	// one between two queries.
+	retry bool
 	wake  chan struct{}
 }
 
@@ -87,14 +90,15 @@ func (wl *watchLoop) pause(ctx context.Context, now time.Time, d time.Duration) 
 	if d <= 0 {
 		return ctx.Err()
 	}
-	if d >= 750*time.Millisecond {
+	retry := d >= 750*time.Millisecond
+	if retry {
 		n := time.Second
 		for n < d {
 			n *= 2
 		}
 		d = n
 	}
-	p := &park{until: now.Add(d), wake: make(chan struct{})}
+	p := &park{until: now.Add(d), retry: retry, wake: make(chan struct{})}
 	select {
 	case wl.parks <- p:
 	case <-ctx.Done():
@@ -155,14 +159,15 @@ func (w *World) due(p *park) bool {
 	return f.now.Before(f.downTill) || !f.connected || w.api.index(f) > p.index
 }
 
-// watchStalled reports whether the watcher's blocking query waits on an
-// index above what the servers answer now: it returns only when its wait
-// runs out (the servers' state started over, or the newest allocation
-// was collected).
+// watchStalled reports whether the watcher has yet to see the node as it
+// is: it pauses before a retry (its backoff reaches a minute), or its
+// blocking query waits on an index above what the servers answer now, and
+// returns only when its wait runs out (the servers' state started over,
+// or the newest allocation was collected).
 func (w *World) watchStalled() bool {
 	if w.plugin == nil || w.plugin.watch == nil || w.plugin.watch.at == nil {
 		return false
 	}
 	p := w.plugin.watch.at
-	return p.index > 0 && p.index > w.api.index(w.faults())
+	return p.retry && w.now.Before(p.until) || p.index > 0 && p.index > w.api.index(w.faults())
 }
