@@ -32,6 +32,10 @@ type Watcher struct {
 
 	mu     sync.Mutex
 	nodeID string // discovered and confirmed registered; "" until then
+	// handed is the newest snapshot handed out, by Run or Refresh (by At):
+	// what the caller holds as the newest (the Manager keeps the newest it
+	// got). Run delivers an answer whose content differs from it.
+	handed model.Snapshot
 
 	refreshes refreshes
 }
@@ -153,7 +157,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 		if snap.Index < prev {
 			w.logger.Debug("index went backwards; starting over", "wait_index", prev, "index", snap.Index)
 		}
-		changed := !delivered || !sameContent(snap, last)
+		changed := !delivered || !sameContent(snap, w.newestHanded())
 		if !shouldDeliver(delivered, changed, w.now().Sub(lastAt), w.resyncEvery) {
 			w.logger.Trace("answer unchanged", "index", snap.Index, "timed_out", timedOut)
 			continue
@@ -165,6 +169,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 			w.logger.Debug("allocations changed", "index", snap.Index, "allocs", len(snap.Allocs))
 		}
 		last, lastAt, delivered = cloneSnapshot(snap), snap.At, true
+		w.noteHanded(last)
 		onSnapshot(snap)
 	}
 }
@@ -205,7 +210,30 @@ func (w *Watcher) refresh(ctx context.Context) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, err
 	}
-	return newSnapshot(nodeID, index, allocs, w.now()), nil
+	snap := newSnapshot(nodeID, index, allocs, w.now())
+	w.noteHanded(cloneSnapshot(snap))
+	return snap, nil
+}
+
+// noteHanded records s as handed out, if it is the newest.
+func (w *Watcher) noteHanded(s model.Snapshot) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !s.At.Before(w.handed.At) {
+		w.handed = s
+	}
+}
+
+// newestHanded is what Run compares an answer with: the newest snapshot
+// handed out, Run's last delivery or a later Refresh's answer. A Refresh
+// may show what Run never saw (an allocation placed and gone between two
+// of its answers, or while its query waited on an index the servers no
+// longer reach); an answer that drops it again must reach the caller,
+// though Run delivered the same before.
+func (w *Watcher) newestHanded() model.Snapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.handed
 }
 
 // Lookup reads one allocation from the servers, the cross-check before

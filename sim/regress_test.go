@@ -323,6 +323,26 @@ func TestRegressions(t *testing.T) {
 		s.step(b) // start: its Reserve must not take the stranger along with a's data
 		s.settle()
 	})
+	t.Run("the watcher delivers an answer that drops what a Reserve's refresh showed", func(t *testing.T) {
+		s := newScript(t)
+		s.w.backup() // before the job: restoring it forgets the job
+		a := s.submit("j1", "", 50, 0)[0]
+		s.step(a) // pull
+		s.step(a) // start: the Reserve's refresh shows a; the watcher never did
+		s.w.restore()
+		s.w.setFaults(func(f *apiFaults) { f.forbidTill = s.w.now.Add(time.Hour) })
+		s.submit("h", hiddenNS, 50, 0) // raises the node's index, unseen by the token
+		s.step(a)                      // the client stops a, which the servers no longer know
+		s.w.advance(time.Second)       // a is dead, and dropped
+		s.watch()                      // the node as the token sees it: empty again
+		s.w.reconcile()
+		if v, _ := s.w.plugin.mgr.View(); v != nil {
+			if sl, _ := v.Slot("scratch-1"); sl.Holder == a {
+				t.Fatalf("scratch-1 is still %s by %s, which has gone\n%s", sl.State, a, strings.Join(s.w.timeline, "\n"))
+			}
+		}
+		s.settle()
+	})
 	t.Run("a class made sticky under a replacement already recorded on its own slot", func(t *testing.T) {
 		s := newScript(t)
 		s.scratchSlots(2)

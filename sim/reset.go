@@ -53,35 +53,54 @@ func cloneJobs(jobs map[string]*jobSpec) map[string]*jobSpec {
 // otherwise (a restored allocation it has seen end), and pulls what they
 // give it, a restored one it had dropped included (it runs again).
 func (w *World) clusterReset() {
-	before := w.cluster.Index()
 	if w.saved != nil && w.rng.IntN(2) == 0 {
-		c, err := w.saved.cluster.Snapshot() // the saved one stays restorable
-		if err != nil {
-			w.violate("harness", "snapshot: %v", err)
-			return
-		}
-		w.cluster, w.jobs = c, cloneJobs(w.saved.jobs)
-		w.logf("the servers' state is restored from the saved snapshot: index %d, was %d", c.Index(), before)
-		if w.connected {
-			w.registerNode()
-			w.setNodeStatus(structs.NodeStatusReady)
-		}
+		w.restore()
 	} else {
-		c, err := scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
-		if err != nil {
-			w.violate("harness", "new cluster: %v", err)
-			return
-		}
-		w.cluster = c
-		w.logf("the servers' state is rebuilt from scratch: index %d, was %d", c.Index(), before)
-		if w.connected {
-			w.registerNode()
-		}
-		for _, js := range w.liveJobs() {
-			w.logf("the operator registers %s again", js.job.ID)
-			w.eval(w.cluster.Register(js.job))
-		}
+		w.rebuild()
 	}
+}
+
+// restore restores the servers' state from the saved snapshot.
+func (w *World) restore() {
+	before := w.cluster.Index()
+	c, err := w.saved.cluster.Snapshot() // the saved one stays restorable
+	if err != nil {
+		w.violate("harness", "snapshot: %v", err)
+		return
+	}
+	w.cluster, w.jobs = c, cloneJobs(w.saved.jobs)
+	w.logf("the servers' state is restored from the saved snapshot: index %d, was %d", c.Index(), before)
+	if w.connected {
+		w.registerNode()
+		w.setNodeStatus(structs.NodeStatusReady)
+	}
+	w.resync()
+}
+
+// rebuild starts the servers' state from scratch; the operator registers
+// the live jobs again.
+func (w *World) rebuild() {
+	before := w.cluster.Index()
+	c, err := scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
+	if err != nil {
+		w.violate("harness", "new cluster: %v", err)
+		return
+	}
+	w.cluster = c
+	w.logf("the servers' state is rebuilt from scratch: index %d, was %d", c.Index(), before)
+	if w.connected {
+		w.registerNode()
+	}
+	for _, js := range w.liveJobs() {
+		w.logf("the operator registers %s again", js.job.ID)
+		w.eval(w.cluster.Register(js.job))
+	}
+	w.resync()
+}
+
+// resync is the client reporting its allocations to servers whose state
+// started over.
+func (w *World) resync() {
 	for _, a := range w.sortedLocal() {
 		a.reported = "" // the client syncs its allocations with the servers it now has
 		w.report(a)
