@@ -220,6 +220,14 @@ func (w *World) reserve(a *localAlloc, ids []string) (*device.ContainerReservati
 	hides := w.hides
 	w.mu.Unlock()
 	res, err := w.plugin.dev.Reserve(ids)
+	if w.blocked != nil && len(w.reserving) == 1 {
+		select {
+		case <-w.blocked:
+		case <-time.After(blockedAfter):
+			w.violate("harness", "what waited for a Reserve did not go on once it returned")
+		}
+		w.blocked = nil
+	}
 	w.reserving = w.reserving[:len(w.reserving)-1]
 	for _, id := range ids {
 		if w.locked[id]--; w.locked[id] == 0 {

@@ -92,6 +92,9 @@ type World struct {
 	locked    map[string]int
 	starting  map[string]bool
 	goingOn   bool
+	// blocked is what the node did while a Reserve waited and could not
+	// finish (meanwhile); joined once that Reserve returned.
+	blocked chan struct{}
 	// hides counts the API's answers that hid an allocation from the
 	// token (under mu).
 	hides int
@@ -300,6 +303,9 @@ func (w *World) sleep(ctx context.Context, d time.Duration) error {
 		return context.DeadlineExceeded
 	}
 	w.nodeGoesOn()
+	if w.blocked != nil {
+		return context.Canceled // end this Reserve: what it blocks can then go on
+	}
 	return ctx.Err()
 }
 
@@ -338,10 +344,36 @@ func (w *World) nodeGoesOn() {
 		if len(ok) > 0 {
 			m := ok[w.rng.IntN(len(ok))]
 			w.logf("  meanwhile, the client steps %s", m.id[len(m.id)-4:])
-			m.fn()
+			w.meanwhile("the client's step of "+m.id[len(m.id)-4:], m.fn)
 		}
 	case 1:
-		w.watch()
+		w.meanwhile("the watcher's news", w.watch)
+	}
+}
+
+// blockedAfter is how long, in real time, what the node does while a
+// Reserve waits may take before it counts as blocked by that Reserve: it
+// takes milliseconds (its own waits are simulated).
+const blockedAfter = 20 * time.Second
+
+// meanwhile runs fn, something the node does while a Reserve waits, on a
+// goroutine of its own, as the node would, while the waiting Reserve's
+// goroutine waits for it: one runs at a time. If fn does not return, it is
+// blocked by the waiting Reserve (a lock it holds across its wait), which
+// on a real node would hold up every other task's start, and the plugin's
+// loop, for up to reserve_timeout: a violation. fn is then joined once the
+// Reserve has returned (reserve).
+func (w *World) meanwhile(what string, fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+	case <-time.After(blockedAfter):
+		w.violate("liveness", "%s, while a Reserve waited, did not go on: it waits for that Reserve", what)
+		w.blocked = done
 	}
 }
 
