@@ -107,3 +107,27 @@ func TestIndexesStartOver(t *testing.T) {
 		})
 	}
 }
+
+// TestStoppingOnlyNamesBothCauses: a Reserve refused because the only
+// allocation Nomad shows on the slot is stopping names both causes: the
+// caller itself stopped while its Reserve waited (a job update stops an
+// allocation whose task is still starting), or a caller the token cannot
+// see. Seed 3795: only the token was blamed, and it could see everything.
+func TestStoppingOnlyNamesBothCauses(t *testing.T) {
+	cases := []struct {
+		name string
+		slot Slot
+	}{
+		{name: "ready slot", slot: Slot{ID: "scratch-1", Class: "scratch", Exists: true, Healthy: true, State: StateReady, HolderIndex: 5}},
+		{name: "held by the stopping allocation", slot: Slot{ID: "scratch-1", Class: "scratch", Exists: true, Healthy: true, State: StateHeld, Holder: "B", HolderIndex: 20}},
+	}
+	snap := &Snapshot{NodeID: "node", Allocs: []Alloc{onScratch("B", 20, "pending", "stop", "scratch-1")}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DecideReserve(Class{Name: "scratch"}, tc.slot, snap, true)
+			if d.Kind != ReserveFail || !strings.Contains(d.Reason, "stopped while its Reserve waited") || !strings.Contains(d.Reason, "read-job") {
+				t.Errorf("kind %d, reason %q: want a refusal naming both the stopped caller and the token", d.Kind, d.Reason)
+			}
+		})
+	}
+}

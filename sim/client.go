@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -237,6 +238,10 @@ func (w *World) reserve(a *localAlloc, ids []string) (*device.ContainerReservati
 	w.mu.Lock()
 	hidden := w.hides > hides
 	w.mu.Unlock()
+	stopped := strings.Contains(fmt.Sprint(err), "stopped while its Reserve waited")
+	if sa := w.cluster.Alloc(a.id); stopped && sa != nil && sa.DesiredStatus != structs.AllocDesiredStatusRun {
+		hidden = true // the caller itself was stopped meanwhile, and the refusal says so first
+	}
 	if err != nil && strings.Contains(err.Error(), "read-job") && !hidden {
 		w.violate("diagnosis", "Reserve %v for %s blames the token, and Nomad hid nothing from it meanwhile: %v", ids, a.short(), err)
 	}

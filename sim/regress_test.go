@@ -343,6 +343,22 @@ func TestRegressions(t *testing.T) {
 		}
 		s.settle()
 	})
+	t.Run("a caller stopped while its Reserve waits is not taken for one the token cannot see", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 20*time.Second)[0]
+		s.step(a) // pull
+		s.step(a) // start
+		js := s.w.jobs["j1"]
+		js.job.Groups[0].Tasks[0].Version = "2" // b replaces a on its slot
+		s.w.eval(s.w.cluster.Register(js.job))
+		b := s.newest()
+		s.step(b) // pull
+		s.w.stopJobForTest("j1") // b is stopped as its task starts
+		lb, _ := s.w.localGet(b)
+		s.w.start(lb) // its Reserve waits for a, then finds only b, stopping
+		s.check()     // diagnosis: the refusal must not blame the token alone
+		s.settle()
+	})
 	t.Run("a class made sticky under a replacement already recorded on its own slot", func(t *testing.T) {
 		s := newScript(t)
 		s.scratchSlots(2)
