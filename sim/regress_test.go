@@ -352,7 +352,7 @@ func TestRegressions(t *testing.T) {
 		js.job.Groups[0].Tasks[0].Version = "2" // b replaces a on its slot
 		s.w.eval(s.w.cluster.Register(js.job))
 		b := s.newest()
-		s.step(b) // pull
+		s.step(b)                // pull
 		s.w.stopJobForTest("j1") // b is stopped as its task starts
 		lb, _ := s.w.localGet(b)
 		s.w.start(lb) // its Reserve waits for a, then finds only b, stopping
