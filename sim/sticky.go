@@ -59,7 +59,8 @@ func (w *World) inheritable(a *localAlloc, t *localTask) []string {
 
 // holdsDataOf reports whether dataset ds holds allocation prev's data as
 // the plugin keeps it for a replacement: prev's token in it, prev its
-// recorded holder, held, releasing or parked, and nothing foreign below.
+// recorded holder, held, parked, or releasing for an outcome that parks
+// (not an operator's release), and nothing foreign below.
 func (w *World) holdsDataOf(ds, prev string) bool {
 	sets, err := w.cliZFS().List(context.Background(), ds, model.UserProps)
 	if err != nil || len(sets) == 0 || !model.Owned(&sets[0]) || w.strangersBelow(sets, ds) {
@@ -67,7 +68,12 @@ func (w *World) holdsDataOf(ds, prev string) bool {
 	}
 	d := sets[0]
 	switch model.State(d.User.Get(model.PropState)) {
-	case model.StateHeld, model.StateReleasing, model.StateParked:
+	case model.StateHeld, model.StateParked:
+	case model.StateReleasing:
+		switch d.User.Get(model.PropOutcome) {
+		case model.OutcomeOperator, model.OutcomeRetired, model.OutcomeGone:
+			return false // released by the policy, not parked (model.Class.Parks)
+		}
 	default:
 		return false
 	}
