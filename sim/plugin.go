@@ -28,6 +28,9 @@ type plugin struct {
 	dev     *devplugin.Plugin
 	run     *runner
 	watch   *watchLoop
+	// refreshed is the last answer a Reserve's refresh got (recorder):
+	// with the watcher's last delivery, the newest snapshot the Manager has.
+	refreshed model.Snapshot
 	// scan is a periodic scan Run started off its loop, not yet acted on:
 	// watches and Reserves go on meanwhile.
 	scan *model.Scan
@@ -45,17 +48,33 @@ func (w *World) launch(why string) {
 		w.violate("harness", "allocwatch.New: %v", err)
 		return
 	}
-	mgr := hooks.NewManager(&cfg, zfs.NewClient(r), wa, w.logger)
+	p := &plugin{watcher: wa, run: r}
+	mgr := hooks.NewManager(&cfg, zfs.NewClient(r), recorder{wa, p}, w.logger)
 	mgr.SetClock(w.clock, w.sleep)
 	mgr.SetCreateConcurrency(1) // a pass's zfs commands in plan order: a seed replays exactly
 	now := func() time.Time { return w.now }
 	dev := devplugin.NewHosted(w.logger, &devplugin.Settings{Slots: cfg, ReserveTimeout: reserveTO},
 		devplugin.Host{Manager: mgr, Now: now})
-	p := &plugin{mgr: mgr, watcher: wa, dev: dev, run: r}
+	p.mgr, p.dev = mgr, dev
 	w.plugin = p
 	w.logf("plugin launched (%s)", why)
 	p.watch = w.startWatch(p)
 	w.reconcile()
+}
+
+// recorder is the Manager's allocation source: the watcher, with the last
+// answer a refresh got kept for the world (watchStalled).
+type recorder struct {
+	*allocwatch.Watcher
+	p *plugin
+}
+
+func (r recorder) Refresh(ctx context.Context) (model.Snapshot, error) {
+	s, err := r.Watcher.Refresh(ctx)
+	if err == nil {
+		r.p.refreshed = s
+	}
+	return s, err
 }
 
 // stop ends the process's goroutines: the watcher's Run, and whatever its

@@ -2,6 +2,9 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -159,15 +162,51 @@ func (w *World) due(p *park) bool {
 	return f.now.Before(f.downTill) || !f.connected || w.api.index(f) > p.index
 }
 
-// watchStalled reports whether the watcher has yet to see the node as it
-// is: it pauses before a retry (its backoff reaches a minute), or its
-// blocking query waits on an index above what the servers answer now, and
-// returns only when its wait runs out (the servers' state started over,
-// or the newest allocation was collected).
+// watchStalled reports whether the plugin has yet to see the node as it
+// is, though nothing it waits for is due: its watcher pauses before a
+// retry (its backoff reaches a minute), or blocks on an index while the
+// node's allocations differ from the newest snapshot the plugin got (Run's
+// or a Reserve's refresh): after the servers' state started over, or the
+// newest allocation was collected, the query returns only when its wait
+// runs out.
 func (w *World) watchStalled() bool {
 	if w.plugin == nil || w.plugin.watch == nil || w.plugin.watch.at == nil {
 		return false
 	}
 	p := w.plugin.watch.at
-	return p.retry && w.now.Before(p.until) || p.index > 0 && p.index > w.api.index(w.faults())
+	if p.retry && w.now.Before(p.until) {
+		return true
+	}
+	if p.index == 0 || w.due(p) {
+		return false
+	}
+	seen := w.plugin.watch.news
+	if r := w.plugin.refreshed; r.At.After(seen.At) {
+		seen = r
+	}
+	return contentOf(seen) != w.nodeContent()
+}
+
+// contentOf is a snapshot's allocations and their statuses, in order.
+func contentOf(s model.Snapshot) string {
+	var b strings.Builder
+	for _, a := range s.Allocs {
+		fmt.Fprintf(&b, "%s:%s:%s ", a.ID, a.ClientStatus, a.DesiredStatus)
+	}
+	return b.String()
+}
+
+// nodeContent is contentOf what the node's allocations answer would show
+// the token now.
+func (w *World) nodeContent() string {
+	f := w.faults()
+	var allocs []model.Alloc
+	for _, sa := range w.cluster.Allocs(nodeID) {
+		if f.now.Before(f.forbidTill) && sa.Namespace == hiddenNS {
+			continue
+		}
+		allocs = append(allocs, model.Alloc{ID: sa.ID, ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus})
+	}
+	sort.Slice(allocs, func(i, j int) bool { return allocs[i].ID < allocs[j].ID })
+	return contentOf(model.Snapshot{Allocs: allocs})
 }
