@@ -164,11 +164,11 @@ func (w *World) due(p *park) bool {
 
 // watchStalled reports whether the plugin has yet to see the node as it
 // is, though nothing it waits for is due: its watcher pauses before a
-// retry (its backoff reaches a minute), or blocks on an index while the
-// node's allocations differ from the newest snapshot the plugin got (Run's
-// or a Reserve's refresh): after the servers' state started over, or the
-// newest allocation was collected, the query returns only when its wait
-// runs out.
+// retry (its backoff reaches a minute), or blocks on an index the servers
+// no longer reach, or on one while the node's allocations differ from the
+// newest snapshot the plugin got (Run's or a Reserve's refresh): after the
+// servers' state started over, or the newest allocation was collected,
+// the query returns only when its wait runs out.
 func (w *World) watchStalled() bool {
 	if w.plugin == nil || w.plugin.watch == nil || w.plugin.watch.at == nil {
 		return false
@@ -179,6 +179,9 @@ func (w *World) watchStalled() bool {
 	}
 	if p.index == 0 || w.due(p) {
 		return false
+	}
+	if p.index > w.api.index(w.faults()) {
+		return true // until its wait runs out, and the next query starts over
 	}
 	seen := w.plugin.watch.news
 	if r := w.plugin.refreshed; r.At.After(seen.At) {
