@@ -64,8 +64,34 @@ const (
 // refs are the allocations that name one slot, split by whether they may
 // still run.
 type refs struct {
-	live     []Alloc // not client-terminal: pending, running, unknown
-	terminal []Alloc // complete, failed, lost
+	// live are not client-terminal: pending, running, unknown. On a ready
+	// slot, the caller of a Reserve is one of them whatever its
+	// CreateIndex, and so is one a pass may record: the slot's
+	// holder_index does not sort them. Nomad's indexes start over when a
+	// cluster is rebuilt or restored from an older snapshot, or the client
+	// joins another cluster; a holder_index written before may then be
+	// above every allocation placed since, and sorting by it refused them
+	// all, blaming the token, or took a stopping caller (stopped while its
+	// Reserve waited, its index below the old one) for none and granted
+	// its slot to another (seed 14496, I1).
+	//
+	// Safe (I1, I2): an allocation that names a ready slot has not run on
+	// it (a task's start records its allocation as the holder before the
+	// grant); Reserve grants only when exactly one live allocation names
+	// the slot and it is not stopping, waits while a stopping one may hold
+	// it, and refuses otherwise; live allocations never start a release,
+	// they only hold one back (anyRunning). Within one index history this
+	// only adds, for a stopping allocation placed before the slot's last
+	// holder (stopped before it ran), a wait until its client reports it
+	// complete.
+	live []Alloc
+	// terminal are complete, failed or lost. On a ready slot, those placed
+	// after the last holder (newer) ran unrecorded; the index does sort
+	// them: after a restore, allocations whose data went long ago come
+	// back with their old CreateIndex and are not taken for unrecorded
+	// holders, and one that ran in a new history was recorded at its start
+	// with that history's index.
+	terminal []Alloc
 }
 
 // refsFor finds the allocations holding device id of class in snap, oldest
@@ -142,53 +168,12 @@ func firstLost(as []Alloc) (Alloc, bool) {
 	return Alloc{}, false
 }
 
-// newer keeps the allocations placed after the slot's last recorded holder.
-// It decides which ended allocations may have left data in a ready slot;
-// for the live ones, which may come to it, see callers.
+// newer keeps the allocations placed after the slot's last recorded holder:
+// the ended ones that may have left data in a ready slot (refs.terminal).
 func newer(as []Alloc, holderIndex uint64) []Alloc {
 	var out []Alloc
 	for _, a := range as {
 		if a.CreateIndex > holderIndex {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// callers keeps the live allocations (as refsFor lists them) that may come
-// to a ready slot whose last recorded holder was placed at holderIndex:
-// every one that is not stopping, whatever its CreateIndex, and a stopping
-// one only when it was placed after that holder.
-//
-// The index cannot say who may come. Nomad's indexes start over when a
-// cluster is rebuilt, or restored from an older snapshot, or when the
-// client joins another cluster: a holder_index written before then may be
-// above every allocation Nomad places from then on, and the slot would be
-// refused to all of them, blaming the token, until the new indexes pass
-// the old one, which they may never do.
-//
-// Why this shares nothing and wipes nothing (I1, I2): an allocation that
-// is neither client-terminal nor stopping and names a ready slot has not
-// run on it (a task's start records its allocation as the holder before
-// the grant, so the slot would be held), so recording it, or granting it
-// the slot, shows it no one's data; and live allocations never start a
-// release, more of them only hold one back (anyRunning). Within one index
-// history the rule changes nothing: Nomad gives an instance to a new
-// allocation only once every earlier one on it is client-terminal or
-// stopping (docs/lifecycle.md, facts 1 and 2), so none that is not
-// stopping is older than the slot's last holder. A stopping one starts no
-// task; it counts only as one that may have been given the slot after the
-// last holder, as before.
-//
-// The ended ones keep the index (newer): after a restore, allocations
-// whose data went long ago reappear with their old CreateIndex, at or
-// below holder_index, and are not taken for unrecorded holders; one that
-// ran on the slot in a new history was recorded when it started, and its
-// recorded index is the new history's.
-func callers(live []Alloc, holderIndex uint64) []Alloc {
-	var out []Alloc
-	for _, a := range live {
-		if !a.ServerTerminal() || a.CreateIndex > holderIndex {
 			out = append(out, a)
 		}
 	}

@@ -11,43 +11,6 @@ func onScratch(id string, index uint64, client, desired, slot string) Alloc {
 		Devices: []Device{{Task: "t", Vendor: Vendor, Type: DeviceType, Name: "scratch", IDs: []string{slot}}}}
 }
 
-func ids(as []Alloc) string {
-	var out []string
-	for _, a := range as {
-		out = append(out, a.ID)
-	}
-	return strings.Join(out, ",")
-}
-
-func TestCallers(t *testing.T) {
-	cases := []struct {
-		name        string
-		live        []Alloc
-		holderIndex uint64
-		want        string
-	}{
-		{name: "placed after the last holder", holderIndex: 50,
-			live: []Alloc{onScratch("B", 60, "pending", "run", "scratch-1")}, want: "B"},
-		{name: "placed below holder_index: the indexes started over", holderIndex: 5000,
-			live: []Alloc{onScratch("B", 12, "pending", "run", "scratch-1")}, want: "B"},
-		{name: "stopping, placed before the last holder: never given the slot", holderIndex: 50,
-			live: []Alloc{onScratch("X", 40, "pending", "stop", "scratch-1"), onScratch("B", 60, "pending", "run", "scratch-1")}, want: "B"},
-		{name: "stopping, placed after the last holder: may hold it", holderIndex: 50,
-			live: []Alloc{onScratch("X", 55, "running", "stop", "scratch-1"), onScratch("B", 60, "pending", "run", "scratch-1")}, want: "X,B"},
-		{name: "evicted counts as stopping", holderIndex: 50,
-			live: []Alloc{onScratch("X", 40, "running", "evict", "scratch-1")}, want: ""},
-		{name: "no holder recorded yet", holderIndex: 0,
-			live: []Alloc{onScratch("X", 40, "running", "stop", "scratch-1"), onScratch("B", 60, "pending", "run", "scratch-1")}, want: "X,B"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := ids(callers(tc.live, tc.holderIndex)); got != tc.want {
-				t.Errorf("callers = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestIndexesStartOver: a ready slot whose holder_index was written before
 // the cluster's indexes started over (rebuilt, restored from an older
 // snapshot, another cluster) is neither refused to the allocation Nomad
@@ -77,9 +40,12 @@ func TestIndexesStartOver(t *testing.T) {
 		{name: "another cluster, indexes above holder_index",
 			allocs:  []Alloc{onScratch("B", 90000, "pending", "run", "scratch-1")},
 			reserve: ReserveGrant, alloc: "B", plan: "record holder B"},
-		{name: "one history: a stopping allocation older than the last holder is not waited for",
+		{name: "one history: a stopping allocation older than the last holder is waited for",
 			allocs:  []Alloc{onScratch("X", 4000, "pending", "stop", "scratch-1"), onScratch("B", 6000, "pending", "run", "scratch-1")},
-			reserve: ReserveGrant, alloc: "B", plan: "record holder B"},
+			reserve: ReserveWait, alloc: "X", plan: "record holder X"},
+		{name: "rebuilt: the caller, stopped while its Reserve waited, below holder_index beside a new one",
+			allocs:  []Alloc{onScratch("X", 12, "pending", "stop", "scratch-1"), onScratch("B", 13, "pending", "run", "scratch-1")},
+			reserve: ReserveWait, alloc: "X", plan: "record holder X"},
 		{name: "one history: an unrecorded holder's data goes first",
 			allocs:  []Alloc{onScratch("D", 5500, "failed", "run", "scratch-1"), onScratch("B", 6000, "pending", "run", "scratch-1")},
 			reserve: ReserveReleaseFirst, alloc: "D", plan: "release D"},

@@ -359,6 +359,27 @@ func TestRegressions(t *testing.T) {
 		s.check()     // diagnosis: the refusal must not blame the token alone
 		s.settle()
 	})
+	t.Run("after a rebuild, a caller stopped while its Reserve waits is not granted another's slot", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 20*time.Second)[0]
+		s.step(a)     // pull
+		s.step(a)     // start: scratch-1 held by a, holder_index from this history
+		s.w.rebuild() // the operator registers j1 again: b, with a lower CreateIndex
+		b := s.newest()
+		s.step(a) // the client stops a, which the servers no longer know (20 s)
+		s.step(b) // pull
+		js := s.w.jobs["j1"]
+		js.job.Groups[0].Tasks[0].Version = "2" // c replaces b on the slot; b is stopped as its task starts
+		s.w.eval(s.w.cluster.Register(js.job))
+		c := s.newest()
+		if c == b {
+			t.Fatalf("no replacement of b\n%s", strings.Join(s.w.timeline, "\n"))
+		}
+		lb, _ := s.w.localGet(b)
+		s.w.start(lb) // waits for a; then b (stopping) and c name the ready slot
+		s.check()
+		s.settle() // c starts: it must not find b's token
+	})
 	t.Run("a class made sticky under a replacement already recorded on its own slot", func(t *testing.T) {
 		s := newScript(t)
 		s.scratchSlots(2)
