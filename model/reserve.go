@@ -98,7 +98,7 @@ func DecideReserve(c Class, s Slot, snap *Snapshot, fresh bool) ReserveDecision 
 	}
 
 	// Ready: who is asking?
-	live := callers(r.live, s.HolderIndex)
+	live := r.live // whatever their index (refs.live)
 	if dirty := newer(r.terminal, s.HolderIndex); len(dirty) > 0 {
 		d := dirty[len(dirty)-1]
 		if anyRunning(live) {
