@@ -3,8 +3,6 @@ package allocwatch
 import (
 	"context"
 	"fmt"
-
-	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 )
 
 // discoverLoop finds the node ID, retrying with backoff until it succeeds
@@ -22,7 +20,7 @@ func (w *Watcher) discoverLoop(ctx context.Context, health *health) (string, err
 		}
 		attempt++
 		health.failed(err, attempt)
-		if err := pause.For(ctx, w.backoff(attempt)); err != nil {
+		if err := w.sleep(ctx, w.backoff(attempt)); err != nil {
 			return "", err
 		}
 	}

@@ -27,6 +27,8 @@ type Watcher struct {
 	backoff     func(attempt int) time.Duration
 	resyncEvery time.Duration
 	now         func() time.Time
+	// sleep is Run's pause between queries and before a retry.
+	sleep func(ctx context.Context, d time.Duration) error
 
 	// obs hears of the blocking query's failures and index resets
 	// (SetObserver).
@@ -34,6 +36,10 @@ type Watcher struct {
 
 	mu     sync.Mutex
 	nodeID string // discovered and confirmed registered; "" until then
+	// handed is the newest snapshot handed out, by Run or Refresh (by At):
+	// what the caller holds as the newest (the Manager keeps the newest it
+	// got). Run delivers an answer whose content differs from it.
+	handed model.Snapshot
 
 	refreshes refreshes
 }
@@ -81,6 +87,7 @@ func newWatcher(cfg Config, logger hclog.Logger, src source, counts *counter) *W
 		resyncEvery: ResyncEvery,
 		now:         time.Now,
 		obs:         nopObserver{},
+		sleep:       pause.For,
 	}
 }
 
@@ -106,6 +113,13 @@ type nopObserver struct{}
 
 func (nopObserver) QueryFailed(string) {}
 func (nopObserver) IndexReset()        {}
+
+// SetClock replaces the watcher's clock and Run's pause (between two
+// queries, and before a retry), so that a simulation can run Run in
+// simulated time. Call it before any other method.
+func (w *Watcher) SetClock(now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) {
+	w.now, w.sleep = now, sleep
+}
 
 // Run blocks on GET /v1/node/<id>/allocations until ctx ends, and returns
 // ctx.Err(). It calls onSnapshot synchronously, from Run's goroutine, with
@@ -142,7 +156,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 		timedOut  bool
 	)
 	for {
-		if err := pause.For(ctx, nextQuery.Sub(w.now())); err != nil {
+		if err := w.sleep(ctx, nextQuery.Sub(w.now())); err != nil {
 			return err
 		}
 		nextQuery = w.now().Add(w.cfg.MinInterval)
@@ -159,7 +173,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 			attempt++
 			health.failed(err, attempt)
 			w.obs.QueryFailed(Reason(err))
-			if err := pause.For(ctx, w.backoff(attempt)); err != nil {
+			if err := w.sleep(ctx, w.backoff(attempt)); err != nil {
 				return err
 			}
 			continue
@@ -173,7 +187,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 			w.logger.Debug("index went backwards; starting over", "wait_index", prev, "index", snap.Index)
 			w.obs.IndexReset()
 		}
-		changed := !delivered || !sameContent(snap, last)
+		changed := !delivered || !sameContent(snap, w.newestHanded())
 		if !shouldDeliver(delivered, changed, w.now().Sub(lastAt), w.resyncEvery) {
 			w.logger.Trace("answer unchanged", "index", snap.Index, "timed_out", timedOut)
 			continue
@@ -185,6 +199,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 			w.logger.Debug("allocations changed", "index", snap.Index, "allocs", len(snap.Allocs))
 		}
 		last, lastAt, delivered = cloneSnapshot(snap), snap.At, true
+		w.noteHanded(last)
 		onSnapshot(snap)
 	}
 }
@@ -225,7 +240,30 @@ func (w *Watcher) refresh(ctx context.Context) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, err
 	}
-	return newSnapshot(nodeID, index, allocs, w.now()), nil
+	snap := newSnapshot(nodeID, index, allocs, w.now())
+	w.noteHanded(cloneSnapshot(snap))
+	return snap, nil
+}
+
+// noteHanded records s as handed out, if it is the newest.
+func (w *Watcher) noteHanded(s model.Snapshot) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !s.At.Before(w.handed.At) {
+		w.handed = s
+	}
+}
+
+// newestHanded is what Run compares an answer with: the newest snapshot
+// handed out, Run's last delivery or a later Refresh's answer. A Refresh
+// may show what Run never saw (an allocation placed and gone between two
+// of its answers, or while its query waited on an index the servers no
+// longer reach); an answer that drops it again must reach the caller,
+// though Run delivered the same before.
+func (w *Watcher) newestHanded() model.Snapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.handed
 }
 
 // Lookup reads one allocation from the servers, the cross-check before

@@ -435,3 +435,40 @@ func TestReason(t *testing.T) {
 		})
 	}
 }
+
+// TestSetClockRunsRunInItsTime: with SetClock, Run's pauses (before a
+// retry, and between queries) are the given sleep's, and its snapshots
+// are stamped by the given clock: a simulation runs Run in its own time.
+func TestSetClockRunsRunInItsTime(t *testing.T) {
+	t.Parallel()
+	a := []*api.Allocation{apiAlloc(1, "running")}
+	clock := newFakeClock()
+	src := newScriptSource(clock, step{err: errRefused}, step{allocs: a, index: 3})
+	w, _ := scripted(t, src, Config{})
+	w.backoff = func(int) time.Duration { return 3 * time.Second }
+	var mu sync.Mutex
+	var pauses []time.Duration
+	start := clock.Now()
+	w.SetClock(clock.Now, func(ctx context.Context, d time.Duration) error {
+		if d <= 0 {
+			return ctx.Err() // pause.For's contract: no wait at all
+		}
+		mu.Lock()
+		pauses = append(pauses, d)
+		mu.Unlock()
+		clock.Advance(d)
+		return ctx.Err()
+	})
+	got, err := runScript(t, w, src)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(pauses, 3*time.Second) {
+		t.Errorf("pauses %v: the retry's backoff did not go through the given sleep", pauses)
+	}
+	if len(got) != 1 || !got[0].At.Equal(start.Add(3*time.Second)) {
+		t.Fatalf("delivered %d snapshots, the first at %v; want one, at the given clock's %v", len(got), got, start.Add(3*time.Second))
+	}
+}

@@ -56,7 +56,7 @@ func BenchmarkReserve(b *testing.B) {
 			fa := &fakeAllocs{}
 			fa.set(alloc("B", 10, "pending", "run", id))
 			m := NewManager(cfg, rowsZFS{rows: rows}, fa, hclog.NewNullLogger())
-			m.publish(model.BuildView(cfg, model.Scan{At: time.Now(), Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE"}}, Sets: sets}, nil), time.Now())
+			m.publish(model.BuildView(cfg, model.Scan{At: time.Now(), Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE"}}, Sets: sets}, nil))
 			m.storeSnapshot(model.Snapshot{})
 			b.ReportAllocs()
 			for b.Loop() {

@@ -163,3 +163,32 @@ func TestRollbackAfterAnInterruptedRetain(t *testing.T) {
 		t.Errorf("the interrupted retain's name is still recorded: %q", s.Info.User.Get(model.PropRetainAs))
 	}
 }
+
+// TestReserveReleasesOnlyWhatItReadItself: a Reserve that must release its
+// slot's ended holder first reads the slot itself; it never acts on the
+// view, which may be older than a stranger below it. ZFS refuses a destroy
+// or a rollback over a snapshot or a child the plugin did not read, but a
+// rename (the snapshot policy's retain, a sticky class's park) takes them
+// along. Seed 1199: a stranger's snapshot made after the last scan was
+// parked with the slot's data by a Reserve.
+func TestReserveReleasesOnlyWhatItReadItself(t *testing.T) {
+	for _, sticky := range []bool{false, true} {
+		t.Run(map[bool]string{false: "retained", true: "parked"}[sticky], func(t *testing.T) {
+			r := newRig(t, model.Release{Policy: model.PolicySnapshot, Retain: time.Hour}, func(c *model.Class) {
+				c.Sticky, c.StickyWait = sticky, time.Hour
+			})
+			r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+			r.write("data", "A's data")
+			must(t, r.c.Snapshot(t.Context(), slot1+"@mine", nil)) // after the last scan
+			// A failed and Nomad may reschedule it: a sticky class parks it.
+			r.allocs.set(alloc("A", 10, "failed", "run", "scratch-1"), alloc("B", 20, "pending", "run", "scratch-1"))
+			_, err := r.m.Reserve(t.Context(), []string{"scratch-1"})
+			if !r.zfsHas(slot1 + "@mine") {
+				t.Fatalf("the stranger's snapshot %s@mine went with the data (Reserve: %v); datasets %v", slot1, err, r.datasetNames())
+			}
+			if err == nil {
+				t.Error("Reserve handed out a slot with a stranger below it")
+			}
+		})
+	}
+}

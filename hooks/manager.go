@@ -402,7 +402,7 @@ func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
 		// The first pass publishes what it found before it creates
 		// anything: every existing slot is offered at once, and new slots
 		// join as they are created.
-		m.publish(v, s.At)
+		m.publish(v)
 	}
 	changed := false
 	acts, blocked := model.PlanEnsure(v, m.now())
@@ -441,7 +441,7 @@ func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
 		v = m.overlaid(model.BuildView(m.cfg, s, prev))
 	}
 	m.logProblem(v)
-	m.publish(v, s.At)
+	m.publish(v)
 }
 
 // scan runs one zpool process and one zfs process per parent.

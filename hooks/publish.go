@@ -1,19 +1,20 @@
 package hooks
 
 import (
-	"time"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
-// publish makes v current, with the slots re-read since its scan began in
-// place of the scan's rows. Overrides older than the scan are dropped: v
-// has read their datasets since.
-func (m *Manager) publish(v *model.View, scannedAt time.Time) {
+// publish makes v current, with the slots re-read since its data was read
+// in place of its rows. Overrides older than its data are dropped: v has
+// read their datasets since. Its data is as old as v.ScannedAt, not the
+// scan's start: a scan that failed keeps the last good set
+// (model.BuildView), and a slot re-read after that set but before the
+// failed scan is newer than it, so it stays.
+func (m *Manager) publish(v *model.View) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, o := range m.overrides {
-		if !o.at.After(scannedAt) {
+		if !o.at.After(v.ScannedAt) {
 			delete(m.overrides, id)
 		}
 	}

@@ -85,7 +85,12 @@ func (m *Manager) Reserve(ctx context.Context, ids []string) ([]Grant, error) {
 
 // reserveOne fences one slot; the caller holds its lock.
 func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
-	fresh, start := false, m.now()
+	// read: the slot as current gives it was read by this Reserve, since
+	// its last pause. Nothing is released on an older read: something
+	// foreign may have appeared below the slot since the scan, and while
+	// ZFS refuses a destroy or a rollback over it, a rename (a retain, a
+	// park) takes it along.
+	fresh, read, start := false, false, m.now()
 	for {
 		s, cv := m.current(id)
 		if !s.Exists || (s.State != model.StateReleasing && !s.Healthy) {
@@ -95,6 +100,13 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			return Grant{Slot: *s, Class: cv.Class}, nil
 		}
 		d := model.DecideReserve(cv.Class, *s, m.snapshot(), fresh)
+		if releases := d.Kind == model.ReserveReleaseFirst || d.Kind == model.ReserveCheckLost || d.Kind == model.ReserveCheckGone; releases && !read {
+			if _, err := m.reread(ctx, cv.Class.Name, s.Dataset); err != nil {
+				return Grant{}, fmt.Errorf("%w: %s (%s): %v", ErrNotReady, id, s.Dataset, err)
+			}
+			read = true
+			continue
+		}
 		var err error
 		switch d.Kind {
 		case model.ReserveInherit:
@@ -111,6 +123,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				break // a release just ran: read the slot again
 			}
 			if s.State == model.StateReady && d.Alloc.ID != "" {
+				read = false // takeReady may pause
 				if fresh, err = m.takeReady(ctx, *s, cv.Class, d.Alloc, fresh, start); err == nil {
 					continue
 				}
@@ -123,6 +136,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 			fresh, err = m.refresh(ctx)
 		case model.ReserveWait:
 			m.logger.Info("waiting for the previous holder to end", "slot", id, "alloc_id", d.Alloc.ID, "reason", d.Reason)
+			read = false
 			if err = m.sleep(ctx, waitStep); err == nil {
 				fresh, err = m.refresh(ctx)
 			}
@@ -142,7 +156,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				// The holder may still run: wait, then decide on a fresh
 				// answer, or a holder that has since ended is never seen to.
 				err = m.sleep(ctx, waitStep)
-				fresh = false
+				fresh, read = false, false
 			}
 		}
 		if err != nil {
@@ -150,6 +164,7 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v (last: %v)", ErrNotReady, id, s.Dataset, ctx.Err(), err)
 			}
 			m.logger.Warn("reserve: retrying", "slot", id, "error", err)
+			read = false
 			if serr := m.sleep(ctx, waitStep); serr != nil {
 				return Grant{}, fmt.Errorf("%w: %s (%s): gave up waiting: %v", ErrNotReady, id, s.Dataset, err)
 			}

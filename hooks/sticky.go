@@ -56,6 +56,17 @@ func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, call
 		if prevID != s.ID && local {
 			prevSlot, _ = m.current(prevID)
 		}
+		if v, _ := m.View(); prevSlot != nil && v != nil {
+			// The decision rests on the predecessor's slot: what lies below
+			// it (a stranger the operator may have removed since the scan)
+			// and its state. Read it as it is now (without its lock, so not
+			// recorded as an override); on an error, as last read.
+			pv := v.Parent(slotParent(prevSlot.Dataset))
+			if now, err := readSlot(ctx, m.cfg, m.zfs, c.Name, prevSlot.Dataset, pv.Mountpoint); err == nil {
+				now.Healthy, now.Reason = model.Health(&now, pv.Problem, "")
+				prevSlot = &now
+			}
+		}
 		p, err := m.readParked(ctx, name)
 		if err != nil {
 			return false, err

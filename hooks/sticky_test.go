@@ -346,3 +346,34 @@ func TestParkedReleaseActsOnTheDataAsItIs(t *testing.T) {
 		})
 	}
 }
+
+// TestStickyDecidesOnThePredecessorsSlotAsItIs: a replacement's Reserve
+// decides whether its predecessor's data can come to it from that slot as
+// it is now, not as the last scan saw it. Seed 773: the scan saw a
+// stranger's dataset below A's slot (the data stays put while one is
+// there); the operator removed it; B's Reserve, before the next scan, took
+// the stranger for still there and gave B a fresh slot, and A's data was
+// then destroyed by the policy, B having started without it.
+func TestStickyDecidesOnThePredecessorsSlotAsItIs(t *testing.T) {
+	r := stickyRig(t, model.Release{})
+	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+	r.write("state", "A's data")
+	stranger := "tank/nomad/scratch/scratch-1/someones"
+	must(t, r.c.Create(t.Context(), stranger, nil))
+	r.m.Reconcile(t.Context()) // the scan sees the stranger
+	if s := r.slotByID("scratch-1"); len(s.Strangers) == 0 {
+		t.Fatalf("the scan did not see the stranger: %+v", s)
+	}
+	must(t, r.c.Destroy(t.Context(), stranger, zfs.DestroyOptions{}))
+	// A stopped and replaced by B on scratch-2; no scan since the
+	// stranger went.
+	r.allocs.set(replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "pending", "scratch-2", "A"))
+	r.m.storeSnapshot(r.allocs.snap())
+	grants, err := r.m.Reserve(t.Context(), []string{"scratch-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(grants[0].Slot.Mountpoint, "state")); string(b) != "A's data" {
+		t.Fatalf("B reads %q: it got a fresh slot while A's data could come to it", b)
+	}
+}

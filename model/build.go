@@ -54,6 +54,10 @@ func BuildView(cfg *Config, s Scan, prev *View) *View {
 			// Keep the last good set, marked unhealthy by the problem.
 			pv.Mountpoint = prev.Parent(pv.Dataset).Mountpoint
 			prevDatasets(prev, pv.Dataset, byName)
+			// The data is the last good set's: as old as that, so that a
+			// slot re-read since is still newer than the view (hooks'
+			// overrides).
+			v.ScannedAt = prev.ScannedAt
 		}
 	}
 	v.Pool, v.Problem, v.ParentMountpoint = v.Parents[0].Pool, v.Parents[0].Problem, v.Parents[0].Mountpoint

@@ -64,8 +64,34 @@ const (
 // refs are the allocations that name one slot, split by whether they may
 // still run.
 type refs struct {
-	live     []Alloc // not client-terminal: pending, running, unknown
-	terminal []Alloc // complete, failed, lost
+	// live are not client-terminal: pending, running, unknown. On a ready
+	// slot, the caller of a Reserve is one of them whatever its
+	// CreateIndex, and so is one a pass may record: the slot's
+	// holder_index does not sort them. Nomad's indexes start over when a
+	// cluster is rebuilt or restored from an older snapshot, or the client
+	// joins another cluster; a holder_index written before may then be
+	// above every allocation placed since, and sorting by it refused them
+	// all, blaming the token, or took a stopping caller (stopped while its
+	// Reserve waited, its index below the old one) for none and granted
+	// its slot to another (seed 14496, I1).
+	//
+	// Safe (I1, I2): an allocation that names a ready slot has not run on
+	// it (a task's start records its allocation as the holder before the
+	// grant); Reserve grants only when exactly one live allocation names
+	// the slot and it is not stopping, waits while a stopping one may hold
+	// it, and refuses otherwise; live allocations never start a release,
+	// they only hold one back (anyRunning). Within one index history this
+	// only adds, for a stopping allocation placed before the slot's last
+	// holder (stopped before it ran), a wait until its client reports it
+	// complete.
+	live []Alloc
+	// terminal are complete, failed or lost. On a ready slot, those placed
+	// after the last holder (newer) ran unrecorded; the index does sort
+	// them: after a restore, allocations whose data went long ago come
+	// back with their old CreateIndex and are not taken for unrecorded
+	// holders, and one that ran in a new history was recorded at its start
+	// with that history's index.
+	terminal []Alloc
 }
 
 // refsFor finds the allocations holding device id of class in snap, oldest
@@ -145,7 +171,8 @@ func firstLost(as []Alloc) (Alloc, bool) {
 	return Alloc{}, false
 }
 
-// newer keeps the allocations placed after the slot's last recorded holder.
+// newer keeps the allocations placed after the slot's last recorded holder:
+// the ended ones that may have left data in a ready slot (refs.terminal).
 func newer(as []Alloc, holderIndex uint64) []Alloc {
 	var out []Alloc
 	for _, a := range as {

@@ -123,7 +123,7 @@ func PlanSlot(c Class, s Slot, snap *Snapshot) (Step, bool) {
 		// it, under which nothing is ever wiped.
 		r := refsFor(snap, s.Class, s.ID)
 		dirty := newer(r.terminal, s.HolderIndex)
-		live := newer(r.live, s.HolderIndex)
+		live := r.live // whatever their index (refs.live)
 		if len(dirty) > 0 && !anyRunning(live) {
 			// A lost one may still run here (cut off, or within its kill
 			// timeout after the node reconnected): ask the local client

@@ -83,8 +83,7 @@ func DecideReserve(c Class, s Slot, snap *Snapshot, fresh bool) ReserveDecision 
 		if len(others) == 0 && holder.ServerTerminal() {
 			// A stopping allocation starts no task: the caller is one
 			// Nomad's answer does not show.
-			return ReserveDecision{Kind: ReserveFail, Alloc: holder, Reason: fmt.Sprintf(
-				"the only allocation Nomad shows on this slot, %s, is stopping; %s", short(holder.ID), hiddenCaller)}
+			return ReserveDecision{Kind: ReserveFail, Alloc: holder, Reason: stoppingOnly(holder.ID)}
 		}
 		if len(others) == 0 {
 			return ReserveDecision{Kind: ReserveGrant} // the holder's own task starting
@@ -99,7 +98,7 @@ func DecideReserve(c Class, s Slot, snap *Snapshot, fresh bool) ReserveDecision 
 	}
 
 	// Ready: who is asking?
-	live := newer(r.live, s.HolderIndex)
+	live := r.live // whatever their index (refs.live)
 	if dirty := newer(r.terminal, s.HolderIndex); len(dirty) > 0 {
 		d := dirty[len(dirty)-1]
 		if anyRunning(live) {
@@ -117,8 +116,7 @@ func DecideReserve(c Class, s Slot, snap *Snapshot, fresh bool) ReserveDecision 
 		// A stopping allocation starts no task: the caller is one Nomad's
 		// answer does not show, and recording the stopping one would let
 		// its end release the caller's data.
-		return ReserveDecision{Kind: ReserveFail, Reason: fmt.Sprintf(
-			"the only allocation Nomad shows on this slot, %s, is stopping; %s", short(live[0].ID), hiddenCaller)}
+		return ReserveDecision{Kind: ReserveFail, Reason: stoppingOnly(live[0].ID)}
 	case len(live) == 1:
 		// The caller: Reserve records it as the holder before the grant.
 		return ReserveDecision{Kind: ReserveGrant, Alloc: live[0]}
@@ -131,6 +129,16 @@ func DecideReserve(c Class, s Slot, snap *Snapshot, fresh bool) ReserveDecision 
 			short(live[0].ID), short(live[1].ID))}
 	}
 	return ReserveDecision{Kind: ReserveFail, Reason: "no allocation on this node names this slot in Nomad's answer, so " + hiddenCaller}
+}
+
+// stoppingOnly explains a Reserve refused because the only allocation
+// Nomad shows on the slot, id, is stopping. A stopping allocation starts no
+// task, so either it is the caller, stopped by the servers while its
+// Reserve waited (its client kills it anyway), or the caller is one the
+// answer does not show: the token is to blame only in the second case.
+func stoppingOnly(id string) string {
+	return fmt.Sprintf("the only allocation Nomad shows on this slot, %s, is stopping: either it is the caller, stopped while "+
+		"its Reserve waited, or %s", short(id), hiddenCaller)
 }
 
 // hiddenCaller explains a Reserve refused because its caller is not in

@@ -142,6 +142,36 @@ func TestBuildViewKeepsLastGoodSet(t *testing.T) {
 	}
 }
 
+// TestBuildViewDataAge: a view is as old as its data. A failed scan keeps
+// the last good set, so its view is as old as that set, and a slot re-read
+// between the two is newer than it (the Manager keeps such a re-read over
+// the view's row). A scan that listed, or found the parent missing, is as
+// new as the scan.
+func TestBuildViewDataAge(t *testing.T) {
+	t0, t1 := time.Unix(1000, 0), time.Unix(1060, 0)
+	good := BuildView(testCfg, Scan{At: t0, Pools: onlinePool(), Sets: []zfs.Dataset{
+		fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-1", StateReady),
+	}}, nil)
+	cases := []struct {
+		name string
+		scan Scan
+		prev *View
+		want time.Time
+	}{
+		{name: "listed", scan: Scan{At: t1, Pools: onlinePool(), Sets: []zfs.Dataset{fsRow("tank/nomad", nil)}}, prev: good, want: t1},
+		{name: "list failed: the last good set's age", scan: Scan{At: t1, Pools: onlinePool(), ListErrs: map[string]error{"tank/nomad": errors.New("zfs list: signal: killed")}}, prev: good, want: t0},
+		{name: "list failed, no good set yet", scan: Scan{At: t1, Pools: onlinePool(), ListErrs: map[string]error{"tank/nomad": errors.New("zfs list: signal: killed")}}, want: t1},
+		{name: "parent missing: nothing kept", scan: Scan{At: t1, Pools: onlinePool(), ListErrs: map[string]error{"tank/nomad": zfs.NewError("zfs", nil, "cannot open 'tank/nomad': dataset does not exist", 1)}}, prev: good, want: t1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := BuildView(testCfg, tc.scan, tc.prev).ScannedAt; !got.Equal(tc.want) {
+				t.Errorf("ScannedAt %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestPlanEnsure(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	spaceCfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "db", Slots: 3, NeedBytes: 2 << 30}}}

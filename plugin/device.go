@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/plugins/base"
@@ -67,6 +68,8 @@ type Plugin struct {
 	// ready for the life of the process.
 	runCtx    context.Context
 	runCancel context.CancelFunc
+	// now is the clock reserve_timeout counts on.
+	now func() time.Time
 }
 
 var _ device.DevicePlugin = (*Plugin)(nil)
@@ -81,7 +84,28 @@ func New(logger hclog.Logger) *Plugin {
 		},
 		runCtx:    ctx,
 		runCancel: cancel,
+		now:       time.Now,
 	}
+}
+
+// Host is what runs the plugin's slot manager when the plugin does not:
+// a simulation drives the Manager (its passes, or Run) and the allocation
+// watcher in simulated time, and calls the plugin's Reserve over them.
+type Host struct {
+	// Manager is the slot manager, built and driven by the host.
+	Manager *hooks.Manager
+	// Now is the clock Reserve's reserve_timeout counts on: its deadline
+	// is Now() plus the timeout, so the host's time ends it.
+	Now func() time.Time
+}
+
+// NewHosted returns a plugin configured with s whose slot manager is h's.
+// It starts no goroutine: the host runs the Manager and the watcher.
+// Shutdown ends what the plugin's methods wait on.
+func NewHosted(logger hclog.Logger, s *Settings, h Host) *Plugin {
+	p := New(logger)
+	p.settings, p.mgr, p.now = s, h.Manager, h.Now
+	return p
 }
 
 // PluginInfo identifies the plugin to Nomad.

@@ -31,7 +31,7 @@ func (p *Plugin) Reserve(deviceIDs []string) (*device.ContainerReservation, erro
 	// predecessor that never stops would hang the task's start forever.
 	// Data coming from another node may take its class's migrate timeout
 	// on top.
-	ctx, cancel := context.WithTimeout(p.runCtx, s.ReserveTimeout+s.Slots.MigrateWait(deviceIDs))
+	ctx, cancel := context.WithDeadline(p.runCtx, p.now().Add(s.ReserveTimeout+s.Slots.MigrateWait(deviceIDs)))
 	defer cancel()
 	start := time.Now()
 	grants, err := mgr.Reserve(ctx, deviceIDs)

@@ -73,6 +73,26 @@ func New(opts Options) (*Cluster, error) {
 
 func (c *Cluster) nextIndex() uint64 { return c.planner.NextIndex() }
 
+// Snapshot returns an independent copy of the cluster as it is now, as a
+// snapshot of the servers' state (nomad operator snapshot save) keeps it.
+// Using the copy in the original's place is restoring that snapshot: its
+// jobs, nodes and allocations come back as they were, and its indexes go
+// on from the snapshot's, below any the original reached since.
+func (c *Cluster) Snapshot() (*Cluster, error) {
+	snap, err := c.store.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("nomad state snapshot: %w", err)
+	}
+	store := &snap.StateStore
+	index, err := store.LatestIndex()
+	if err != nil {
+		return nil, err
+	}
+	cp := &Cluster{opts: c.opts, logger: c.logger, store: store, evals: c.evals}
+	cp.planner = &planner{PlanBuilder: sstructs.NewPlanWithStateAndIndex(store, index+1, true), c: cp}
+	return cp, nil
+}
+
 // Index is the state store's latest Raft-like index: what Nomad sends as
 // X-Nomad-Index.
 func (c *Cluster) Index() uint64 {

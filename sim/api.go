@@ -33,9 +33,27 @@ type apiFaults struct {
 	forbidTill time.Time // the token lacks read-job in hiddenNS
 	connected  bool      // the agent reaches the servers
 	// indexShift is subtracted from every index (it went backwards);
-	// lowIndex makes the cluster look rebuilt (indexes restart low).
+	// lowIndex makes the cluster look rebuilt (indexes restart low). Both
+	// change only the X-Nomad-Index header; ClusterReset rebuilds the
+	// servers' state itself.
 	indexShift uint64
 	lowIndex   bool
+	// statsFailTill: the local client's allocation endpoint fails on its
+	// own, the agent up, as statsFail says (statsFailures).
+	statsFailTill time.Time
+	statsFail     int
+}
+
+// statsFailures are the ways the local client's endpoint fails on its own:
+// none of them says whether the client has the allocation.
+var statsFailures = []struct {
+	code int
+	body string
+}{
+	{http.StatusInternalServerError, "rpc error: EOF"},
+	{http.StatusInternalServerError, "failed to get alloc stats: context deadline exceeded"},
+	{http.StatusServiceUnavailable, "client not ready"},
+	{0, ""}, // the connection closes with no answer
 }
 
 func newAPI(w *World) (*api, error) {
@@ -79,13 +97,7 @@ func (a *api) serve(rw http.ResponseWriter, r *http.Request) {
 	if f.now.Before(f.downTill) {
 		// The agent is down: nothing listens. A closed connection is the
 		// nearest an HTTP server can get to a refused one.
-		if hj, ok := rw.(http.Hijacker); ok {
-			if c, _, err := hj.Hijack(); err == nil {
-				_ = c.Close()
-				return
-			}
-		}
-		http.Error(rw, "agent down", http.StatusServiceUnavailable)
+		hangUp(rw)
 		return
 	}
 	forbid := f.now.Before(f.forbidTill)
@@ -97,7 +109,14 @@ func (a *api) serve(rw http.ResponseWriter, r *http.Request) {
 		la, ok := a.w.local[id]
 		a.w.mu.Unlock()
 		switch {
+		case f.now.Before(f.statsFailTill):
+			if fail := statsFailures[f.statsFail%len(statsFailures)]; fail.code != 0 {
+				http.Error(rw, fail.body, fail.code)
+			} else {
+				hangUp(rw)
+			}
 		case ok && forbid && la.ns == hiddenNS:
+			a.w.noteHidden()
 			http.Error(rw, "Permission denied", http.StatusForbidden)
 		case ok:
 			a.json(rw, f, map[string]any{})
@@ -109,9 +128,19 @@ func (a *api) serve(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, "rpc error: failed to get conn: dial tcp 10.0.0.1:4647: i/o timeout", http.StatusInternalServerError)
 		return
 	case path == "/v1/node/"+nodeID+"/allocations":
+		if !a.block(rw, r) {
+			return
+		}
+		if f = a.w.faults(); f.now.Before(f.downTill) || !f.connected {
+			// The wait ended with the agent gone, or cut off.
+			http.Error(rw, "rpc error: failed to get conn: dial tcp 10.0.0.1:4647: i/o timeout", http.StatusInternalServerError)
+			return
+		}
+		forbid = f.now.Before(f.forbidTill)
 		var out []*napi.Allocation
 		for _, sa := range a.w.cluster.Allocs(nodeID) {
 			if forbid && sa.Namespace == hiddenNS {
+				a.w.noteHidden()
 				continue // Node.GetAllocs drops what the token cannot read
 			}
 			out = append(out, toAPI(sa))
@@ -129,6 +158,7 @@ func (a *api) serve(rw http.ResponseWriter, r *http.Request) {
 		case sa == nil:
 			http.Error(rw, "alloc not found", http.StatusNotFound)
 		case forbid && sa.Namespace == hiddenNS:
+			a.w.noteHidden()
 			http.Error(rw, fmt.Sprintf("Unknown allocation %q", id), http.StatusInternalServerError)
 		default:
 			a.json(rw, f, toAPI(sa))
@@ -138,8 +168,65 @@ func (a *api) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (a *api) json(rw http.ResponseWriter, f apiFaults, v any) {
-	idx := a.w.cluster.Index()
+// hangUp closes the connection without an answer.
+func hangUp(rw http.ResponseWriter) {
+	if hj, ok := rw.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			_ = c.Close()
+			return
+		}
+	}
+	http.Error(rw, "agent down", http.StatusServiceUnavailable)
+}
+
+// block is Nomad's blocking query (nomad/rpc.go blockingRPC) for the
+// watcher's Run: a query with an index waits while the answer's index
+// is not above it, up to its wait. The wait is the world's: the handler
+// tells the world where the watcher waits and answers when the world
+// hands the watcher the turn (watchLoop). It reports false when the
+// query was abandoned (the watcher stopped).
+func (a *api) block(rw http.ResponseWriter, r *http.Request) bool {
+	index, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	if index == 0 {
+		return true
+	}
+	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+	if err != nil || wait <= 0 {
+		wait = 5 * time.Minute // Nomad's default
+	}
+	a.w.mu.Lock()
+	wl := a.w.watching
+	a.w.mu.Unlock()
+	p := &park{until: a.w.faults().now.Add(wait), index: index, wake: make(chan struct{})}
+	if wl == nil || a.w.due(p) {
+		return true
+	}
+	select {
+	case wl.parks <- p:
+	case <-r.Context().Done():
+		return false
+	}
+	select {
+	case <-p.wake:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// index is the X-Nomad-Index of the node's allocations, as Nomad computes
+// it (Node.GetAllocs): the highest ModifyIndex among them, hidden ones
+// included, or the allocation table's index when there are none. It goes
+// backwards when the newest allocation is collected. The header faults
+// then apply.
+func (a *api) index(f apiFaults) uint64 {
+	var idx uint64
+	for _, sa := range a.w.cluster.Allocs(nodeID) {
+		idx = max(idx, sa.ModifyIndex)
+	}
+	if idx == 0 {
+		idx = max(a.w.cluster.Index(), 1)
+	}
 	switch {
 	case f.lowIndex:
 		idx = idx%7 + 1
@@ -148,7 +235,11 @@ func (a *api) json(rw http.ResponseWriter, f apiFaults, v any) {
 	default:
 		idx = 1
 	}
-	rw.Header().Set("X-Nomad-Index", strconv.FormatUint(idx, 10))
+	return idx
+}
+
+func (a *api) json(rw http.ResponseWriter, f apiFaults, v any) {
+	rw.Header().Set("X-Nomad-Index", strconv.FormatUint(a.index(f), 10))
 	rw.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(rw).Encode(v)
 }
@@ -182,4 +273,11 @@ func toAPI(sa *structs.Allocation) *napi.Allocation {
 		}
 	}
 	return out
+}
+
+// noteHidden counts an answer that hid an allocation from the token.
+func (w *World) noteHidden() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hides++
 }

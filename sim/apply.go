@@ -9,7 +9,6 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
 // cliRelease is an operator's `release` between reading the slot and
@@ -94,6 +93,19 @@ func (w *World) apply(e Event) {
 		w.cliRelease()
 	case CLIGC:
 		w.cliGC()
+	case Stranger:
+		w.stranger()
+	case StrangerGone:
+		w.strangerGone(false)
+	case ClientAPIFail:
+		d := time.Duration(w.rng.IntN(120)) * time.Second
+		fail := w.rng.IntN(len(statsFailures))
+		w.setFaults(func(f *apiFaults) { f.statsFailTill, f.statsFail = w.now.Add(d), fail })
+		w.logf("the local client's allocation endpoint fails on its own for %s: %d %q", d, statsFailures[fail].code, statsFailures[fail].body)
+	case ClusterBackup:
+		w.backup()
+	case ClusterReset:
+		w.clusterReset()
 	}
 }
 
@@ -269,7 +281,7 @@ func (w *World) zfsFail() {
 	if w.rng.IntN(8) == 0 {
 		cmd, sub, stderr = "zpool", "list", "cannot open 'tank': pool I/O is currently suspended"
 	}
-	w.fake.Inject(zfstest.Fault{Cmd: cmd, ArgsContain: []string{sub}, Stderr: stderr + "\n", Times: 1 + w.rng.IntN(2)})
+	w.zfsFaults = append(w.zfsFaults, &zfsFault{cmd: cmd, sub: sub, stderr: stderr, times: 1 + w.rng.IntN(2)})
 	w.logf("next %s %s fails: %s", cmd, sub, stderr)
 }
 

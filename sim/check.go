@@ -29,14 +29,17 @@ func (w *World) check() {
 			}
 		}
 	}
-	for _, f := range w.foreign {
-		if f.file == "" {
-			continue
-		}
-		if b, err := os.ReadFile(f.file); err != nil || string(b) != f.name {
-			w.violate("I5", "%s's file is gone or changed: %v", f.name, errText(err))
-		}
+	if !w.zfsChanged {
+		return // what follows reads ZFS, and nothing changed it
 	}
+	w.zfsChanged = false
+	sets, err := w.cliZFS().List(context.Background(), parent, model.UserProps)
+	if err != nil {
+		w.violate("harness", "zfs list: %v", err)
+		return
+	}
+	w.checkForeign(sets, false)
+	w.checkRetainedKept(sets)
 }
 
 func errText(err error) string {
@@ -50,12 +53,15 @@ func errText(err error) string {
 // then checks what must hold at quiescence: I3 and liveness.
 func (w *World) settle() {
 	w.logf("--- settle: faults end ---")
-	w.fake.ClearFaults()
+	w.zfsFaults = nil
 	for name := range w.busyTill {
 		_ = w.fake.SetBusy(name, false)
 		delete(w.busyTill, name)
 	}
-	w.setFaults(func(f *apiFaults) { f.downTill, f.forbidTill, f.lowIndex, f.indexShift = w.now, w.now, false, 0 })
+	w.setFaults(func(f *apiFaults) {
+		f.downTill, f.forbidTill, f.statsFailTill, f.lowIndex, f.indexShift = w.now, w.now, w.now, false, 0
+	})
+	w.strangerGone(true)
 	w.pending = nil
 	if w.plugin != nil {
 		w.plugin.run.budget, w.plugin.run.timeoutSub = -1, ""
@@ -63,7 +69,11 @@ func (w *World) settle() {
 		w.launch("settle")
 	}
 	w.reconnect()
+	end := w.now
 	last, same := "", 0
+	// Quiescent: nothing changed for three rounds, and the watcher is not
+	// waiting on an index the servers no longer reach (after a reset, its
+	// blocking query returns only when its wait runs out).
 	for round := 0; round < 40 && same < 3; round++ {
 		w.cmds = 0
 		w.advance(w.cfg.ScanInterval)
@@ -83,12 +93,16 @@ func (w *World) settle() {
 		w.dropGCd()
 		w.check()
 		d := w.digest()
-		if d == last {
+		if d == last && !w.watchStalled() {
 			same++
 		} else {
 			same = 0
 		}
 		last = d
+	}
+	if len(w.violations) == 0 && w.watchStalled() {
+		w.violate("liveness", "the watcher still waits %s after the faults ended (on index %d, the servers answer %d)",
+			w.now.Sub(end), w.plugin.watch.at.index, w.api.index(w.faults()))
 	}
 	if len(w.violations) == 0 {
 		w.checkQuiescent()
@@ -192,17 +206,8 @@ func (w *World) checkQuiescent() {
 			w.violate("I3", "configured slot %s does not exist after quiescence", name)
 		}
 	}
-	for _, f := range w.foreign {
-		found := false
-		for _, d := range append(sets, w.outside()...) {
-			if d.Name == f.name && d.GUID == f.guid {
-				found = true
-			}
-		}
-		if !found {
-			w.violate("I5", "%s (guid %s) is gone or replaced", f.name, f.guid)
-		}
-	}
+	w.checkForeign(sets, true)
+	w.checkLeaks(sets)
 	w.checkLiveness()
 }
 
@@ -286,6 +291,40 @@ func (w *World) checkLiveness() {
 		if need > 0 && len(free) >= need {
 			sort.Strings(free)
 			w.violate("liveness", "job %s runs %d of %d allocations while %v of class %s are free", js.job.ID, runningN, g.Count, free, class)
+		}
+	}
+}
+
+// checkLeaks is I3 for what is not the plugin's by its mark: at
+// quiescence, every dataset below the parent is the plugin's (its mark,
+// or a retain_as naming it) or someone else's the world made (w.foreign),
+// and every snapshot of the plugin's data is @pristine, or @retained of
+// data kept aside. A crash between two steps may leave data whose mark is
+// not written yet; a pass must find and finish it.
+func (w *World) checkLeaks(sets []zfs.Dataset) {
+	foreign := map[string]bool{}
+	for _, f := range w.foreign {
+		foreign[f.name] = true
+	}
+	state := map[string]model.State{}
+	for _, d := range sets {
+		if !d.IsSnapshot() && model.Owned(&d) {
+			state[d.Name] = model.State(d.User.Get(model.PropState))
+		}
+	}
+	for _, d := range sets {
+		if d.Name == parent || foreign[d.Name] {
+			continue
+		}
+		ds, snap, isSnap := strings.Cut(d.Name, "@")
+		switch {
+		case !isSnap && !model.Owned(&d):
+			w.violate("I3", "%s is below the parent and nobody's: no owner mark, and nothing the world made", d.Name)
+		case !isSnap:
+		case snap == model.PristineSnapshot:
+		case snap == model.RetainedSnapshot && (state[ds] == model.StateRetained || state[ds] == model.StateParked):
+		default:
+			w.violate("I3", "snapshot %s is left behind (its dataset is %q)", d.Name, state[ds])
 		}
 	}
 }

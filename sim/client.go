@@ -1,8 +1,8 @@
 package sim
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/nomad/structs"
+	"github.com/hashicorp/nomad/plugins/device"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // phase is where the local client is with one allocation.
@@ -167,27 +167,34 @@ func (a *localAlloc) deviceIDs() []string {
 
 func (a *localAlloc) short() string { return a.id[len(a.id)-4:] + "(" + a.job + ")" }
 
-// start runs the device hook of each task (Reserve) and, if all succeed,
-// the tasks: each writes its allocation's token where it was given, after
-// looking at what is already there (I1).
+// start runs the device hook of each task (the plugin's Reserve, as
+// Nomad's client calls it over gRPC, with its reserve_timeout) and, if all
+// succeed, the tasks: each writes its allocation's token where the
+// reservation mounts its slot, after looking at what is already there
+// (I1). While a Reserve waits, the rest of the node goes on (nodeGoesOn).
 func (w *World) start(a *localAlloc) {
+	w.starting[a.id] = true
+	defer delete(w.starting, a.id)
 	for i := range a.tasks {
 		t := &a.tasks[i]
 		if !w.alive() {
 			w.finish(a, structs.AllocClientStatusFailed, "device hook: plugin not running")
 			return
 		}
-		ctx, cancel := w.simContext(reserveTO)
-		grants, err := w.plugin.mgr.Reserve(ctx, t.ids)
-		cancel()
+		inherit := w.inheritable(a, t)
+		res, err := w.reserve(a, t.ids)
 		if err != nil {
 			w.logf("Reserve %v for %s: %v", t.ids, a.short(), short(err))
 			w.finish(a, structs.AllocClientStatusFailed, "device hook failed")
 			return
 		}
-		for j, g := range grants {
-			t.paths = append(t.paths, g.Slot.Mountpoint)
-			w.checkInherited(a, t, j)
+		if len(res.Mounts) != len(t.ids) {
+			w.violate("harness", "Reserve %v for %s gave %d mounts", t.ids, a.short(), len(res.Mounts))
+			return
+		}
+		for j, m := range res.Mounts {
+			t.paths = append(t.paths, m.HostPath)
+			w.checkInherited(a, t, j, inherit[j])
 		}
 	}
 	for _, t := range a.tasks {
@@ -201,6 +208,45 @@ func (w *World) start(a *localAlloc) {
 	a.phase, a.status = running, structs.AllocClientStatusRunning
 	w.logf("client starts %s on %v", a.short(), a.deviceIDs())
 	w.report(a)
+}
+
+// reserve is the device hook's call: the plugin's Reserve. A refusal that
+// asks whether the token has read-job, while Nomad hid nothing from the
+// token, blames it falsely: the operator would act on a wrong diagnosis.
+func (w *World) reserve(a *localAlloc, ids []string) (*device.ContainerReservation, error) {
+	for _, id := range ids {
+		w.locked[id]++
+	}
+	w.reserving = append(w.reserving, w.now)
+	w.mu.Lock()
+	hides := w.hides
+	w.mu.Unlock()
+	res, err := w.plugin.dev.Reserve(ids)
+	if w.blocked != nil && len(w.reserving) == 1 {
+		select {
+		case <-w.blocked:
+		case <-time.After(blockedAfter):
+			w.violate("harness", "what waited for a Reserve did not go on once it returned")
+		}
+		w.blocked = nil
+	}
+	w.reserving = w.reserving[:len(w.reserving)-1]
+	for _, id := range ids {
+		if w.locked[id]--; w.locked[id] == 0 {
+			delete(w.locked, id)
+		}
+	}
+	w.mu.Lock()
+	hidden := w.hides > hides
+	w.mu.Unlock()
+	stopped := strings.Contains(fmt.Sprint(err), "stopped while its Reserve waited")
+	if sa := w.cluster.Alloc(a.id); stopped && sa != nil && sa.DesiredStatus != structs.AllocDesiredStatusRun {
+		hidden = true // the caller itself was stopped meanwhile, and the refusal says so first
+	}
+	if err != nil && strings.Contains(err.Error(), "read-job") && !hidden {
+		w.violate("diagnosis", "Reserve %v for %s blames the token, and Nomad hid nothing from it meanwhile: %v", ids, a.short(), err)
+	}
+	return res, err
 }
 
 // readForeign is I1 from the task's side: what it finds in its slot.
@@ -241,45 +287,6 @@ func (w *World) inherits(a *localAlloc, other, id string) bool {
 			return !ok || !pa.live()
 		}
 		p = w.prevOf[p]
-	}
-	return false
-}
-
-// checkInherited is I6: when a replacement in a sticky class gets a slot,
-// the data its predecessor had in the matching slot (the same task's, at
-// the same position) is not left parked, where it would never reach it.
-func (w *World) checkInherited(a *localAlloc, t *localTask, i int) {
-	pa, ok := w.localGet(a.prev)
-	if !ok || a.prev == "" {
-		return
-	}
-	var from string
-	for _, pt := range pa.tasks {
-		if pt.name == t.name && i < len(pt.ids) {
-			from = pt.ids[i]
-		}
-	}
-	class, _, _ := strings.Cut(t.ids[i], "-")
-	fromClass, _, _ := strings.Cut(from, "-")
-	if from == "" || fromClass != class {
-		return
-	}
-	name := w.cfg.ParkedName(class, a.prev, from)
-	sets, err := w.cliZFS().List(context.Background(), name, []string{model.PropState})
-	if err != nil || len(sets) == 0 || model.State(sets[0].User.Get(model.PropState)) != model.StateParked || w.strangersBelow(sets, name) {
-		return
-	}
-	w.violate("I6", "%s got %s while its predecessor's data from %s is still parked as %s", a.short(), t.ids[i], from, name)
-}
-
-// strangersBelow reports whether anything below dataset is not the
-// plugin's: such parked data is never handed over.
-func (w *World) strangersBelow(sets []zfs.Dataset, dataset string) bool {
-	for _, d := range sets {
-		if strings.HasPrefix(d.Name, dataset+"/") || (strings.HasPrefix(d.Name, dataset+"@") &&
-			!strings.HasSuffix(d.Name, "@"+model.PristineSnapshot) && !strings.HasSuffix(d.Name, "@"+model.RetainedSnapshot)) {
-			return true
-		}
 	}
 	return false
 }

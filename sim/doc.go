@@ -2,24 +2,31 @@
 // node running this plugin, to prove the slot lifecycle rather than test
 // it case by case.
 //
-// A World runs the real hooks.Manager (Reconcile, or a Scan taken at one
-// event and its pass, ReconcileScanned, at a later one, as Run does off its
-// loop; Settle, Reserve, View, OnAllocs) and the real allocwatch.Watcher (Refresh, Lookup, RunningLocally: the
-// nomad/api client, its decoding and error classification) over the
-// stateful zfs fake (zfstest.Fake, real files) and a simulated Nomad HTTP
-// API on a unix socket, answered from the state store of
-// scheduler.Cluster: Nomad's own schedulers place the allocations. Time is
-// simulated (hooks.Manager.SetClock); everything runs on one goroutine, so
-// a seed replays exactly.
+// A World runs what the plugin runs: the real hooks.Manager (Reconcile, or
+// a Scan taken at one event and its pass, ReconcileScanned, at a later
+// one, as Run does off its loop; Settle on the watcher's news), the real
+// allocwatch.Watcher's Run (its blocking loop and index rules, on a
+// goroutine in lock step with the world: watch.go) with Refresh, Lookup
+// and RunningLocally, and the device plugin's Reserve (plugin.NewHosted:
+// its reserve_timeout on the plugin's clock), over the stateful zfs fake
+// (zfstest.Fake, real files) and a simulated Nomad HTTP API on a unix
+// socket, answered from the state store of scheduler.Cluster, blocking
+// queries included: Nomad's own schedulers place the allocations. Time is
+// simulated; one goroutine runs at a time, so a seed replays exactly.
 //
 // Generate draws a schedule of events from a seed (jobs, updates, stops,
-// preemption, client steps, slow kills, GC, disconnects, plugin kills,
-// zfs and API faults, operator edits and CLI actions); World.Run applies
-// them and checks the invariants of docs/lifecycle.md after each, from
-// data: every task writes a token into the slot it was given, so sharing
-// (I1) and early wipes (I2) are seen in the files, not in the code's own
-// state; then the node settles and I3, I5 and liveness are checked from
-// ZFS. Shrink delta-debugs a failing schedule to a short one.
+// preemption, client steps, slow kills, GC, disconnects and reconnects,
+// plugin kills, zfs and API faults, strangers below the plugin's data,
+// the servers' state rebuilt or restored, operator edits and CLI
+// actions); World.Run applies them and checks the invariants of
+// docs/lifecycle.md after each, from data: every task writes a token into
+// the slot it was given, so sharing (I1), early wipes (I2) and a sticky
+// replacement's hand-over (I6) are seen in the files, not in the code's
+// own state; retained data is followed by its GUID (kept until its
+// expiry, gone a pass after), foreign data by name and GUID (I5). Then the
+// node settles and I3 (nothing leaked, nothing nobody owns), I5 and
+// liveness are checked from ZFS. Shrink delta-debugs a failing schedule to
+// a short one.
 //
 // Run it with `go test ./sim` (flags -sim.seed, -sim.keep, -sim.schedules,
 // -sim.log) or `make sim SCHEDULES=N`.

@@ -41,7 +41,12 @@ const (
 	Busy          // a slot's dataset is busy (a process left behind) for a while
 	APIDown       // the API is unreachable for a while
 	APIForbid     // the token loses read-job in namespace "team" for a while
-	APIIndexReset // the API's index goes backwards or restarts low
+	APIIndexReset // the API's index goes backwards or restarts low (the header only)
+	ClientAPIFail // the local client's allocation endpoint fails on its own, the agent up
+	Stranger      // someone makes a dataset or snapshot below a slot, retained or parked data
+	StrangerGone  // the operator removes one
+	ClusterBackup // the operator saves the servers' state (nomad operator snapshot save)
+	ClusterReset  // the servers' state starts over: rebuilt, or restored from the saved snapshot
 
 	// The operator.
 	EditConfig // slots raised or lowered, a class added or removed, policy changed; the plugin restarts
@@ -54,7 +59,8 @@ const (
 var kindNames = [...]string{"reconcile", "watch", "fingerprint", "client-step", "task-exit", "tick",
 	"submit", "update-destructive", "update-in-place", "stop-job", "gc", "disconnect", "reconnect",
 	"reevaluate", "plugin-kill", "agent-restart", "zfs-fail", "zfs-timeout", "busy", "api-down",
-	"api-forbid", "api-index-reset", "edit-config", "cli-release", "cli-gc"}
+	"api-forbid", "api-index-reset", "client-api-fail", "stranger", "stranger-gone", "cluster-backup", "cluster-reset",
+	"edit-config", "cli-release", "cli-gc"}
 
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kindNames) {
@@ -68,7 +74,8 @@ var weights = [numKinds]int{
 	Reconcile: 14, Watch: 14, Fingerprint: 8, ClientStep: 30, TaskExit: 4, Tick: 6,
 	Submit: 6, UpdateDestruct: 4, UpdateInPlace: 2, StopJob: 3, GC: 3, Disconnect: 1, Reconnect: 2,
 	Reevaluate: 3, PluginKill: 2, AgentRestart: 1, ZFSFail: 3, ZFSTimeout: 2, Busy: 1, APIDown: 2,
-	APIForbid: 1, APIIndexReset: 1, EditConfig: 1, CLIRelease: 2, CLIGC: 1,
+	APIForbid: 1, APIIndexReset: 1, ClientAPIFail: 1, Stranger: 2, StrangerGone: 1, ClusterBackup: 1, ClusterReset: 1,
+	EditConfig: 1, CLIRelease: 2, CLIGC: 1,
 }
 
 // Event is one step of a schedule.

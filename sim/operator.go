@@ -72,6 +72,7 @@ func (w *World) cliZFS() *zfs.Client { return zfs.NewClient(w.fake) }
 func (w *World) cliRelease() {
 	ctx := context.Background()
 	if w.pending != nil {
+		w.zfsChanged = true
 		err := hooks.MarkReleasing(ctx, &w.cfg, w.cliZFS(), w.pending.seen, w.now)
 		w.logf("cli release %s: mark releasing: %v", w.pending.seen.ID, err)
 		w.pending = nil
@@ -112,6 +113,7 @@ func (w *World) cliGC() {
 	}
 	for _, cv := range v.Classes {
 		for _, p := range model.RetainedDue(cv.Class.Release, cv.Retained, w.now) {
+			w.zfsChanged = true
 			err := hooks.DestroyRetained(ctx, &w.cfg, w.cliZFS(), p.Retained)
 			w.logf("cli gc %s: %v", p.Retained.Dataset, err)
 		}

@@ -103,6 +103,7 @@ func (w *World) reconnect() {
 	}
 	w.connected, w.cutStatus = true, ""
 	w.setFaults(func(f *apiFaults) { f.connected = true })
+	w.registerNode() // servers rebuilt meanwhile do not know it yet
 	w.runRemote()
 	w.logf("node reconnects: initializing, its jobs evaluated; the client will send every allocation's status")
 	w.setNodeStatus(nodeID, structs.NodeStatusReady)

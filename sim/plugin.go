@@ -3,32 +3,42 @@ package sim
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	devplugin "github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
 // plugin is one incarnation of the plugin process: a Manager and a
-// Watcher built from nothing but the configuration, over the same ZFS.
+// Watcher built from nothing but the configuration, over the same ZFS,
+// and the device plugin Nomad's client calls Reserve on. The world runs
+// what the plugin's goroutines run: the watcher's Run (watchLoop), and
+// the Manager's loop as events (a pass, a Settle on the watcher's news).
 type plugin struct {
 	mgr     *hooks.Manager
 	watcher *allocwatch.Watcher
+	dev     *devplugin.Plugin
 	run     *runner
+	watch   *watchLoop
+	// refreshed is the last answer a Reserve's refresh got (recorder):
+	// with the watcher's last delivery, the newest snapshot the Manager has.
+	refreshed model.Snapshot
 	// scan is a periodic scan Run started off its loop, not yet acted on:
 	// watches and Reserves go on meanwhile.
-	scan   *model.Scan
-	ctx    context.Context
-	cancel context.CancelFunc
+	scan *model.Scan
 }
 
-// launch starts a plugin process: new Manager, new Watcher, one reconcile
-// (the Manager's Run does that at once).
+// launch starts a plugin process: new Manager, new Watcher (its Run
+// starts, and delivers its first answer), one reconcile (the Manager's
+// Run does that at once).
 func (w *World) launch(why string) {
 	cfg := w.cfg
 	cfg.Classes = slices.Clone(w.cfg.Classes)
@@ -38,14 +48,41 @@ func (w *World) launch(why string) {
 		w.violate("harness", "allocwatch.New: %v", err)
 		return
 	}
-	mgr := hooks.NewManager(&cfg, zfs.NewClient(r), wa, w.logger)
+	p := &plugin{watcher: wa, run: r}
+	mgr := hooks.NewManager(&cfg, zfs.NewClient(r), recorder{wa, p}, w.logger)
 	mgr.SetClock(w.clock, w.sleep)
 	mgr.SetCreateConcurrency(1) // a pass's zfs commands in plan order: a seed replays exactly
-	p := &plugin{mgr: mgr, watcher: wa, run: r}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
+	now := func() time.Time { return w.now }
+	dev := devplugin.NewHosted(w.logger, &devplugin.Settings{Slots: cfg, ReserveTimeout: reserveTO},
+		devplugin.Host{Manager: mgr, Now: now})
+	p.mgr, p.dev = mgr, dev
 	w.plugin = p
 	w.logf("plugin launched (%s)", why)
+	p.watch = w.startWatch(p)
 	w.reconcile()
+}
+
+// recorder is the Manager's allocation source: the watcher, with the last
+// answer a refresh got kept for the world (watchStalled).
+type recorder struct {
+	*allocwatch.Watcher
+	p *plugin
+}
+
+func (r recorder) Refresh(ctx context.Context) (model.Snapshot, error) {
+	s, err := r.Watcher.Refresh(ctx)
+	if err == nil {
+		r.p.refreshed = s
+	}
+	return s, err
+}
+
+// stop ends the process's goroutines: the watcher's Run, and whatever its
+// methods wait on (a Reserve).
+func (w *World) stop(p *plugin) {
+	p.run.dead = true
+	p.dev.Shutdown()
+	w.stopWatch(p.watch)
 }
 
 // kill ends the plugin process now.
@@ -53,8 +90,7 @@ func (w *World) kill(why string) {
 	if w.plugin == nil {
 		return
 	}
-	w.plugin.run.dead = true
-	w.plugin.cancel()
+	w.stop(w.plugin)
 	w.plugin = nil
 	w.logf("plugin killed (%s)", why)
 }
@@ -63,7 +99,7 @@ func (w *World) kill(why string) {
 // may have caused in the middle of a call.
 func (w *World) alive() bool {
 	if w.plugin != nil && w.plugin.run.dead {
-		w.plugin.cancel()
+		w.stop(w.plugin)
 		w.plugin = nil
 		w.logf("plugin died mid-operation")
 	}
@@ -87,38 +123,41 @@ func (w *World) scanOrReconcile(start bool) {
 	ctx, cancel := w.simContext(w.cfg.ScanInterval)
 	defer cancel()
 	p := w.plugin
+	w.passErrs = 0
 	switch {
 	case p.scan != nil:
 		s := *p.scan
 		p.scan = nil
 		w.logf("pass on the scan of %s", s.At.Format("15:04:05.000"))
 		p.mgr.ReconcileScanned(ctx, s)
+		w.checkPruned(s.At)
 	case start:
 		s := p.mgr.Scan(ctx)
 		p.scan = &s
 		w.logf("scan taken")
 	default:
+		at := w.now
 		p.mgr.Reconcile(ctx)
+		w.checkPruned(at)
 	}
 	w.alive()
 }
 
-// watch delivers the watcher's fresh snapshot to the Manager, as Run's
-// callback does, and runs the Settle pass that Run starts at once on it
-// (only the slots the allocations call for, without a scan).
+// watch lets the watcher's Run go on as far as what it waits for allows
+// (its pause is over; its blocking query has an answer) and, when it
+// delivered news, runs the Settle pass that Run's loop starts on it (only
+// the slots the allocations call for, without a scan).
 func (w *World) watch() {
 	if !w.alive() {
 		return
 	}
-	ctx, cancel := w.simContext(30e9)
-	defer cancel()
-	snap, err := w.plugin.watcher.Refresh(ctx)
-	if err != nil {
-		w.logf("watch: %v", short(err))
+	snap, ok := w.pumpWatch(w.plugin.watch)
+	if !ok || !w.alive() {
 		return
 	}
-	w.plugin.mgr.OnAllocs(snap)
 	w.logf("watch: %d allocs at index %d", len(snap.Allocs), snap.Index)
+	ctx, cancel := w.simContext(30 * time.Second)
+	defer cancel()
 	w.plugin.mgr.Settle(ctx)
 	w.alive()
 }
@@ -147,10 +186,11 @@ func (w *World) fingerprint() {
 		}
 		node.Devices = append(node.Devices, g)
 	}
-	if err := w.cluster.UpsertNode(node); err != nil {
-		w.violate("harness", "UpsertNode: %v", err)
-		return
+	if reflect.DeepEqual(node, w.node) {
+		return // the plugin sends only what changed, and the client registers only that
 	}
+	w.node = node
+	w.registerNode()
 	w.logf("fingerprint: %s", strings.Join(desc, " "))
 }
 
@@ -196,22 +236,55 @@ func (r *runner) Run(ctx context.Context, cmd string, args ...string) ([]byte, e
 		r.w.violate("liveness", "runaway: more than %d zfs commands in one event, the last %s %s", maxCmdsPerEvent, cmd, strings.Join(args, " "))
 		return nil, errKilled
 	}
+	if cmd == "zfs" && len(args) > 0 && mutating[args[0]] {
+		r.w.zfsChanged = true
+	}
 	r.w.checkTrespass(cmd, args)
+	if f := r.w.zfsFault(cmd, args); f != nil {
+		r.w.passErrs++
+		r.w.logf("zfs fault: %s %s: %s", cmd, strings.Join(args, " "), f.stderr)
+		return nil, zfs.NewError(cmd, args, f.stderr+"\n", 1)
+	}
 	if r.timeoutSub != "" && len(args) > 0 && args[0] == r.timeoutSub {
 		r.timeoutSub = ""
 		if r.applied {
 			_, _ = r.fake.Run(ctx, cmd, args...)
 		}
+		r.w.passErrs++
 		r.w.logf("zfs timed out (ran: %v): %s %s", r.applied, cmd, strings.Join(args, " "))
 		e := zfs.NewError(cmd, args, "", -1)
 		e.Kind, e.Cause = zfs.ErrTimeout, context.DeadlineExceeded
 		return nil, e
 	}
 	out, err := r.fake.Run(ctx, cmd, args...)
+	if err != nil && (strings.Contains(err.Error(), "suspended") || strings.Contains(err.Error(), "busy")) {
+		r.w.passErrs++ // a fault, not the answer to a question (does it exist?)
+	}
 	if err != nil && len(args) > 0 && args[0] != "list" && args[0] != "get" {
 		r.w.logf("zfs %s: %v", strings.Join(args, " "), short(err))
 	}
 	return out, err
+}
+
+// zfsFault is an injected failure of the plugin's next commands that
+// name sub (ZFSFail). It is the plugin's runner's, not the fake's, so that
+// the world's own reads (its checks) neither fail nor use it up.
+type zfsFault struct {
+	cmd, sub, stderr string
+	times            int
+}
+
+// zfsFault returns the fault the command meets, if any, using it once.
+func (w *World) zfsFault(cmd string, args []string) *zfsFault {
+	for i, f := range w.zfsFaults {
+		if f.cmd == cmd && slices.Contains(args, f.sub) {
+			if f.times--; f.times == 0 {
+				w.zfsFaults = slices.Delete(w.zfsFaults, i, i+1)
+			}
+			return f
+		}
+	}
+	return nil
 }
 
 // mutating are the zfs subcommands that change something.
@@ -240,8 +313,16 @@ func (w *World) checkTrespass(cmd string, args []string) {
 			continue
 		}
 		for _, f := range w.foreign {
-			fn := strings.SplitN(f.name, "@", 2)[0]
-			if name == fn || strings.HasPrefix(name, fn+"/") {
+			if strings.Contains(f.name, "@") {
+				// A snapshot: only a command naming it touches it; one that
+				// takes it along with its dataset is seen in the data
+				// (checkForeign).
+				if a == f.name {
+					w.violate("I5", "zfs %s touches %s, which the plugin does not own", strings.Join(args, " "), a)
+				}
+				continue
+			}
+			if name == f.name || strings.HasPrefix(name, f.name+"/") {
 				w.violate("I5", "zfs %s touches %s, which the plugin does not own", strings.Join(args, " "), a)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // script drives a World step by step: the minimal timelines of the bugs
@@ -76,6 +77,26 @@ func (s *script) step(id string) {
 	s.check()
 }
 
+// strangerBelow makes someone's snapshot of dataset, after the plugin's
+// last read of it; the operator removes it at settle.
+func (s *script) strangerBelow(dataset string) {
+	s.t.Helper()
+	name := dataset + "@someones"
+	if err := s.w.cliZFS().Snapshot(context.Background(), name, nil); err != nil {
+		s.t.Fatal(err)
+	}
+	sets, err := s.w.cliZFS().List(context.Background(), dataset, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, d := range sets {
+		if d.Name == name {
+			s.w.foreign = append(s.w.foreign, foreignThing{name: name, guid: d.GUID, temp: true})
+		}
+	}
+	s.w.zfsChanged = true
+}
+
 // newest is the newest allocation on the node (a replacement).
 func (s *script) newest() string {
 	as := s.w.cluster.Allocs(nodeID)
@@ -114,8 +135,14 @@ func (s *script) fail() {
 	}
 }
 
-func (s *script) watchAndReconcile() {
+// watch lets the watcher's pause run out and delivers its news.
+func (s *script) watch() {
+	s.w.advance(time.Second)
 	s.w.watch()
+}
+
+func (s *script) watchAndReconcile() {
+	s.watch()
 	s.w.reconcile()
 	s.check()
 }
@@ -238,11 +265,122 @@ func TestRegressions(t *testing.T) {
 		s.w.plugin.run.dieBefore = func(args []string) bool {
 			return len(args) > 1 && args[0] == "set" && strings.HasPrefix(args[1], model.PropOwner+"="+parent+"/scratch/retained-")
 		}
-		s.w.watch() // the Settle pass the watcher's news starts releases the slot
+		s.watch() // the Settle pass the watcher's news starts releases the slot
 		if s.w.alive() {
 			t.Fatal("the plugin did not reach the owner mark of the retained data")
 		}
 		s.settle()
+	})
+	t.Run("a replacement decides on its predecessor's slot as it is, not as the scan saw it", func(t *testing.T) {
+		s := newScript(t)
+		s.w.cfg.Classes[1].Sticky, s.w.cfg.Classes[1].StickyWait = true, 10*time.Minute
+		s.w.noteSticky()
+		s.scratchSlots(2)
+		a := s.submit("j1", "", 50, 0)[0]
+		s.step(a) // pull
+		s.step(a) // start: a's token in its slot
+		la, _ := s.w.localGet(a)
+		stranger := parent + "/scratch/" + la.tasks[0].ids[0] + "/someones"
+		ctx := context.Background()
+		if err := s.w.cliZFS().Create(ctx, stranger, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.w.reconcile() // the scan sees it below a's slot
+		if err := s.w.cliZFS().Destroy(ctx, stranger, zfs.DestroyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		js := s.w.jobs["j1"]
+		js.job.Groups[0].Tasks[0].Version = "2" // a destructive update: b replaces a
+		ev, err := s.w.cluster.Register(js.job)
+		if err != nil || len(ev.Placed) != 1 {
+			t.Fatalf("the update: %+v %v", ev, err)
+		}
+		s.w.eval(ev, nil)
+		b := ev.Placed[0].AllocID
+		if slices.Equal(la.deviceIDs(), ev.Placed[0].Devices["main"]) {
+			t.Fatalf("the replacement is on its predecessor's slot\n%s", strings.Join(s.w.timeline, "\n"))
+		}
+		s.step(a)                // a stops
+		s.w.advance(time.Second) // and has
+		s.step(b)                // pull
+		s.step(b)                // start: its Reserve claims a's data (I6 checks it)
+		if s.phase(b) != running {
+			t.Fatalf("the replacement is %v\n%s", s.phase(b), strings.Join(s.w.timeline, "\n"))
+		}
+		s.settle()
+	})
+	t.Run("a Reserve does not release its slot on a read older than a stranger below it", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 0)[0]
+		s.step(a) // pull
+		s.step(a) // start: held by a
+		s.strangerBelow(parent + "/scratch/scratch-1")
+		la, _ := s.w.localGet(a)
+		s.w.finish(la, structs.AllocClientStatusFailed, "task exited") // on_failure: snapshot, a rename
+		b := s.newest()
+		if b == a {
+			t.Fatalf("a was not rescheduled\n%s", strings.Join(s.w.timeline, "\n"))
+		}
+		s.step(b) // pull
+		s.step(b) // start: its Reserve must not take the stranger along with a's data
+		s.settle()
+	})
+	t.Run("the watcher delivers an answer that drops what a Reserve's refresh showed", func(t *testing.T) {
+		s := newScript(t)
+		s.w.backup() // before the job: restoring it forgets the job
+		a := s.submit("j1", "", 50, 0)[0]
+		s.step(a) // pull
+		s.step(a) // start: the Reserve's refresh shows a; the watcher never did
+		s.w.restore()
+		s.w.setFaults(func(f *apiFaults) { f.forbidTill = s.w.now.Add(time.Hour) })
+		s.submit("h", hiddenNS, 50, 0) // raises the node's index, unseen by the token
+		s.step(a)                      // the client stops a, which the servers no longer know
+		s.w.advance(time.Second)       // a is dead, and dropped
+		s.watch()                      // the node as the token sees it: empty again
+		s.w.reconcile()
+		if v, _ := s.w.plugin.mgr.View(); v != nil {
+			if sl, _ := v.Slot("scratch-1"); sl.Holder == a {
+				t.Fatalf("scratch-1 is still %s by %s, which has gone\n%s", sl.State, a, strings.Join(s.w.timeline, "\n"))
+			}
+		}
+		s.settle()
+	})
+	t.Run("a caller stopped while its Reserve waits is not taken for one the token cannot see", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 20*time.Second)[0]
+		s.step(a) // pull
+		s.step(a) // start
+		js := s.w.jobs["j1"]
+		js.job.Groups[0].Tasks[0].Version = "2" // b replaces a on its slot
+		s.w.eval(s.w.cluster.Register(js.job))
+		b := s.newest()
+		s.step(b)                // pull
+		s.w.stopJobForTest("j1") // b is stopped as its task starts
+		lb, _ := s.w.localGet(b)
+		s.w.start(lb) // its Reserve waits for a, then finds only b, stopping
+		s.check()     // diagnosis: the refusal must not blame the token alone
+		s.settle()
+	})
+	t.Run("after a rebuild, a caller stopped while its Reserve waits is not granted another's slot", func(t *testing.T) {
+		s := newScript(t)
+		a := s.submit("j1", "", 50, 20*time.Second)[0]
+		s.step(a)     // pull
+		s.step(a)     // start: scratch-1 held by a, holder_index from this history
+		s.w.rebuild() // the operator registers j1 again: b, with a lower CreateIndex
+		b := s.newest()
+		s.step(a) // the client stops a, which the servers no longer know (20 s)
+		s.step(b) // pull
+		js := s.w.jobs["j1"]
+		js.job.Groups[0].Tasks[0].Version = "2" // c replaces b on the slot; b is stopped as its task starts
+		s.w.eval(s.w.cluster.Register(js.job))
+		c := s.newest()
+		if c == b {
+			t.Fatalf("no replacement of b\n%s", strings.Join(s.w.timeline, "\n"))
+		}
+		lb, _ := s.w.localGet(b)
+		s.w.start(lb) // waits for a; then b (stopping) and c name the ready slot
+		s.check()
+		s.settle() // c starts: it must not find b's token
 	})
 	t.Run("a class made sticky under a replacement already recorded on its own slot", func(t *testing.T) {
 		s := newScript(t)
@@ -266,7 +404,7 @@ func TestRegressions(t *testing.T) {
 		s.w.noteSticky()
 		s.w.kill("scratch made sticky")
 		s.w.launch("scratch made sticky")
-		s.w.watch() // the pass it starts releases a's slot; nothing parked for b, which has its own
+		s.watch() // the pass it starts releases a's slot; nothing parked for b, which has its own
 		s.check()
 		s.settle() // b starts
 		if s.phase(b) != running {

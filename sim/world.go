@@ -31,6 +31,11 @@ const (
 	settleTime = 20 * time.Minute
 )
 
+// epoch is when every world starts: far past any real clock, so that a
+// deadline in simulated time (reserve_timeout's, taken from the plugin's
+// clock) never fires by the real one; simulated time ends it (sleep).
+var epoch = time.Unix(10_000_000_000, 0).UTC()
+
 // World is one simulated node: the real hooks.Manager and allocwatch
 // Watcher over a zfstest.Fake and a simulated Nomad HTTP API, with Nomad's
 // own scheduler placing allocations. Everything runs on the caller's
@@ -50,6 +55,10 @@ type World struct {
 
 	fake    *zfstest.Fake
 	cluster *scheduler.Cluster
+	// node is the node as last fingerprinted; saved, the servers' state
+	// the operator saved last (ClusterBackup).
+	node    scheduler.Node
+	saved   *savedState
 	api     *api
 	cfg     model.Config
 	plugin  *plugin // nil while dead
@@ -66,8 +75,17 @@ type World struct {
 
 	connected bool
 	apiF      apiFaults // what the API's handler reads, under mu
-	busyTill  map[string]time.Time
-	foreign   []foreignThing
+	// watching is the plugin's watcher loop, where the API's handler
+	// parks a blocking query; under mu.
+	watching *watchLoop
+	busyTill map[string]time.Time
+	foreign  []foreignThing
+	// strangerSeq numbers the strangers (Stranger events).
+	strangerSeq int
+	// zfsFaults are the failures the plugin's next zfs commands meet.
+	zfsFaults []*zfsFault
+	// zfsChanged: a command that changes ZFS ran since the last check.
+	zfsChanged bool
 
 	// cutAt and cutStatus: when the node was cut off, and what the
 	// servers made of it (disconnected or down; see disconnect).
@@ -79,6 +97,24 @@ type World struct {
 
 	// cmds counts the zfs commands of the current event.
 	cmds int
+	// reserving are the starts of the Reserves under way, outermost
+	// first (the client starts others while one waits); locked counts
+	// their slots, starting their allocations; goingOn is set while the
+	// node goes on during one (nodeGoesOn).
+	reserving []time.Time
+	locked    map[string]int
+	starting  map[string]bool
+	goingOn   bool
+	// blocked is what the node did while a Reserve waited and could not
+	// finish (meanwhile); joined once that Reserve returned.
+	blocked chan struct{}
+	// hides counts the API's answers that hid an allocation from the
+	// token (under mu).
+	hides int
+	// kept is the retained data as last seen, by GUID.
+	kept map[string]keptData
+	// passErrs counts the failed zfs commands since a pass began.
+	passErrs int
 
 	// timeline is what happened, for a failure report.
 	timeline   []string
@@ -113,9 +149,10 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	w := &World{seed: seed, dir: d, now: time.Unix(1_800_000_000, 0).UTC(), logger: logger,
+	w := &World{seed: seed, dir: d, now: epoch, logger: logger,
 		jobs: map[string]*jobSpec{}, local: map[string]*localAlloc{}, connected: true,
-		busyTill: map[string]time.Time{}, prevOf: map[string]string{}, rng: rand.New(rand.NewPCG(seed, 1))}
+		busyTill: map[string]time.Time{}, prevOf: map[string]string{}, rng: rand.New(rand.NewPCG(seed, 1)),
+		locked: map[string]int{}, starting: map[string]bool{}}
 	w.apiF = apiFaults{now: w.now, connected: true}
 	w.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(d, "mnt"), Now: func() time.Time { return w.now }})
 	if err := w.fake.AddPool(pool, 64<<30); err != nil {
@@ -147,7 +184,8 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	if err := w.setupZFS(); err != nil {
 		return nil, err
 	}
-	if err := w.cluster.UpsertNode(scheduler.Node{ID: nodeID, Name: "node-a"}); err != nil {
+	w.node = scheduler.Node{ID: nodeID, Name: "node-a"}
+	if err := w.cluster.UpsertNode(w.node); err != nil {
 		return nil, err
 	}
 	w.launch("start")
@@ -156,12 +194,15 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 
 // Close removes the world's files and stops its API.
 func (w *World) Close() {
+	if w.plugin != nil {
+		w.stop(w.plugin)
+	}
 	w.api.close()
 	_ = os.RemoveAll(w.dir)
 }
 
 func (w *World) logf(format string, a ...any) {
-	w.timeline = append(w.timeline, fmt.Sprintf("%8s  ", w.now.Sub(time.Unix(1_800_000_000, 0)).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
+	w.timeline = append(w.timeline, fmt.Sprintf("%8s  ", w.now.Sub(epoch).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
 }
 
 // Timeline is what happened, one line per step.
@@ -247,46 +288,14 @@ func (w *World) advance(d time.Duration) {
 	}
 }
 
-// sleep is the Manager's pause between Reserve retries: simulated time
-// passes, and the node goes on (tasks finish stopping) meanwhile.
-func (w *World) sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if w.plugin != nil && w.plugin.run.dead {
-		// The process is gone: nothing of it waits any more.
-		if c, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
-			c()
-		}
-		return context.Canceled
-	}
-	w.advance(d)
-	if dl, ok := ctx.Value(deadlineKey{}).(time.Time); ok && !w.now.Before(dl) {
-		if c, ok := ctx.Value(cancelKey{}).(context.CancelFunc); ok {
-			c()
-		}
-		return context.DeadlineExceeded
-	}
-	return ctx.Err()
-}
-
-type deadlineKey struct{}
-type cancelKey struct{}
-
-// simContext is a context that ends when simulated time reaches deadline
-// (checked in sleep, the only place a Manager waits).
-func (w *World) simContext(timeout time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ctx = context.WithValue(ctx, deadlineKey{}, w.now.Add(timeout))
-	ctx = context.WithValue(ctx, cancelKey{}, context.CancelFunc(cancel))
-	return ctx, cancel
-}
-
 // foreignThing is something the plugin does not own and must not touch.
 type foreignThing struct {
 	name string
 	guid string
 	file string // a file in it, "" for a snapshot
+	// temp: a stranger the operator removes again (at settle at the
+	// latest); the others stay for good.
+	temp bool
 }
 
 // setupZFS creates the parent (the operator's) and things the plugin must
