@@ -113,7 +113,7 @@ func list() []bug {
 		// plugin: the device API.
 		{name: "reserve-unbounded", file: "plugin/reserve.go",
 			why:     "Reserve is not bounded by reserve_timeout: a predecessor that never stops hangs the task's start",
-			find:    "ctx, cancel := context.WithTimeout(p.runCtx, s.ReserveTimeout+s.Slots.MigrateWait(deviceIDs))",
+			find:    "ctx, cancel := context.WithDeadline(p.runCtx, p.now().Add(s.ReserveTimeout+s.Slots.MigrateWait(deviceIDs)))",
 			replace: "ctx, cancel := context.WithCancel(p.runCtx)"},
 	}
 }
