@@ -112,7 +112,7 @@ func New(cfg *model.Config, version string) *Metrics {
 		}, []string{labelPool, labelCommand, labelSubcmd, labelResult}),
 		scans: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nomad_device_zfs_scan_duration_seconds",
-			Help:    "Scans of the parent (one zpool list and one zfs list -r), by result.",
+			Help:    "Scans of each parent (its zfs list -r, and the zpool list all parents share), by pool and result.",
 			Buckets: scanBuckets,
 		}, []string{labelPool, labelResult}),
 		watchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -324,3 +324,41 @@ func TestSeriesStayBounded(t *testing.T) {
 		t.Errorf("series after each allocation's end: %v; they grow with the allocations", after)
 	}
 }
+
+// TestPoolsOfEveryParent: with a class on a parent in another pool, each
+// pool has its health, size and scan, its class's series carry its pool,
+// and a pool that degrades shows on its own series and its own class's
+// slots only.
+func TestPoolsOfEveryParent(t *testing.T) {
+	fast := model.Class{Name: "fast", Parent: "nvme/nomad", Slots: 1, MountPath: "/fast"}
+	r := newRig(t, scratch, fast)
+	if err := r.f.AddPool("nvme", 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if err := zfs.NewClient(r.f).Create(t.Context(), "nvme/nomad", nil); err != nil {
+		t.Fatal(err)
+	}
+	r.mgr.Reconcile(t.Context())
+	fs := r.scrape()
+	for _, pool := range []string{"tank", "nvme"} {
+		expect(t, fs, "nomad_device_zfs_pool_health", map[string]string{"pool": pool, "health": "ONLINE"}, 1)
+		if _, ok := fs.value("nomad_device_zfs_pool_size_bytes", map[string]string{"pool": pool}); !ok {
+			t.Errorf("no size of pool %s", pool)
+		}
+		if n, _ := fs.value("nomad_device_zfs_scan_duration_seconds", map[string]string{"pool": pool, "result": "ok"}); n < 1 {
+			t.Errorf("pool %s: %v scans timed, want at least 1", pool, n)
+		}
+	}
+	expect(t, fs, "nomad_device_zfs_slots_free", map[string]string{"pool": "nvme", "class": "fast"}, 1)
+	expect(t, fs, "nomad_device_zfs_slots_free", map[string]string{"pool": "tank", "class": "scratch"}, 2)
+
+	if err := r.f.SetPoolHealth("nvme", zfs.PoolDegraded); err != nil {
+		t.Fatal(err)
+	}
+	r.mgr.Reconcile(t.Context())
+	fs = r.scrape()
+	expect(t, fs, "nomad_device_zfs_pool_health", map[string]string{"pool": "nvme", "health": "DEGRADED"}, 1)
+	expect(t, fs, "nomad_device_zfs_pool_health", map[string]string{"pool": "tank", "health": "ONLINE"}, 1)
+	expect(t, fs, "nomad_device_zfs_slots_unhealthy", map[string]string{"pool": "nvme", "class": "fast"}, 1)
+	expect(t, fs, "nomad_device_zfs_slots_free", map[string]string{"pool": "tank", "class": "scratch"}, 2)
+}
