@@ -98,6 +98,10 @@ sim: ## Seeded simulation of the slot lifecycle: make sim SCHEDULES=N [SEED=firs
 	  grep -v -e '^ok ' -e '^PASS$$' -e '^=== RUN' -e '^--- PASS' -e ' schedules, .* events, ' $$out; \
 	  grep -m1 '^[0-9]* schedules, .* events, ' $$out; rm -f $$out; exit $$rc
 
+MUTANT_SCHEDULES ?= 2000
+mutants: nomad ## The safety net's power (long, 1-2 h): each realistic bug of tools/mutants/list.go planted alone, and what catches it; [BUGS=a,b] [MUTANT_SCHEDULES=N] [MUTANTFLAGS=-first].
+	$(GO) run ./tools/mutants -schedules $(MUTANT_SCHEDULES) $(if $(BUGS),-only $(BUGS)) $(MUTANTFLAGS)
+
 check: ## vet, gofmt, go mod tidy diff, import boundaries.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
@@ -108,4 +112,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn bench-scan fuzz sim check clean
+.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn bench-scan fuzz sim mutants check clean

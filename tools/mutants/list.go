@@ -113,7 +113,7 @@ func list() []bug {
 		{name: "received-on-any-answer", file: "hooks/migrate.go",
 			why:     "a copy marked received (claimable) after any increment, not only after the final one",
 			find:    "case err == nil && res.Complete:",
-			replace: "case err == nil:"},
+			replace: "case err == nil && res == res:"},
 		{name: "claim-partial-copy", file: "model/sticky.go",
 			why:     "a replacement claims a copy still being received",
 			find:    "case parked != nil && parked.Holder == prev.ID && parked.State == StateReceiving:",
