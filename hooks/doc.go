@@ -24,6 +24,10 @@
 //     classes; DestroyRetained for the operator's gc.
 //   - inspect.go: what the operator CLI may do from another process: read
 //     the slots, and record a release request with one zfs set.
+//   - send.go: the sending node's side of a migration (transfer.Source):
+//     which snapshot of an allocation's data a peer gets, under its lock.
+//   - migrate.go: the receiving node's side: a pull a replacement's data
+//     needs, increment after increment, until the final copy is marked.
 //   - observer.go: the Observer that hears each release and scan (the
 //     metrics endpoint); a no-op by default.
 package hooks

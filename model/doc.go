@@ -27,6 +27,9 @@
 //     means; plan_release.go, plan_sticky.go, plan_aside.go: the planners
 //     (a release by each policy, a park, a claim, a record, a tidy, a
 //     prune, a finish after a crash, a removed class).
+//   - migrate.go: data that follows its allocation to another node: the
+//     migration snapshots, what a sender sends (DecideSend), a copy's
+//     states and the plans that take, receive, mark and drop it.
 //
 // hooks.Manager is the only code that acts on these decisions; the plugin,
 // the operator CLI and the tests call the same functions, so no rule is
