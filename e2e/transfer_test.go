@@ -223,7 +223,7 @@ func sorted(m map[string]string) []string {
 	return out
 }
 
-var xferReq = transfer.Request{Alloc: xferAllocA, Replacement: xferAllocB}
+var xferReq = transfer.Request{Alloc: xferAllocA, Replacement: xferAllocB, Slot: "pg-1"}
 
 // into is the target below node B's pool, with the ownership mark.
 func (x *xferNodes) into(name string) transfer.Into {

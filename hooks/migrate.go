@@ -98,8 +98,11 @@ func (m *Manager) waitPulls() { m.pulls.wg.Wait() }
 // copy is final, retrying failures with a growing pause.
 func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	log := m.logger.With("slot", mg.Slot, "alloc_id", mg.Previous.ID, "replacement_id", mg.Replacement.ID, "copy", mg.ParkedName)
-	log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
 	failures := 0
+	if settled, err := m.settled(ctx, mg); err == nil && settled {
+		return // claimed or started empty; Nomad does not show it running yet
+	}
+	log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
 	for ctx.Err() == nil {
 		done, err := m.pullOnce(ctx, mg)
 		switch {
@@ -121,6 +124,24 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	}
 }
 
+// settled reports whether mg's replacement holds its slot already
+// (model.Migration.Settled), read under the copy's lock.
+func (m *Manager) settled(ctx context.Context, mg model.Migration) (bool, error) {
+	lock := m.locks.get(mg.ParkedName)
+	lock.Lock()
+	defer lock.Unlock()
+	return m.readSettled(ctx, mg)
+}
+
+// readSettled is settled; the caller holds the copy's lock.
+func (m *Manager) readSettled(ctx context.Context, mg model.Migration) (bool, error) {
+	s, err := readSlot(ctx, m.cfg, m.zfs, mg.Class, m.cfg.SlotDataset(mg.Class, mg.Slot), "")
+	if err != nil {
+		return false, err
+	}
+	return mg.Settled(s), nil
+}
+
 // pullOnce asks for the next increment of the copy and receives it; it
 // reports whether the copy is now final (and marked so).
 func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error) {
@@ -134,6 +155,13 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 	have, state := model.NewestCopied(mg.ParkedName, rows)
 	if state == model.StateParked {
 		return true, nil // final already (a pass before a restart marked it)
+	}
+	if len(rows) == 0 {
+		// No copy: the replacement may have claimed it (under this lock)
+		// or started empty.
+		if settled, err := m.readSettled(ctx, mg); err != nil || settled {
+			return settled, err
+		}
 	}
 	req := transfer.Request{Alloc: mg.Previous.ID, Replacement: mg.Replacement.ID, Slot: mg.PrevSlot, HaveGUID: have}
 	if len(rows) > 0 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +86,17 @@ func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into tra
 	err = d.to.Receive(ctx, zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}, r)
 	_ = r.CloseWithError(err)
 	return transfer.Result{GUID: plan.ToGUID, FromGUID: plan.FromGUID}, err
+}
+
+// countingFetcher counts the requests that reach next.
+type countingFetcher struct {
+	next  transfer.Fetcher
+	calls atomic.Int32
+}
+
+func (c *countingFetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
+	c.calls.Add(1)
+	return c.next.Fetch(ctx, req, into)
 }
 
 // migrationNode is one node of the test: its fake ZFS and its Manager.
@@ -186,6 +198,26 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 	}
 	if got := read(t, n2.f, grants[0].Slot.Dataset, "data"); got != "the last write" {
 		t.Fatalf("B's slot holds %q, want A's last write", got)
+	}
+
+	// B claimed the copy, and Nomad shows it pending until its task runs:
+	// the model still names the migration, and a pull started now (the
+	// next pass's) asks node 1 for nothing (seen on real agents: a second
+	// whole copy arrived after the claim, and no one claimed it).
+	migs, _ := model.Migrations(n2.m.cfg, n2.m.snapshot())
+	if len(migs) != 1 {
+		t.Fatalf("migrations after the claim, B pending: %v, want the one", migs)
+	}
+	counting := &countingFetcher{next: directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}}
+	n2.m.SetFetcher(counting)
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	n2.m.pull(pctx, migs[0])
+	pcancel()
+	if counting.calls.Load() != 0 {
+		t.Errorf("a pull after the claim asked node 1 %d times", counting.calls.Load())
+	}
+	if rows, _ := n2.c.List(ctx, copyName, nil); len(rows) != 0 {
+		t.Errorf("a copy arrived again after the claim: %v", rows)
 	}
 
 	// Node 1 learns the copy is whole at the pull's next request, then

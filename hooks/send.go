@@ -99,6 +99,9 @@ func (m *Manager) PlanSend(ctx context.Context, req SendRequest) (SendPlan, erro
 	if err != nil {
 		return SendPlan{}, err
 	}
+	if d.Copied {
+		return SendPlan{}, fmt.Errorf("%w: the data of allocation %s is copied whole to its replacement's node already", transfer.ErrNoData, req.Alloc)
+	}
 	if len(d.Drop) > 0 {
 		if err := m.run(ctx, model.PlanDropSnapshots(d.Drop)); err != nil {
 			m.logger.Warn("cannot drop a migration's old snapshots; next request", "dataset", dataset, "error", err)

@@ -93,6 +93,11 @@ type Send struct {
 	// Drop are the data's pre-copy snapshots older than the receiver's
 	// base: no stream will start from them again.
 	Drop []string
+	// Copied: the replacement's node confirmed a whole copy already
+	// (@migrated) and asks again from another base: nothing is sent. Its
+	// copy was claimed (or dropped) since; sending the data again would
+	// leave a second copy there that no one claims.
+	Copied bool
 }
 
 // SendInput is what a send is decided from, on the sending node.
@@ -151,10 +156,11 @@ func DecideSend(in SendInput) (Send, error) {
 		}
 		return snap{}, false
 	}
-	final, hasFinal := snap{}, false
+	final, hasFinal, migrated := snap{}, false, false
 	for _, s := range own {
 		if s.name == MigrateFinal || s.name == Migrated {
 			final, hasFinal = s, true
+			migrated = s.name == Migrated
 		}
 	}
 	var out Send
@@ -171,6 +177,9 @@ func DecideSend(in SendInput) (Send, error) {
 		if hasFinal && base.guid == final.guid {
 			return Send{Complete: true, Snapshot: in.Dataset + "@" + final.name, Drop: out.Drop}, nil
 		}
+	}
+	if migrated {
+		return Send{Copied: true}, nil
 	}
 	if t := in.Token; t != nil {
 		// Resume only what this decision would send anew: the token's
@@ -314,6 +323,16 @@ func NewestCopied(name string, rows []zfs.Dataset) (guid uint64, state State) {
 		}
 	}
 	return guid, state
+}
+
+// Settled reports whether the replacement holds slot s, its Slot as just
+// read: it claimed the copy (the claim renames the copy onto the slot and
+// records the replacement as its holder, in one plan under the copy's
+// lock), or started on the empty slot. Either way nothing more is pulled,
+// though Nomad still shows the replacement pending until its task runs: a
+// pull then would bring a second copy that no one claims.
+func (mg Migration) Settled(s Slot) bool {
+	return s.Exists && s.Holder == mg.Replacement.ID
 }
 
 // Migration is one copy this node is to pull: the data of allocation

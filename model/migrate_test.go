@@ -15,6 +15,7 @@ func TestDecideSend(t *testing.T) {
 	live := []zfs.Dataset{row(ds, "1"), row(ds+"@pristine", "2"), row(ds+"@migrate-1", "11"), row(ds+"@migrate-2", "12")}
 	parkedRows := []zfs.Dataset{row(parked, "1"), row(parked+"@migrate-1", "11"), row(parked+"@migrate-2", "12")}
 	withFinal := append(append([]zfs.Dataset(nil), parkedRows...), row(parked+"@migrate-final", "13"))
+	migrated := append(append([]zfs.Dataset(nil), parkedRows...), row(parked+"@migrated", "13"))
 	cases := []struct {
 		name string
 		in   SendInput
@@ -41,6 +42,15 @@ func TestDecideSend(t *testing.T) {
 		{name: "the receiver names the final snapshot: complete",
 			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 13},
 			want: "complete"},
+		{name: "copied whole already (@migrated), the receiver names it again: complete",
+			in:   SendInput{Dataset: parked, Rows: migrated, Final: true, HaveGUID: 13},
+			want: "complete"},
+		{name: "copied whole already, asked from nothing (the copy claimed since): nothing sent again",
+			in:   SendInput{Dataset: parked, Rows: migrated, Final: true},
+			want: "copied"},
+		{name: "copied whole already, asked from a pre-copy: nothing sent again",
+			in:   SendInput{Dataset: parked, Rows: migrated, Final: true, HaveGUID: 12},
+			want: "copied"},
 		{name: "an interrupted receive of a pre-copy resumes it",
 			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11, Token: &Resume{ToGUID: 12, FromGUID: 11}},
 			want: "take - send @migrate-2 from @migrate-1"},
@@ -72,6 +82,8 @@ func TestDecideSend(t *testing.T) {
 				got = err.Error()
 			case s.Complete:
 				got = "complete"
+			case s.Copied:
+				got = "copied"
 			default:
 				got = "take " + short(s.Take) + " send " + short(s.Snapshot) + " from " + short(s.From)
 			}

@@ -195,7 +195,7 @@ func fetch(peer, source, target, dir string) error {
 		return err
 	}
 	start := time.Now()
-	res, err := c.Fetch(context.Background(), transfer.Request{Alloc: allocA, Replacement: allocB}, transfer.Into{Target: target})
+	res, err := c.Fetch(context.Background(), transfer.Request{Alloc: allocA, Replacement: allocB, Slot: "pg-1"}, transfer.Into{Target: target})
 	if err != nil {
 		return err
 	}
