@@ -58,7 +58,9 @@ func TestMetricsScrape(t *testing.T) {
 	if n, _ := heldScrape.value("nomad_device_zfs_reserve_duration_seconds", with(scope, "result", "ok")); n < 1 {
 		t.Errorf("%v Reserves timed, want the job's", n)
 	}
-	t.Logf("the endpoint while %s holds %s:\n%s", alloc.ID, slot, heldScrape.lines("nomad_device_zfs_slot", "nomad_device_zfs_slots", "nomad_device_zfs_pool_health"))
+	t.Logf("the endpoint while %s holds %s:\n%s", alloc.ID, slot, heldScrape.lines("nomad_device_zfs_slot_used_bytes", "nomad_device_zfs_slot_referenced_bytes",
+		"nomad_device_zfs_slot_quota_bytes", "nomad_device_zfs_slots", "nomad_device_zfs_slots_free", "nomad_device_zfs_pool_health",
+		"nomad_device_zfs_reserve_duration_seconds_count"))
 	if curl := os.Getenv("NDZ_E2E_CURL"); curl != "" {
 		out, err := exec.Command(curl, "-s", url).CombinedOutput()
 		t.Logf("curl -s %s (err %v):\n%s", url, err, out)
