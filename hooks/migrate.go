@@ -24,6 +24,8 @@ type migrations struct {
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
 	wg      sync.WaitGroup
+	// spawn starts a pull (nil: on a goroutine of its own; SetSpawn).
+	spawn func(fn func())
 }
 
 // pullEvery paces the pre-copy increments while the allocation the copy is
@@ -36,6 +38,12 @@ const pullEvery = 10 * time.Second
 // replacements empty after its timeout, as when the peer cannot be
 // reached).
 func (m *Manager) SetFetcher(f transfer.Fetcher) { m.fetcher = f }
+
+// SetSpawn replaces how a pull is started, on a goroutine of its own by
+// default (go fn()), so that a simulation can run every pull in lock step
+// with the rest of its world and replay a seed exactly. spawn must run fn
+// to its end, on a goroutine of its own. Call it before any other method.
+func (m *Manager) SetSpawn(spawn func(fn func())) { m.pulls.spawn = spawn }
 
 // driveMigrations starts a pull for every copy the model wants pulled now
 // and stops those it no longer wants; a pass calls it. The pulls run under
@@ -60,14 +68,19 @@ func (m *Manager) driveMigrations(ctx context.Context) {
 		pctx, cancel := context.WithCancel(ctx)
 		m.pulls.running[mg.ParkedName] = cancel
 		m.pulls.wg.Add(1)
-		go func() {
+		run := func() {
 			defer m.pulls.wg.Done()
 			m.pull(pctx, mg)
 			m.pulls.mu.Lock()
 			delete(m.pulls.running, mg.ParkedName)
 			m.pulls.mu.Unlock()
 			cancel()
-		}()
+		}
+		if m.pulls.spawn != nil {
+			m.pulls.spawn(run)
+		} else {
+			go run()
+		}
 	}
 	for name, cancel := range m.pulls.running {
 		if !wanted[name] {
