@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -159,6 +160,10 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 	into := transfer.Into{Target: mg.ParkedName, Props: model.ReceiveProps(mg.ParkedName, mg.Previous.ID, now, now.Add(c.StickyWait))}
 	res, err := m.fetcher.Fetch(ctx, req, into)
 	switch {
+	case err == nil && res.Complete && !model.HoldsFinal(mg.ParkedName, rows):
+		// The sender names no snapshot: its "complete" is believed only
+		// of a copy whose newest snapshot is the final one it sent.
+		return false, fmt.Errorf("the sending node says %s is complete, but its newest snapshot is not the final one", mg.ParkedName)
 	case err == nil && res.Complete:
 		return true, m.run(ctx, model.PlanReceived(mg.ParkedName, now, now.Add(c.StickyWait)))
 	case err == nil:
@@ -176,10 +181,18 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		if aerr := m.run(ctx, model.PlanAbortReceive(mg.ParkedName)); aerr != nil {
 			return false, aerr
 		}
-	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch):
+	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch),
+		errors.Is(err, transfer.ErrNotVerified):
 		// The copy no longer lines up with what the sender has (its base
-		// snapshot is gone there): start over with a whole copy.
-		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, rows)); derr != nil {
+		// snapshot is gone there), or what came is not the snapshot the
+		// sender named (another guid: not the data asked for): start over
+		// with a whole copy, as it is now (the receive may have added a
+		// snapshot since the listing above).
+		now, lerr := m.zfs.List(ctx, mg.ParkedName, model.UserProps)
+		if lerr != nil {
+			return false, lerr
+		}
+		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, now)); derr != nil {
 			return false, derr
 		}
 	}

@@ -24,10 +24,26 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 30,
 			keep: []int{10, 11, 17, 18, 19, 20, 21, 22, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39},
 		},
+		{
+			// A lying sender sent another allocation's final snapshot under
+			// the planned one's name; the receiver's check of the guid
+			// refused it, but the copy kept it, and a later "complete"
+			// (a lie too) made it the replacement's data (X1). A copy whose
+			// received guid is not the sender's is now dropped (from a
+			// listing taken after the receive), and "complete" is believed
+			// only of a copy whose newest snapshot is the final one
+			// (hooks.pullOnce, model.HoldsFinal).
+			name: "a copy that failed its verification, then a lying complete",
+			seed: 226,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r, _ := PlayX(tc.seed, Keep(GenerateX(tc.seed, 80), tc.keep), Options{Dir: t.TempDir()})
+			events := GenerateX(tc.seed, 80)
+			if tc.keep != nil {
+				events = Keep(events, tc.keep)
+			}
+			r, _ := PlayX(tc.seed, events, Options{Dir: t.TempDir()})
 			if r.Failed() {
 				t.Fatalf("%s\n%s", r.Violations[0], strings.Join(r.Timeline, "\n"))
 			}
