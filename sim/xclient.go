@@ -111,10 +111,10 @@ func (n *xnode) start(a *xalloc) {
 		n.failStart(a, "plugin not running")
 		return
 	}
-	w.reserving, w.reserveStart = n, w.now
+	w.reserving, w.reserveStart, w.starting = n, w.now, a.id
 	res, err := n.p.dev.Reserve([]string{a.slot})
 	waited := w.now.Sub(w.reserveStart)
-	w.reserving = nil
+	w.reserving, w.starting = nil, ""
 	if w.blocked != nil {
 		select {
 		case <-w.blocked:
@@ -224,7 +224,7 @@ func (n *xnode) goOn() {
 	for range 20 {
 		moved := false
 		for _, m := range n.moves() {
-			if !m.start {
+			if !m.start && m.id != n.w.starting {
 				m.fn()
 				moved = true
 				break

@@ -53,6 +53,9 @@ type XWorld struct {
 	// passes, pulls and kills, never another start); reserveStart is when.
 	reserving    *xnode
 	reserveStart time.Time
+	// starting is the allocation whose start that is: its client does
+	// nothing else for it meanwhile.
+	starting string
 	// blocked is a pass that waited for the running Reserve; joined once
 	// it returned.
 	blocked chan struct{}
