@@ -92,11 +92,22 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s) on top of its seed corp
 	done
 
 SCHEDULES ?= 2000
-sim: ## Seeded simulation of the slot lifecycle: make sim SCHEDULES=N [SEED=first] [SIMFLAGS=...].
+sim: ## Seeded simulations: one node (SCHEDULES), then two nodes with transfer faults (XSCHEDULES); [SEED=first] [SIMFLAGS=...].
+	@$(MAKE) --no-print-directory sim-node
+	@$(MAKE) --no-print-directory sim-nodes
+
+sim-node: ## The one-node simulation of the slot lifecycle alone: make sim-node SCHEDULES=N [SEED=first].
 	@out=$$(mktemp); SIM_SCHEDULES=$(SCHEDULES) $(GO) test -v -count=1 -timeout 0 ./sim -run 'TestSimulation$$' \
 	  -sim.first=$(or $(SEED),1) $(SIMFLAGS) >$$out 2>&1; rc=$$?; \
 	  grep -v -e '^ok ' -e '^PASS$$' -e '^=== RUN' -e '^--- PASS' -e ' schedules, .* events, ' $$out; \
 	  grep -m1 '^[0-9]* schedules, .* events, ' $$out; rm -f $$out; exit $$rc
+
+XSCHEDULES ?= 100
+sim-nodes: ## Seeded simulation of two nodes, data following its allocation with transfer faults: make sim-nodes XSCHEDULES=N [SEED=first].
+	@out=$$(mktemp); SIM_SCHEDULES=$(XSCHEDULES) $(GO) test -v -count=1 -timeout 0 ./sim -run 'TestTwoNodes$$' \
+	  -sim.first=$(or $(SEED),1) $(SIMFLAGS) >$$out 2>&1; rc=$$?; \
+	  grep -v -e '^ok ' -e '^PASS$$' -e '^=== RUN' -e '^--- PASS' -e ' two-node schedules, .* events, ' -e ' streams (.* cut, ' $$out; \
+	  grep -m1 -A1 '^[0-9]* two-node schedules, .* events, ' $$out; rm -f $$out; exit $$rc
 
 MUTANT_SCHEDULES ?= 2000
 mutants: nomad ## The safety net's power (long, 1-2 h): each realistic bug of tools/mutants/list.go planted alone, and what catches it; [BUGS=a,b] [MUTANT_SCHEDULES=N] [MUTANTFLAGS=-first].
@@ -112,4 +123,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn bench-scan fuzz sim mutants check clean
+.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn bench-scan fuzz sim sim-node sim-nodes mutants check clean

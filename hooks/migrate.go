@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -24,6 +25,8 @@ type migrations struct {
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
 	wg      sync.WaitGroup
+	// spawn starts a pull (nil: on a goroutine of its own; SetSpawn).
+	spawn func(fn func())
 }
 
 // pullEvery paces the pre-copy increments while the allocation the copy is
@@ -36,6 +39,12 @@ const pullEvery = 10 * time.Second
 // replacements empty after its timeout, as when the peer cannot be
 // reached).
 func (m *Manager) SetFetcher(f transfer.Fetcher) { m.fetcher = f }
+
+// SetSpawn replaces how a pull is started, on a goroutine of its own by
+// default (go fn()), so that a simulation can run every pull in lock step
+// with the rest of its world and replay a seed exactly. spawn must run fn
+// to its end, on a goroutine of its own. Call it before any other method.
+func (m *Manager) SetSpawn(spawn func(fn func())) { m.pulls.spawn = spawn }
 
 // driveMigrations starts a pull for every copy the model wants pulled now
 // and stops those it no longer wants; a pass calls it. The pulls run under
@@ -60,14 +69,19 @@ func (m *Manager) driveMigrations(ctx context.Context) {
 		pctx, cancel := context.WithCancel(ctx)
 		m.pulls.running[mg.ParkedName] = cancel
 		m.pulls.wg.Add(1)
-		go func() {
+		run := func() {
 			defer m.pulls.wg.Done()
 			m.pull(pctx, mg)
 			m.pulls.mu.Lock()
 			delete(m.pulls.running, mg.ParkedName)
 			m.pulls.mu.Unlock()
 			cancel()
-		}()
+		}
+		if m.pulls.spawn != nil {
+			m.pulls.spawn(run)
+		} else {
+			go run()
+		}
 	}
 	for name, cancel := range m.pulls.running {
 		if !wanted[name] {
@@ -174,6 +188,10 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 	into := transfer.Into{Target: mg.ParkedName, Props: model.ReceiveProps(mg.ParkedName, mg.Previous.ID, now, now.Add(c.StickyWait))}
 	res, err := m.fetcher.Fetch(ctx, req, into)
 	switch {
+	case err == nil && res.Complete && !model.HoldsFinal(mg.ParkedName, rows):
+		// The sender names no snapshot: its "complete" is believed only
+		// of a copy whose newest snapshot is the final one it sent.
+		return false, fmt.Errorf("the sending node says %s is complete, but its newest snapshot is not the final one", mg.ParkedName)
 	case err == nil && res.Complete:
 		return true, m.run(ctx, model.PlanReceived(mg.ParkedName, now, now.Add(c.StickyWait)))
 	case err == nil:
@@ -191,10 +209,18 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		if aerr := m.run(ctx, model.PlanAbortReceive(mg.ParkedName)); aerr != nil {
 			return false, aerr
 		}
-	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch):
+	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch),
+		errors.Is(err, transfer.ErrNotVerified):
 		// The copy no longer lines up with what the sender has (its base
-		// snapshot is gone there): start over with a whole copy.
-		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, rows)); derr != nil {
+		// snapshot is gone there), or what came is not the snapshot the
+		// sender named (another guid: not the data asked for): start over
+		// with a whole copy, as it is now (the receive may have added a
+		// snapshot since the listing above).
+		now, lerr := m.zfs.List(ctx, mg.ParkedName, model.UserProps)
+		if lerr != nil {
+			return false, lerr
+		}
+		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, now)); derr != nil {
 			return false, derr
 		}
 	}

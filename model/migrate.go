@@ -299,6 +299,20 @@ func OlderCopied(name string, rows []zfs.Dataset) []string {
 	return out
 }
 
+// HoldsFinal reports whether a copy's newest snapshot (rows, one listing
+// of it) is the sending node's final one (MigrateFinal, or Migrated): only
+// then does its "complete" mean the copy is whole.
+func HoldsFinal(name string, rows []zfs.Dataset) bool {
+	newest, _ := NewestCopied(name, rows)
+	for _, r := range rows {
+		if snap, ok := strings.CutPrefix(r.Name, name+"@"); ok && (snap == MigrateFinal || snap == Migrated) &&
+			r.GUID == strconv.FormatUint(newest, 10) {
+			return true
+		}
+	}
+	return false
+}
+
 // NewestCopied is the guid of a copy's newest snapshot (the base of the
 // next increment; 0 for none) and the copy's state, from one listing of it
 // (rows). The snapshots carry the sending node's names: @migrate-<n> in

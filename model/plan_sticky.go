@@ -75,21 +75,28 @@ func PlanRecord(s Slot, a Alloc, now time.Time) Plan {
 func PlanClaim(s Slot, caller Alloc, p Retained, now time.Time) Plan {
 	destroy := destroyOp(s.Dataset)
 	destroy.Recover = []zfs.Command{{Verb: zfs.VerbMount, Name: s.Dataset}}
-	ops := append(dropSnapshots(s.OwnSnapshots), destroy,
+	ops := dropSnapshots(s.OwnSnapshots)
+	if p.Outcome == OutcomeMigrated {
+		// A copy from another node: its snapshots were the transfer's, and
+		// they go first, while it is still parked. Left on the slot (a
+		// crash after the rename), a later migration of this data would
+		// take them for its own and send the stale @migrate-final as the
+		// final copy.
+		var snaps []string
+		for _, snap := range p.OwnSnapshots {
+			if _, name, _ := strings.Cut(snap, "@"); migrationSnapshot(name) {
+				snaps = append(snaps, snap)
+			}
+		}
+		ops = append(ops, dropSnapshots(snaps)...)
+	}
+	ops = append(ops, destroy,
 		setOp(p.Dataset, ClaimAsProps(s.Dataset)),
 		renameOp(p.Dataset, s.Dataset),
 		setOp(s.Dataset, ClaimedProps(s.Dataset, caller, s.Generation+1, now)))
 	if p.Outcome == OutcomeMigrated {
-		// A copy from another node was received unmounted, and its
-		// snapshots were the transfer's: the slot is mounted, and they go,
-		// or a later migration of this data would take them for its own.
-		var snaps []string
-		for _, snap := range p.OwnSnapshots {
-			if _, name, _ := strings.Cut(snap, "@"); migrationSnapshot(name) {
-				snaps = append(snaps, s.Dataset+"@"+name)
-			}
-		}
-		ops = append(append(ops, mountOp(s.Dataset)), dropSnapshots(snaps)...)
+		// It was received unmounted: the slot is mounted.
+		ops = append(ops, mountOp(s.Dataset))
 	}
 	return Plan{
 		Ops:  ops,

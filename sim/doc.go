@@ -28,6 +28,10 @@
 // liveness are checked from ZFS. Shrink delta-debugs a failing schedule to
 // a short one.
 //
+// XWorld (x*.go) is two such nodes whose sticky data follows its
+// allocation from one to the other, with transfer faults, checked against
+// X1-X5 (docs/lifecycle.md): TestTwoNodes.
+//
 // Run it with `go test ./sim` (flags -sim.seed, -sim.keep, -sim.schedules,
 // -sim.log) or `make sim SCHEDULES=N`.
 package sim

@@ -48,11 +48,16 @@ func class(r Result) string {
 // replays.
 func Shrink(r Result, o Options, budget int) Result {
 	o.Logger = nil
+	return shrinkWith(r, budget, func(events []Event) Result { return Play(r.Seed, events, o) })
+}
+
+// shrinkWith is Shrink for any world: play replays r's seed with events.
+func shrinkWith(r Result, budget int, play func(events []Event) Result) Result {
 	want := class(r)
 	best := r
 	// Events after the one that broke cannot matter.
 	if last := r.Violations[0].Event; last >= 0 && last < len(r.Events) {
-		if cut := Play(r.Seed, r.Events[:last+1], o); class(cut) == want {
+		if cut := play(r.Events[:last+1]); class(cut) == want {
 			best = cut
 		}
 	}
@@ -64,7 +69,7 @@ func Shrink(r Result, o Options, budget int) Result {
 			end := min(start+chunk, len(best.Events))
 			cand := append(append([]Event(nil), best.Events[:start]...), best.Events[end:]...)
 			budget--
-			if res := Play(r.Seed, cand, o); class(res) == want {
+			if res := play(cand); class(res) == want {
 				best, reduced = res, true
 				n = max(n-1, 2)
 				break

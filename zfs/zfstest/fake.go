@@ -29,6 +29,10 @@ type Options struct {
 	// RandomGUIDs makes guids differ from run to run. By default they are
 	// a fixed sequence, so tests can compare output.
 	RandomGUIDs bool
+	// GUIDSeed, if set, starts the fixed sequence elsewhere: fakes that
+	// exchange streams (two nodes of a simulation) need guids that differ
+	// from each other's, as real ones do, and still replay.
+	GUIDSeed uint64
 }
 
 // Fake emulates the zfs and zpool commands of OpenZFS 2.1. It is safe for
@@ -59,7 +63,7 @@ func New(o Options) *Fake {
 	if store == "" {
 		store = filepath.Join(root, ".zfstest")
 	}
-	var seed uint64
+	seed := o.GUIDSeed
 	if o.RandomGUIDs {
 		var b [8]byte
 		_, _ = rand.Read(b[:])

@@ -1,0 +1,300 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/nomad/structs"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+// The cross-node invariants (docs/lifecycle.md, X1-X5), from data: each
+// task writes token files into the slot its Reserve gave it, and the
+// world keeps what each found, wrote and left.
+
+// checkStart is X1 when a task starts: its slot holds exactly what its
+// predecessor's held when its task ended (its final data), whole, or
+// nothing when the plugin gave up by its policy: on_timeout =
+// "start_empty" after migrate.timeout, sticky_wait passed, Nomad no
+// longer knows the predecessor, or a replacement in between ended
+// without starting (its data then goes by the policy). Never a part of
+// it, never anything else. A predecessor that never started passes on
+// what it inherited in place, so the data is that of the nearest one in
+// the chain that ran.
+func (w *XWorld) checkStart(n *xnode, a *xalloc, waited time.Duration) {
+	got := w.data[a.id].inherited
+	var prev *xdata
+	broken, gone := false, w.cluster.Alloc(a.prev) == nil
+	for p, hops := a.prev, 0; p != "" && hops < 64; hops++ {
+		d := w.data[p]
+		if d != nil && d.started {
+			prev = d
+			break
+		}
+		broken = true
+		switch {
+		case d != nil:
+			p = d.prev
+		case w.cluster.Alloc(p) != nil:
+			p = w.cluster.Alloc(p).PreviousAllocation
+		default:
+			p = ""
+		}
+	}
+	var want []string
+	if prev != nil {
+		want = prev.final
+	}
+	gotS, wantS := strings.Join(got, ","), strings.Join(want, ",")
+	switch {
+	case len(got) > 0 && gotS == wantS && prev.ended:
+		w.counts.HandedOver++
+		if prev.node != n.name {
+			w.counts.HandedOverRemote++
+		}
+		return
+	case len(got) == 0 && len(want) == 0:
+		return
+	case len(got) == 0:
+		c := w.cfg.Class("pg")
+		switch {
+		case c.Migrate.OnTimeout == model.MigrateStartEmpty && waited >= c.Migrate.Timeout:
+			w.counts.StartedEmpty++
+			return
+		case prev.ended && w.now.Sub(prev.endedAt) >= c.StickyWait, broken, gone:
+			return
+		}
+		w.violate("X1", "%s on %s started empty after %s, though %s's data (%d tokens) was to come and on_timeout is %q",
+			a.short(), n.name, waited, shortID(a.prev), len(want), c.Migrate.OnTimeout)
+		return
+	}
+	missing, extra := diffSets(want, got)
+	switch {
+	case prev != nil && !prev.ended:
+		w.violate("X1", "%s on %s found the data of %s, which has not ended: %v", a.short(), n.name, prev.node, got)
+	case len(extra) > 0:
+		w.violate("X1", "%s on %s found tokens that are not its predecessor %s's final data: %v", a.short(), n.name, shortID(a.prev), extra)
+	default:
+		w.violate("X1", "%s on %s found a partial copy of %s's data: %d of %d tokens, missing %v", a.short(), n.name, shortID(a.prev), len(got), len(want), missing)
+	}
+}
+
+// diffSets returns what want has and got lacks, and what got has beyond want.
+func diffSets(want, got []string) (missing, extra []string) {
+	in := func(s []string, x string) bool {
+		for _, y := range s {
+			if y == x {
+				return true
+			}
+		}
+		return false
+	}
+	for _, x := range want {
+		if !in(got, x) {
+			missing = append(missing, x)
+		}
+	}
+	for _, x := range got {
+		if !in(want, x) {
+			extra = append(extra, x)
+		}
+	}
+	return missing, extra
+}
+
+// check is what holds after every event: a live task's slot holds what
+// it found and wrote, nothing less (X2: not destroyed under it) and
+// nothing more (X3: one writer); and data owed to a replacement still
+// exists whole on some node (X2).
+func (w *XWorld) check() {
+	for _, n := range w.nodes {
+		for _, a := range n.sortedLocal() {
+			if a.phase != running && a.phase != killing {
+				continue
+			}
+			got, want := n.filesAt(a.path), w.data[a.id].content()
+			missing, extra := diffSets(want, got)
+			if len(missing) > 0 {
+				w.violate("X2", "%s on %s is %s and its slot %s lost %v", a.short(), n.name, a.phase, a.slot, missing)
+			}
+			if len(extra) > 0 {
+				w.violate("X3", "%s on %s is %s and its slot %s holds others' tokens %v", a.short(), n.name, a.phase, a.slot, extra)
+			}
+		}
+	}
+	w.checkOwed()
+}
+
+// checkOwed is X2: the final data of an ended allocation whose
+// replacement has not started yet, is still to run and may still get it
+// (sticky_wait has not passed) exists whole: on its node, or as a
+// complete copy (a received snapshot holding it) on a node.
+func (w *XWorld) checkOwed() {
+	var listed [2][]zfs.Dataset
+	for id, d := range w.data {
+		if !d.ended || len(d.final) == 0 || w.now.Sub(d.endedAt) >= w.cfg.Class("pg").StickyWait {
+			continue
+		}
+		sa := w.cluster.Alloc(id)
+		if sa == nil || sa.NextAllocation == "" {
+			continue
+		}
+		next := w.cluster.Alloc(sa.NextAllocation)
+		if next == nil || next.DesiredStatus != structs.AllocDesiredStatusRun || next.ClientTerminalStatus() {
+			continue
+		}
+		if nd := w.data[next.ID]; nd != nil && nd.started {
+			continue
+		}
+		want := strings.Join(d.final, ",")
+		found := false
+		for i, n := range w.nodes {
+			if listed[i] == nil {
+				sets, err := zfs.NewClient(n.fake).List(context.Background(), parent, nil)
+				if err != nil {
+					w.violate("harness", "zfs list on %s: %v", n.name, err)
+					return
+				}
+				listed[i] = sets
+			}
+			for _, s := range listed[i] {
+				if strings.Contains(s.Name, "@") && w.snapContent[s.GUID] == want ||
+					!strings.Contains(s.Name, "@") && s.Mounted && strings.Join(n.filesAt(s.Mountpoint), ",") == want {
+					found = true
+				}
+			}
+		}
+		if !found {
+			w.violate("X2", "%s's final data (%d tokens, on %s) is gone from every node while its replacement %s waits for it",
+				shortID(id), len(d.final), d.node, shortID(next.ID))
+		}
+	}
+}
+
+// settle ends the faults and lets both nodes run until nothing changes
+// and sticky_wait has passed; then X4 (nothing left behind on either
+// node) and X5 (every migration ended) are checked.
+func (w *XWorld) settle() {
+	w.logf("--- settle: faults end ---")
+	w.link = xfaults{}
+	for _, n := range w.nodes {
+		if n.p != nil {
+			n.p.run.budget = -1
+		}
+		if n.fullTill != (time.Time{}) {
+			n.unfill()
+		}
+	}
+	for _, n := range w.nodes {
+		w.nodeUp(n)
+	}
+	w.reap()
+	end := w.now
+	changed, last := w.now, ""
+	for round := 0; !w.broken; round++ {
+		// Five seconds a round while things move; half a minute once
+		// nothing has for a minute (expiries are minutes away).
+		step := 5 * time.Second
+		if w.now.Sub(changed) > time.Minute {
+			step = 30 * time.Second
+		}
+		w.advance(step)
+		for _, n := range w.nodes {
+			for range 20 {
+				ms := n.moves()
+				if len(ms) == 0 {
+					break
+				}
+				ms[0].fn()
+			}
+			n.pass(round%3 == 0)
+		}
+		w.runPulls()
+		w.reap()
+		w.check()
+		if len(w.violations) > 0 {
+			return
+		}
+		if d := w.digest(); d != last {
+			changed, last = w.now, d
+		}
+		// Quiet for longer than anything set at the last change takes
+		// to expire (sticky_wait, the retention).
+		if c := w.cfg.Class("pg"); w.now.Sub(changed) > c.StickyWait+c.Release.Retain+time.Minute {
+			break
+		}
+		if w.now.Sub(end) > 2*time.Hour {
+			w.violate("X5", "both nodes still change two hours after the faults ended")
+			return
+		}
+	}
+	w.checkQuiescent()
+}
+
+// digest is what settles: both nodes' datasets, the clients' moves, the
+// pulls.
+func (w *XWorld) digest() string {
+	var b strings.Builder
+	for _, n := range w.nodes {
+		sets, _ := zfs.NewClient(n.fake).List(context.Background(), parent, model.UserProps)
+		for _, s := range sets {
+			fmt.Fprintf(&b, "%s:%s:%s ", s.Name, s.User.Get(model.PropState), s.User.Get(model.PropHolder))
+		}
+		fmt.Fprintf(&b, "| moves %d pulls %d |", len(n.moves()), n.livePulls())
+	}
+	return b.String()
+}
+
+// checkQuiescent is X4 and X5: on either node, nothing below the parent
+// but the class and its slots, each ready or held by an allocation that
+// runs there; no snapshot (a pre-copy's, a copy's), no partial receive,
+// no copy; no pull still running, no replacement still waiting.
+func (w *XWorld) checkQuiescent() {
+	for _, n := range w.nodes {
+		z := zfs.NewClient(n.fake)
+		sets, err := z.List(context.Background(), parent, model.UserProps)
+		if err != nil {
+			w.violate("harness", "zfs list on %s: %v", n.name, err)
+			return
+		}
+		for _, s := range sets {
+			switch {
+			case s.Name == parent || s.Name == parent+"/pg":
+			case strings.Contains(s.Name, "@"):
+				w.violate("X4", "%s: snapshot %s left behind", n.name, s.Name)
+			case s.Name == parent+"/pg/pg-1" || s.Name == parent+"/pg/pg-2":
+				st, holder := model.State(s.User.Get(model.PropState)), s.User.Get(model.PropHolder)
+				a := n.local[holder]
+				if st != model.StateReady && !(st == model.StateHeld && a != nil && a.phase == running) {
+					w.violate("X4", "%s: slot %s is %s for %s at quiescence", n.name, s.Name, st, shortID(holder))
+				}
+			default:
+				w.violate("X4", "%s: %s (%s, holder %s) left behind", n.name, s.Name, s.User.Get(model.PropState), shortID(s.User.Get(model.PropHolder)))
+			}
+		}
+		toks, err := z.ResumeTokens(context.Background(), parent)
+		for _, t := range toks {
+			if err == nil && t.Token != "" {
+				w.violate("X4", "%s: a partial receive into %s left behind", n.name, t.Dataset)
+			}
+		}
+		if c := n.livePulls(); c > 0 {
+			w.violate("X5", "%s: %d pulls still running at quiescence", n.name, c)
+		}
+		var waiting []string
+		for _, a := range n.sortedLocal() {
+			if a.phase == pulled {
+				waiting = append(waiting, a.short())
+			}
+		}
+		sort.Strings(waiting)
+		if len(waiting) > 0 {
+			w.violate("X5", "%s: %v still not started at quiescence", n.name, waiting)
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/nomad/structs"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	devplugin "github.com/nomad-device-zfs/nomad-device-zfs/plugin"
+	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+// xnode is one client node of the two: its pool (a zfs fake of its own),
+// its plugin process (nil while dead), its Nomad client's allocations.
+type xnode struct {
+	w    *XWorld
+	i    int
+	id   string
+	name string
+	addr netip.Addr
+	fake *zfstest.Fake
+	p    *xplugin
+	// connected: the node reaches the servers (and the other node);
+	// otherwise the servers have marked it down.
+	connected bool
+	// local are the client's allocations, by ID.
+	local map[string]*xalloc
+	// registered is the node as last fingerprinted.
+	registered scheduler.Node
+	// lastPass is when a pass last ran (the plugin's loop, simulated).
+	lastPass time.Time
+	// fullTill: the pool is full (a filler's file) until then.
+	fullTill time.Time
+}
+
+// xplugin is one incarnation of a node's plugin process.
+type xplugin struct {
+	n      *xnode
+	mgr    *hooks.Manager
+	dev    *devplugin.Plugin
+	run    *xrunner
+	ctx    context.Context
+	cancel context.CancelFunc
+	pulls  []*xpull
+}
+
+var xNodeIDs = [2]string{"00000000-0000-4000-8000-0000000000b1", "00000000-0000-4000-8000-0000000000b2"}
+
+func (w *XWorld) newNode(i int) (*xnode, error) {
+	n := &xnode{w: w, i: i, id: xNodeIDs[i], name: fmt.Sprintf("node-%d", i+1),
+		addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), connected: true, local: map[string]*xalloc{}}
+	// Guids differ between the nodes, as real ones do: a received
+	// snapshot keeps the sender's.
+	n.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(w.dir, n.name), Now: func() time.Time { return w.now },
+		GUIDSeed: 0x9e3779b97f4a7c15 * uint64(i+1) * (w.seed | 1)})
+	if err := n.fake.AddPool(pool, xPoolSize); err != nil {
+		return nil, err
+	}
+	z := zfs.NewClient(n.fake)
+	ctx := context.Background()
+	if err := z.Create(ctx, parent, nil); err != nil {
+		return nil, err
+	}
+	if err := z.Create(ctx, pool+"/filler", nil); err != nil {
+		return nil, err
+	}
+	n.registered = scheduler.Node{ID: n.id, Name: n.name}
+	if err := w.cluster.UpsertNode(n.registered); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// launch starts the node's plugin process: a Manager and a device plugin
+// built from nothing but the configuration, over the node's ZFS; its
+// pulls start in lock step (spawn), its transport is the world's link.
+func (n *xnode) launch(why string) {
+	w := n.w
+	cfg := w.cfg
+	cfg.Classes = slices.Clone(w.cfg.Classes)
+	p := &xplugin{n: n, run: &xrunner{n: n, budget: -1}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.mgr = hooks.NewManager(&cfg, zfs.NewClient(p.run), xallocs{n}, w.logger.Named(n.name))
+	p.mgr.SetClock(w.clock, func(ctx context.Context, d time.Duration) error { return w.sleep(p, ctx, d) })
+	p.mgr.SetCreateConcurrency(1)
+	p.mgr.SetSpawn(p.spawn)
+	p.mgr.SetFetcher(&xlink{w: w, to: n})
+	p.dev = devplugin.NewHosted(w.logger, &devplugin.Settings{Slots: cfg, ReserveTimeout: reserveTO},
+		devplugin.Host{Manager: p.mgr, Now: func() time.Time { return w.now }})
+	n.p = p
+	w.logf("%s: plugin launched (%s)", n.name, why)
+	n.pass(true)
+}
+
+// stop ends the plugin process: its Reserve's wait, its pulls.
+func (n *xnode) stop() {
+	p := n.p
+	if p == nil {
+		return
+	}
+	n.p = nil
+	p.run.dead = true
+	p.dev.Shutdown()
+	p.cancel()
+	p.drainPulls()
+}
+
+// pass is the plugin's loop: the watcher's news, then a whole Reconcile
+// (full) or a Settle. A dead plugin does nothing.
+func (n *xnode) pass(full bool) {
+	p := n.p
+	if p == nil || p.run.dead {
+		return
+	}
+	if s, err := (xallocs{n}).Refresh(p.ctx); err == nil {
+		p.mgr.OnAllocs(s)
+	}
+	n.lastPass = n.w.now
+	if full {
+		p.mgr.Reconcile(p.ctx)
+	} else {
+		p.mgr.Settle(p.ctx)
+	}
+	n.fingerprint()
+}
+
+// fingerprint sends the plugin's view to the servers when it changed.
+func (n *xnode) fingerprint() {
+	if n.p == nil || !n.connected {
+		return
+	}
+	v, _ := n.p.mgr.View()
+	if v == nil {
+		return
+	}
+	node := scheduler.Node{ID: n.id, Name: n.name}
+	for _, cv := range v.Classes {
+		g := scheduler.DeviceGroup{Class: cv.Class.Name, Attributes: map[string]string{"pool": pool, "node": n.name}}
+		for _, s := range cv.Slots {
+			g.Instances = append(g.Instances, scheduler.Instance{ID: s.ID, Healthy: s.Healthy, HealthDesc: s.Reason})
+		}
+		node.Devices = append(node.Devices, g)
+	}
+	if reflect.DeepEqual(node, n.registered) {
+		return
+	}
+	n.registered = node
+	if err := n.w.cluster.UpsertNode(node); err != nil {
+		n.w.violate("harness", "UpsertNode %s: %v", n.name, err)
+	}
+	n.w.reevaluate()
+}
+
+// fill makes the node's pool full for a while: a sparse file in someone
+// else's dataset takes what is left.
+func (n *xnode) fill(d time.Duration) {
+	path := filepath.Join(n.fake.Mountpoint(pool+"/filler"), "big")
+	if err := os.Truncate(path, xPoolSize); err != nil {
+		f, err := os.Create(path)
+		if err != nil {
+			n.w.violate("harness", "filling %s: %v", n.name, err)
+			return
+		}
+		_ = f.Truncate(xPoolSize)
+		_ = f.Close()
+	}
+	n.fullTill = n.w.now.Add(d)
+	n.w.logf("%s: pool full for %s", n.name, d)
+}
+
+func (n *xnode) unfill() {
+	_ = os.Remove(filepath.Join(n.fake.Mountpoint(pool+"/filler"), "big"))
+	n.fullTill = time.Time{}
+	n.w.logf("%s: pool has room again", n.name)
+}
+
+// xallocs is the node's view of the servers, below the Allocs seam: its
+// allocations, any allocation by ID, and its own client's. Cut off from
+// the servers, only the local client answers.
+type xallocs struct{ n *xnode }
+
+var _ hooks.Allocs = xallocs{}
+
+var errNoServers = errors.New("Unexpected response code: 500 (No cluster leader)")
+
+func (x xallocs) Refresh(context.Context) (model.Snapshot, error) {
+	if !x.n.connected {
+		return model.Snapshot{}, errNoServers
+	}
+	s := model.Snapshot{NodeID: x.n.id, Index: x.n.w.cluster.Index(), At: x.n.w.now}
+	for _, sa := range x.n.w.cluster.Allocs(x.n.id) {
+		s.Allocs = append(s.Allocs, toModel(sa))
+	}
+	sort.Slice(s.Allocs, func(i, j int) bool { return s.Allocs[i].ID < s.Allocs[j].ID })
+	return s, nil
+}
+
+func (x xallocs) Lookup(_ context.Context, id string) (model.Alloc, bool, error) {
+	if !x.n.connected {
+		return model.Alloc{}, false, errNoServers
+	}
+	sa := x.n.w.cluster.Alloc(id)
+	if sa == nil {
+		return model.Alloc{}, false, nil
+	}
+	return toModel(sa), true, nil
+}
+
+func (x xallocs) RunningLocally(_ context.Context, id string) (bool, error) {
+	a, ok := x.n.local[id]
+	return ok && a.phase != dead, nil
+}
+
+// toModel is the allocation as the watcher converts the API's answer
+// (allocwatch.convertAlloc).
+func toModel(sa *structs.Allocation) model.Alloc {
+	a := model.Alloc{ID: sa.ID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, NodeID: sa.NodeID,
+		ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus, ModifyIndex: sa.ModifyIndex, CreateIndex: sa.CreateIndex,
+		PreviousAllocation: sa.PreviousAllocation, NextAllocation: sa.NextAllocation, TaskStates: map[string]string{}}
+	if sa.Job != nil {
+		a.JobType = sa.Job.Type
+	}
+	for name, ts := range sa.TaskStates {
+		a.TaskStates[name] = ts.State
+	}
+	if sa.AllocatedResources != nil {
+		tasks := make([]string, 0, len(sa.AllocatedResources.Tasks))
+		for t := range sa.AllocatedResources.Tasks {
+			tasks = append(tasks, t)
+		}
+		sort.Strings(tasks)
+		for _, t := range tasks {
+			for _, d := range sa.AllocatedResources.Tasks[t].Devices {
+				ids := slices.Clone(d.DeviceIDs)
+				sort.Strings(ids)
+				a.Devices = append(a.Devices, model.Device{Task: t, Vendor: d.Vendor, Type: d.Type, Name: d.Name, IDs: ids})
+			}
+		}
+	}
+	return a
+}
+
+// xrunner is a plugin process's zfs.Runner (and Streamer) over its node's
+// fake: the process dies when its budget of commands runs out, and every
+// changing command is held to the parent (I5). A snapshot's files are
+// recorded by guid, so that a copy received elsewhere is known (X2).
+type xrunner struct {
+	n      *xnode
+	dead   bool
+	budget int // commands left before the process dies; -1: no death
+}
+
+var _ zfs.Streamer = (*xrunner)(nil)
+
+func (r *xrunner) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+	if err := r.before(cmd, args); err != nil {
+		return nil, err
+	}
+	out, err := r.n.fake.Run(ctx, cmd, args...)
+	r.after(cmd, args, err)
+	return out, err
+}
+
+func (r *xrunner) Stream(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
+	if err := r.before(cmd, args); err != nil {
+		return err
+	}
+	err := r.n.fake.Stream(ctx, cmd, args, stdin, stdout)
+	r.after(cmd, args, err)
+	return err
+}
+
+func (r *xrunner) before(cmd string, args []string) error {
+	if r.dead {
+		return errKilled
+	}
+	if r.budget == 0 {
+		r.dead = true
+		r.n.w.logf("%s: plugin dies before: %s %s", r.n.name, cmd, strings.Join(args, " "))
+		return errKilled
+	}
+	if r.budget > 0 {
+		r.budget--
+	}
+	if cmd == "zfs" && len(args) > 1 && mutating[args[0]] {
+		for _, a := range args[1:] {
+			if strings.HasPrefix(a, pool+"/") && !strings.HasPrefix(a, parent+"/") && !strings.Contains(a, "=") {
+				r.n.w.violate("I5", "%s: zfs %s touches %s, outside %s", r.n.name, strings.Join(args, " "), a, parent)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *xrunner) after(cmd string, args []string, err error) {
+	w := r.n.w
+	if err != nil && len(args) > 0 && args[0] != "list" && args[0] != "get" && args[0] != "release" {
+		w.logf("%s: zfs %s: %v", r.n.name, strings.Join(args, " "), short(err))
+	}
+	if err != nil || cmd != "zfs" || len(args) < 2 || args[0] != "snapshot" {
+		return
+	}
+	snap := args[len(args)-1]
+	ds, _, _ := strings.Cut(snap, "@")
+	sets, lerr := zfs.NewClient(r.n.fake).List(context.Background(), snap, nil)
+	if lerr != nil || len(sets) == 0 {
+		return
+	}
+	w.snapContent[sets[0].GUID] = strings.Join(r.n.files(ds), ",")
+}
+
+// files lists the token files in a dataset's mountpoint, sorted; nil when
+// it is not mounted.
+func (n *xnode) files(ds string) []string {
+	ents, err := os.ReadDir(n.fake.Mountpoint(ds))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "token-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}

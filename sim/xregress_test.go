@@ -1,0 +1,52 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTwoNodeRegressions replays shrunk schedules of the two-node world
+// that broke an invariant before a fix; each fails without its fix.
+func TestTwoNodeRegressions(t *testing.T) {
+	tests := []struct {
+		name string
+		seed uint64
+		keep []int
+	}{
+		{
+			// A claim of a copy from another node renamed it onto the slot,
+			// then dropped the transfer's snapshots; the plugin died
+			// between the two, and @migrate-final stayed on the held slot
+			// for good (X4), where a later migration of that data would
+			// have taken it for its own final snapshot. The snapshots now
+			// go first, while the copy is still parked (model.PlanClaim).
+			name: "a crash inside a claim leaves the copy's snapshots on the slot",
+			seed: 30,
+			keep: []int{10, 11, 17, 18, 19, 20, 21, 22, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39},
+		},
+		{
+			// A lying sender sent another allocation's final snapshot under
+			// the planned one's name; the receiver's check of the guid
+			// refused it, but the copy kept it, and a later "complete"
+			// (a lie too) made it the replacement's data (X1). A copy whose
+			// received guid is not the sender's is now dropped (from a
+			// listing taken after the receive), and "complete" is believed
+			// only of a copy whose newest snapshot is the final one
+			// (hooks.pullOnce, model.HoldsFinal).
+			name: "a copy that failed its verification, then a lying complete",
+			seed: 226,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			events := GenerateX(tc.seed, 80)
+			if tc.keep != nil {
+				events = Keep(events, tc.keep)
+			}
+			r, _ := PlayX(tc.seed, events, Options{Dir: t.TempDir()})
+			if r.Failed() {
+				t.Fatalf("%s\n%s", r.Violations[0], strings.Join(r.Timeline, "\n"))
+			}
+		})
+	}
+}

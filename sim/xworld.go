@@ -1,0 +1,318 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
+)
+
+// XWorld is two nodes that each run the plugin, over a zfs fake of their
+// own, with the data of a sticky class that migrates following its
+// allocation from one node to the other (docs/lifecycle.md, "Data that
+// follows its allocation to another node"). Nomad's own schedulers place
+// the allocations (scheduler.Cluster); each node's Manager, its device
+// plugin's Reserve and its pulls (on goroutines in lock step with the
+// world: xpull.go) run as in the plugin's process; the two plugins talk
+// through a simulated transport below the Fetcher seam (xlink.go), which
+// cuts streams, kills the sending plugin mid-stream, refuses to connect,
+// and lies. Invariants X1-X5 are checked from the tokens the tasks write
+// (xcheck.go).
+//
+// What it leaves to the one-node World: the watcher's Run and the Nomad
+// HTTP API (each node here reads the servers' state below the Allocs
+// seam), zfs error texts, strangers, the servers' state starting over and
+// operator edits.
+type XWorld struct {
+	seed   uint64
+	dir    string
+	now    time.Time
+	rng    *rand.Rand
+	logger hclog.Logger
+
+	cluster *scheduler.Cluster
+	cfg     model.Config
+	nodes   [2]*xnode
+	jobs    map[string]*xjob
+	jobSeq  int
+	allocID int
+	// data is what each allocation's task found, wrote and left.
+	data map[string]*xdata
+	// link are the transport's faults now armed.
+	link xfaults
+	// turn is the pull that runs now (nil: the world's goroutine).
+	turn *xpull
+	// reserving: a Reserve runs (only one at a time: a Reserve's waits run
+	// passes, pulls and kills, never another start); reserveStart is when.
+	reserving    *xnode
+	reserveStart time.Time
+	// starting is the allocation whose start that is: its client does
+	// nothing else for it meanwhile.
+	starting string
+	// blocked is a pass that waited for the running Reserve; joined once
+	// it returned.
+	blocked chan struct{}
+	// broken: the harness cannot go on (a goroutine that never came back).
+	broken bool
+	// snapContent is the files of every snapshot taken, by guid: what a
+	// received copy holds (X2).
+	snapContent map[string]string
+
+	counts     XCounts
+	timeline   []string
+	violations []Violation
+	events     int
+}
+
+// XCounts are what a schedule did, summed over a run for its report.
+type XCounts struct {
+	Streams, Cuts, PeerKills, Resumes, TokensRefused, Lies, LiesCaught, Forged, ForgedRefused          int
+	Complete, HandedOver, HandedOverRemote, StartedEmpty, StartFailed, PluginKills, PoolFull, NodeDown int
+}
+
+func (c *XCounts) add(o XCounts) {
+	c.Streams += o.Streams
+	c.Cuts += o.Cuts
+	c.PeerKills += o.PeerKills
+	c.Resumes += o.Resumes
+	c.TokensRefused += o.TokensRefused
+	c.Lies += o.Lies
+	c.LiesCaught += o.LiesCaught
+	c.Forged += o.Forged
+	c.ForgedRefused += o.ForgedRefused
+	c.Complete += o.Complete
+	c.HandedOver += o.HandedOver
+	c.HandedOverRemote += o.HandedOverRemote
+	c.StartedEmpty += o.StartedEmpty
+	c.StartFailed += o.StartFailed
+	c.PluginKills += o.PluginKills
+	c.PoolFull += o.PoolFull
+	c.NodeDown += o.NodeDown
+}
+
+func (c XCounts) String() string {
+	return fmt.Sprintf("%d streams (%d cut, %d with the sender killed, %d resumed, %d tokens refused), "+
+		"%d lies (%d caught), %d forged requests (%d refused), %d copies complete, "+
+		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down",
+		c.Streams, c.Cuts, c.PeerKills, c.Resumes, c.TokensRefused, c.Lies, c.LiesCaught, c.Forged, c.ForgedRefused,
+		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown)
+}
+
+// xjob is a submitted job: one group of one task asking one slot of pg,
+// pinned to a node by a device constraint or not.
+type xjob struct {
+	id      string
+	version int
+	on      string // the node name it is constrained to, "" for any
+	kill    time.Duration
+	stopped bool
+}
+
+// xdata is one allocation's data as its task saw it.
+type xdata struct {
+	node, prev string
+	// inherited is what its slot held when its task started; wrote its
+	// own tokens since, in order.
+	inherited []string
+	wrote     []string
+	started   bool
+	// final is what its slot held when its task ended (set once ended).
+	final   []string
+	ended   bool
+	endedAt time.Time
+}
+
+// content is what the task's slot must hold while it runs.
+func (d *xdata) content() []string {
+	out := append(slices.Clone(d.inherited), d.wrote...)
+	sort.Strings(out)
+	return out
+}
+
+// Two-node world's constants: the class's migrate timeout and sticky_wait
+// are short, so that a schedule sees them pass.
+const (
+	xMigrateTimeout = time.Minute
+	xStickyWait     = 5 * time.Minute
+	xPoolSize       = 1 << 30
+)
+
+// NewX builds a two-node world in a fresh directory below dir.
+func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
+	d, err := os.MkdirTemp(dir, fmt.Sprintf("xsim-%d-", seed))
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	w := &XWorld{seed: seed, dir: d, now: epoch, logger: logger, rng: rand.New(rand.NewPCG(seed, 1)),
+		jobs: map[string]*xjob{}, data: map[string]*xdata{}, snapContent: map[string]string{}}
+	onTimeout := model.MigrateFail
+	if w.rng.IntN(2) == 0 {
+		onTimeout = model.MigrateStartEmpty
+	}
+	policy := model.PolicyDestroy
+	if w.rng.IntN(2) == 0 {
+		policy = model.PolicySnapshot
+	}
+	w.cfg = model.Config{Parent: parent, ScanInterval: 15 * time.Second, Classes: []model.Class{
+		{Name: "pg", Slots: 2, MountPath: "/data", Sticky: true, StickyWait: xStickyWait,
+			Release: model.Release{Policy: policy, Retain: xStickyWait, RetainMax: 4},
+			Migrate: model.Migrate{Enabled: true, Timeout: xMigrateTimeout, OnTimeout: onTimeout}},
+	}}
+	w.logf("world: pg migrates, on_timeout = %q, release %s", onTimeout, policy)
+	w.cluster, err = scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
+	if err != nil {
+		return nil, err
+	}
+	for i := range w.nodes {
+		n, err := w.newNode(i)
+		if err != nil {
+			return nil, err
+		}
+		w.nodes[i] = n
+	}
+	for _, n := range w.nodes {
+		n.launch("start")
+		n.fingerprint()
+	}
+	return w, nil
+}
+
+// Close stops both plugins and removes the world's files.
+func (w *XWorld) Close() {
+	for _, n := range w.nodes {
+		if n != nil && n.p != nil && !w.broken {
+			n.stop()
+		}
+	}
+	_ = os.RemoveAll(w.dir)
+}
+
+func (w *XWorld) logf(format string, a ...any) {
+	w.timeline = append(w.timeline, fmt.Sprintf("%8s  ", w.now.Sub(epoch).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
+}
+
+func (w *XWorld) violate(inv, format string, a ...any) {
+	v := Violation{Invariant: inv, Detail: fmt.Sprintf(format, a...), Event: w.events - 1}
+	for _, o := range w.violations {
+		if o.Invariant == v.Invariant && o.Detail == v.Detail {
+			return
+		}
+	}
+	w.violations = append(w.violations, v)
+	w.logf("!!! VIOLATION %s: %s", inv, v.Detail)
+}
+
+// Run applies the events, checking the invariants after each, then lets
+// both nodes settle and checks the quiescent ones. It stops at the first
+// violation.
+func (w *XWorld) Run(events []Event) []Violation {
+	for i, e := range events {
+		w.events = i + 1
+		w.rng = rand.New(rand.NewPCG(e.Arg, uint64(e.Kind)))
+		w.advance(e.Dt)
+		w.logf("[%d] %s", e.Index, XKind(e.Kind))
+		w.apply(e)
+		w.reap()
+		if w.broken {
+			return w.violations
+		}
+		w.check()
+		if len(w.violations) > 0 {
+			return w.violations
+		}
+	}
+	w.events = len(events) + 1
+	w.settle()
+	return w.violations
+}
+
+// reap relaunches a plugin that died (its runner's budget ran out, or the
+// transport killed it mid-stream): the client agent does.
+func (w *XWorld) reap() {
+	for _, n := range w.nodes {
+		if n.p != nil && n.p.run.dead {
+			n.stop()
+			w.logf("%s: plugin died", n.name)
+		}
+		if n.p == nil && !w.broken {
+			n.launch("relaunched after a crash")
+		}
+	}
+}
+
+// advance moves simulated time; kills that are due finish on both nodes.
+func (w *XWorld) advance(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	w.now = w.now.Add(d)
+	for _, n := range w.nodes {
+		n.finishKills()
+		if !w.now.Before(n.fullTill) && n.fullTill != (time.Time{}) {
+			n.unfill()
+		}
+	}
+	if w.link.downTill.Before(w.now) {
+		w.link.downTill = time.Time{}
+	}
+}
+
+// clock is the plugins' clock: simulated time that moves a microsecond on
+// every reading.
+func (w *XWorld) clock() time.Time {
+	w.now = w.now.Add(time.Microsecond)
+	return w.now
+}
+
+func (w *XWorld) pick(free []string, n int) []string {
+	perm := w.rng.Perm(len(free))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = free[perm[i]]
+	}
+	return out
+}
+
+func (w *XWorld) nextAllocID() string {
+	w.allocID++
+	return fmt.Sprintf("%08x-0000-4000-800b-%012x", w.seed&0xffffffff, w.allocID)
+}
+
+// node returns the node with that ID, nil for none.
+func (w *XWorld) node(id string) *xnode {
+	for _, n := range w.nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// other is the node that is not n.
+func (w *XWorld) other(n *xnode) *xnode {
+	if w.nodes[0] == n {
+		return w.nodes[1]
+	}
+	return w.nodes[0]
+}
+
+// PlayX runs one schedule in a fresh two-node world.
+func PlayX(seed uint64, events []Event, o Options) (Result, XCounts) {
+	w, err := NewX(seed, o.Dir, o.Logger)
+	if err != nil {
+		return Result{Seed: seed, Events: events, Violations: []Violation{{Invariant: "harness", Detail: err.Error()}}}, XCounts{}
+	}
+	defer w.Close()
+	v := w.Run(events)
+	return Result{Seed: seed, Events: events, Violations: v, Timeline: w.timeline}, w.counts
+}

@@ -1,0 +1,127 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+var flagXEvents = flag.Int("sim.xevents", 80, "events per schedule of the two-node world")
+
+// TestTwoNodes runs seeded schedules of two nodes whose sticky data
+// follows its allocation from one to the other, with transfers cut,
+// senders killed, plugins that cannot reach each other, lies and forged
+// requests, full pools and crashes, and fails on the first violation of
+// X1-X5 (docs/lifecycle.md) with its seed, a shrunk timeline and the
+// flags that replay it. SIM_SCHEDULES (or -sim.schedules) sets how many;
+// -sim.first the first seed; -sim.seed replays one.
+func TestTwoNodes(t *testing.T) {
+	dir := workDir(t)
+	if *flagSeed != 0 {
+		var logger hclog.Logger
+		if *flagVerbose {
+			logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: os.Stderr})
+		}
+		events := GenerateX(*flagSeed, *flagXEvents)
+		if *flagKeep != "" {
+			events = Keep(events, keepList())
+		}
+		r, _ := PlayX(*flagSeed, events, Options{Dir: dir, Logger: logger})
+		t.Logf("timeline of seed %d:\n%s", r.Seed, strings.Join(r.Timeline, "\n"))
+		reportX(t, r, Options{Dir: dir})
+		return
+	}
+	n := xSchedules(t)
+	start := time.Now()
+	results := make([]*Result, n)
+	counts := make([]XCounts, n)
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				seed := *flagFirst + uint64(i)
+				r, c := PlayX(seed, GenerateX(seed, *flagXEvents), Options{Dir: dir})
+				r.Timeline = nil
+				results[i], counts[i] = &r, c
+				if r.Failed() {
+					failed.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ran, events, violations := 0, 0, 0
+	var total XCounts
+	var first *Result
+	for i, r := range results {
+		if r == nil {
+			continue
+		}
+		ran++
+		events += len(r.Events)
+		total.add(counts[i])
+		if r.Failed() {
+			violations++
+			if first == nil {
+				first = r
+			}
+		}
+	}
+	if first != nil {
+		reportX(t, *first, Options{Dir: dir})
+	}
+	summary := fmt.Sprintf("%d two-node schedules, %d events, %d violations (%s)\n  %s", ran, events, violations,
+		time.Since(start).Round(time.Second), total)
+	t.Log(summary)
+	fmt.Println(summary)
+}
+
+// xSchedules is -sim.schedules, else $SIM_SCHEDULES, else 100 (30 with
+// -short or -race): a two-node schedule costs about five one-node ones,
+// and `go test ./sim` runs both worlds.
+func xSchedules(t *testing.T) int {
+	if *flagSchedules > 0 || os.Getenv("SIM_SCHEDULES") != "" {
+		return schedules(t)
+	}
+	if testing.Short() || raceEnabled {
+		return 30
+	}
+	return 100
+}
+
+func reportX(t *testing.T, r Result, o Options) {
+	t.Helper()
+	if !r.Failed() {
+		return
+	}
+	s := shrinkWith(r, *flagShrink, func(events []Event) Result {
+		res, _ := PlayX(r.Seed, events, Options{Dir: o.Dir})
+		return res
+	})
+	var evs, keep []string
+	for _, e := range s.Events {
+		evs = append(evs, fmt.Sprintf("[%d] +%s %s", e.Index, e.Dt, XKind(e.Kind)))
+		keep = append(keep, fmt.Sprint(e.Index))
+	}
+	t.Errorf("seed %d: %s\nshrunk from %d to %d events: %s\n"+
+		"replay: go test ./sim -run TestTwoNodes -sim.seed=%d -sim.xevents=%d -sim.keep=%s\n"+
+		"timeline of the shrunk schedule (%s):\n%s",
+		r.Seed, r.Violations[0], len(r.Events), len(s.Events), strings.Join(evs, ", "),
+		r.Seed, len(r.Events), strings.Join(keep, ","), s.Violations[0], strings.Join(s.Timeline, "\n"))
+}
