@@ -51,6 +51,8 @@ func checks(schedules int) []check {
 		{name: "lifecycle unit tests", args: []string{"-short", "./model", "./hooks", "./allocwatch", "./plugin", "./cli"}},
 		{name: "simulation", args: []string{"-timeout", "60m", "-run", "^(TestSimulation|TestRegressions)$", "./sim", "-sim.shrink=20"},
 			env: []string{fmt.Sprintf("SIM_SCHEDULES=%d", schedules)}},
+		{name: "two-node simulation", args: []string{"-timeout", "60m", "-run", "^(TestTwoNodes|TestTwoNodeRegressions)$", "./sim", "-sim.shrink=20"},
+			env: []string{fmt.Sprintf("SIM_SCHEDULES=%d", max(schedules/10, 100))}},
 	}
 }
 
@@ -212,7 +214,7 @@ func summary(r result) string {
 // table is the report, as the markdown table docs/lifecycle.md keeps.
 func table(results []result) string {
 	var b strings.Builder
-	b.WriteString("| bug | where | package tests | lifecycle unit tests | simulation |\n|---|---|---|---|---|\n")
+	b.WriteString("| bug | where | package tests | lifecycle unit tests | simulation | two-node simulation |\n|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		cells := []string{r.bug.name + ": " + r.bug.why, "`" + r.bug.file + "`"}
 		for _, c := range checks(0) {
