@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -96,6 +97,9 @@ func (m *Manager) PlanSend(ctx context.Context, req SendRequest) (SendPlan, erro
 	}
 	in := model.SendInput{Dataset: dataset, Rows: rows, Final: final, HaveGUID: req.HaveGUID, Token: req.Resume}
 	d, err := model.DecideSend(in)
+	if errors.Is(err, model.ErrMigrated) {
+		return SendPlan{}, fmt.Errorf("%w: %w", transfer.ErrNoData, err)
+	}
 	if err != nil {
 		return SendPlan{}, err
 	}

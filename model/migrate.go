@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -116,6 +117,14 @@ type Resume struct {
 	ToGUID, FromGUID uint64
 }
 
+// ErrMigrated: the receiver has named the data's final snapshot already
+// (@migrated), so its copy is whole and the data goes by the class's
+// policy; any other request is answered with nothing. It comes from the
+// receiver's pull still running after the replacement's Reserve claimed
+// the copy (which renames it away): sending the whole data again then
+// would only make a second copy, for no one.
+var ErrMigrated = errors.New("the replacement's node holds its final copy already")
+
 // DecideSend decides the send for one request of a migration. The base is
 // the receiver's newest snapshot, found among the data's own migration
 // snapshots by its guid (a base the data no longer has means a full
@@ -126,6 +135,8 @@ type Resume struct {
 // snapshot (@migrate-<n>), so the final increment after the holder ends
 // carries only what changed since. Once the data is parked, the final
 // snapshot is taken once; a receiver that names it holds the last state.
+// Once that is recorded (@migrated), a request naming it is still
+// complete, and any other gets ErrMigrated.
 func DecideSend(in SendInput) (Send, error) {
 	type snap struct {
 		name string
@@ -171,6 +182,9 @@ func DecideSend(in SendInput) (Send, error) {
 		if hasFinal && base.guid == final.guid {
 			return Send{Complete: true, Snapshot: in.Dataset + "@" + final.name, Drop: out.Drop}, nil
 		}
+	}
+	if hasFinal && final.name == Migrated {
+		return Send{}, fmt.Errorf("%w: %s", ErrMigrated, in.Dataset)
 	}
 	if t := in.Token; t != nil {
 		// Resume only what this decision would send anew: the token's
