@@ -73,6 +73,9 @@ bench: nomad ## Benchmarks (long): Go benchmarks, the plugin's memory, the churn
 bench-scan: ## The scan's cost column by column, on real OpenZFS in the VM (about 20 min). docs/performance.md.
 	bench/scan-columns.sh
 
+bench-cutover: nomad ## A migration's cutover (old allocation's end to the replacement's Reserve), 10 MiB and 1 GiB, on a real cluster in the VM (about 30 min). docs/performance.md.
+	bench/cutover.sh
+
 bench-churn: nomad ## The churn run of make bench alone (10 min; NDZ_BENCH_CHURN=2m for less): allocations a minute, the plugin's CPU.
 	set -o pipefail; NOMAD_BINARY=$$(tools/nomad-bin.sh) $(GO) test -tags bench -count=1 -timeout 30m -run TestChurn -v ./bench | grep '^churn '
 
@@ -123,4 +126,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn bench-scan fuzz sim sim-node sim-nodes mutants check clean
+.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn bench-cutover bench-scan fuzz sim sim-node sim-nodes mutants check clean

@@ -27,6 +27,9 @@ type nodeSpec struct {
 	Scan time.Duration
 	// ExtraHCL is added to the node's agent configuration.
 	ExtraHCL string
+	// Disk, if set, is a block device the pool is made on instead of a
+	// file vdev in the guest's /tmp (its memory): for data of gigabytes.
+	Disk string
 }
 
 // clusterNode is a started client node and its pool.
@@ -63,7 +66,12 @@ func startCluster(t *testing.T, hb heartbeats, specs ...nodeSpec) *testCluster {
 	pools := make([]*testPool, len(specs))
 	clients := make([]nomadtest.Config, len(specs))
 	for i, s := range specs {
-		pools[i] = newPool(t, s.Pool, false)
+		if s.Disk != "" {
+			pools[i] = &testPool{Name: s.Pool, Dir: "/dev", Vdevs: []string{s.Disk}}
+			createPool(t, pools[i], false)
+		} else {
+			pools[i] = newPool(t, s.Pool, false)
+		}
 		scan := s.Scan
 		if scan == 0 {
 			scan = releaseScan

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -231,6 +232,12 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 		}
 		return false
 	})
+	// Node 2's pull may ask again after B's claim renamed the copy away
+	// (it runs until node 2 sees B running): naming nothing, it must not
+	// get the whole data again while node 1 still has it.
+	if p, err := n1.m.PlanSend(ctx, SendRequest{Alloc: "A", Slot: "pg-1", Replacement: "B"}); !errors.Is(err, transfer.ErrNoData) {
+		t.Errorf("a request from nothing once the copy was confirmed: %+v, %v; want ErrNoData, not the whole data again", p, err)
+	}
 	n1.settle(t, c, "node-1")
 	if rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", nil); len(rows) != 0 {
 		t.Errorf("A's data is still on node 1 after the copy was confirmed: %v", rows)

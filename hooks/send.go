@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -96,11 +97,11 @@ func (m *Manager) PlanSend(ctx context.Context, req SendRequest) (SendPlan, erro
 	}
 	in := model.SendInput{Dataset: dataset, Rows: rows, Final: final, HaveGUID: req.HaveGUID, Token: req.Resume}
 	d, err := model.DecideSend(in)
+	if errors.Is(err, model.ErrMigrated) {
+		return SendPlan{}, fmt.Errorf("%w: %w", transfer.ErrNoData, err)
+	}
 	if err != nil {
 		return SendPlan{}, err
-	}
-	if d.Copied {
-		return SendPlan{}, fmt.Errorf("%w: the data of allocation %s is copied whole to its replacement's node already", transfer.ErrNoData, req.Alloc)
 	}
 	if len(d.Drop) > 0 {
 		if err := m.run(ctx, model.PlanDropSnapshots(d.Drop)); err != nil {

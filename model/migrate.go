@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -93,11 +94,6 @@ type Send struct {
 	// Drop are the data's pre-copy snapshots older than the receiver's
 	// base: no stream will start from them again.
 	Drop []string
-	// Copied: the replacement's node confirmed a whole copy already
-	// (@migrated) and asks again from another base: nothing is sent. Its
-	// copy was claimed (or dropped) since; sending the data again would
-	// leave a second copy there that no one claims.
-	Copied bool
 }
 
 // SendInput is what a send is decided from, on the sending node.
@@ -121,6 +117,14 @@ type Resume struct {
 	ToGUID, FromGUID uint64
 }
 
+// ErrMigrated: the receiver has named the data's final snapshot already
+// (@migrated), so its copy is whole and the data goes by the class's
+// policy; any other request is answered with nothing. It comes from the
+// receiver's pull still running after the replacement's Reserve claimed
+// the copy (which renames it away): sending the whole data again then
+// would only make a second copy, for no one.
+var ErrMigrated = errors.New("the replacement's node holds its final copy already")
+
 // DecideSend decides the send for one request of a migration. The base is
 // the receiver's newest snapshot, found among the data's own migration
 // snapshots by its guid (a base the data no longer has means a full
@@ -131,6 +135,8 @@ type Resume struct {
 // snapshot (@migrate-<n>), so the final increment after the holder ends
 // carries only what changed since. Once the data is parked, the final
 // snapshot is taken once; a receiver that names it holds the last state.
+// Once that is recorded (@migrated), a request naming it is still
+// complete, and any other gets ErrMigrated.
 func DecideSend(in SendInput) (Send, error) {
 	type snap struct {
 		name string
@@ -179,7 +185,7 @@ func DecideSend(in SendInput) (Send, error) {
 		}
 	}
 	if migrated {
-		return Send{Copied: true}, nil
+		return Send{}, fmt.Errorf("%w: %s", ErrMigrated, in.Dataset)
 	}
 	if t := in.Token; t != nil {
 		// Resume only what this decision would send anew: the token's

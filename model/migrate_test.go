@@ -42,15 +42,6 @@ func TestDecideSend(t *testing.T) {
 		{name: "the receiver names the final snapshot: complete",
 			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 13},
 			want: "complete"},
-		{name: "copied whole already (@migrated), the receiver names it again: complete",
-			in:   SendInput{Dataset: parked, Rows: migrated, Final: true, HaveGUID: 13},
-			want: "complete"},
-		{name: "copied whole already, asked from nothing (the copy claimed since): nothing sent again",
-			in:   SendInput{Dataset: parked, Rows: migrated, Final: true},
-			want: "copied"},
-		{name: "copied whole already, asked from a pre-copy: nothing sent again",
-			in:   SendInput{Dataset: parked, Rows: migrated, Final: true, HaveGUID: 12},
-			want: "copied"},
 		{name: "an interrupted receive of a pre-copy resumes it",
 			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11, Token: &Resume{ToGUID: 12, FromGUID: 11}},
 			want: "take - send @migrate-2 from @migrate-1"},
@@ -63,6 +54,22 @@ func TestDecideSend(t *testing.T) {
 		{name: "parked: a token for a pre-copy is not resumed, the final state is sent",
 			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 11, Token: &Resume{ToGUID: 12, FromGUID: 11}},
 			want: "take - send @migrate-final from @migrate-1"},
+		// Once the receiver has named the final snapshot, its copy is whole
+		// and the original goes by the class's policy: a request after that
+		// (its pull still running after the replacement claimed the copy,
+		// which renames it away) must not get the whole data again.
+		{name: "migrated: the receiver names the final snapshot again: complete",
+			in:   SendInput{Dataset: parked, Rows: migrated, Final: true, HaveGUID: 13},
+			want: "complete"},
+		{name: "migrated: a request from nothing gets nothing, not a whole stream",
+			in:   SendInput{Dataset: parked, Rows: migrated, Final: true},
+			want: "holds its final copy"},
+		{name: "migrated: a request from a pre-copy gets nothing",
+			in:   SendInput{Dataset: parked, Rows: migrated, Final: true, HaveGUID: 12},
+			want: "holds its final copy"},
+		{name: "migrated: a token for the final snapshot is not resumed",
+			in:   SendInput{Dataset: parked, Rows: migrated, Final: true, HaveGUID: 12, Token: &Resume{ToGUID: 13, FromGUID: 12}},
+			want: "holds its final copy"},
 		{name: "a guid that is not a number is an error, not a guess",
 			in:   SendInput{Dataset: ds, Rows: []zfs.Dataset{row(ds+"@migrate-1", "x")}},
 			want: `guid "x"`},
@@ -82,8 +89,6 @@ func TestDecideSend(t *testing.T) {
 				got = err.Error()
 			case s.Complete:
 				got = "complete"
-			case s.Copied:
-				got = "copied"
 			default:
 				got = "take " + short(s.Take) + " send " + short(s.Snapshot) + " from " + short(s.From)
 			}
