@@ -34,6 +34,14 @@ type migrations struct {
 // one, after it ends, is small.
 const pullEvery = 10 * time.Second
 
+// busyWait is the pause after a sending node said it is busy with the
+// data (parking it as its allocation ended): a second or two.
+const busyWait = time.Second
+
+// errFinalArrived is pullOnce's news that the increment it received is the
+// final one: the pull asks again at once for the sender's "complete".
+var errFinalArrived = errors.New("the final snapshot arrived")
+
 // SetFetcher gives the Manager the transport's receiving side: without
 // one, no copy is pulled (a class with migrate set starts its
 // replacements empty after its timeout, as when the peer cannot be
@@ -119,21 +127,29 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
 	for ctx.Err() == nil {
 		done, err := m.pullOnce(ctx, mg)
+		pause := pullEvery
 		switch {
 		case done:
 			m.Trigger()
 			return
+		case errors.Is(err, errFinalArrived):
+			// The final snapshot is here: ask at once for the "complete"
+			// that makes the copy claimable (the replacement waits).
+			failures, pause = 0, 0
+		case errors.Is(err, transfer.ErrPeerBusy):
+			// The sending node parks or releases the data under its lock
+			// just now (A has ended): not a failure, a short wait.
+			log.Debug("the sending node is busy with the data; asking again shortly", "error", err)
+			pause = busyWait
 		case err != nil && ctx.Err() == nil:
 			failures++
 			log.Warn("pulling the copy failed; trying again", "attempt", failures, "error", err)
-			if m.sleep(ctx, retryWait(failures, time.Minute)) != nil {
-				return
-			}
+			pause = retryWait(failures, time.Minute)
 		default:
 			failures = 0
-			if m.sleep(ctx, pullEvery) != nil {
-				return
-			}
+		}
+		if pause > 0 && m.sleep(ctx, pause) != nil {
+			return
 		}
 	}
 }
@@ -199,7 +215,12 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 			return false, err
 		}
 		if older := model.OlderCopied(mg.ParkedName, rows); len(older) > 0 {
-			return false, m.run(ctx, model.PlanDropSnapshots(older))
+			if err := m.run(ctx, model.PlanDropSnapshots(older)); err != nil {
+				return false, err
+			}
+		}
+		if model.HoldsFinal(mg.ParkedName, rows) {
+			return false, errFinalArrived
 		}
 		return false, nil
 	case errors.Is(err, transfer.ErrResumeRefused):
