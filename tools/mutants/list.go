@@ -48,8 +48,8 @@ func list() []bug {
 			replace: "if len(dirty) > 0 {"},
 		{name: "successor-any-task", file: "model/lifecycle.go",
 			why:     "a sticky replacement inherits a slot in place whichever task's data it holds",
-			find:    "ok && prev.ID == holder.ID && from == origin {",
-			replace: "ok && prev.ID == holder.ID {"},
+			find:    "if prev, from, ok := Predecessor(c, a, s.ID, snap); ok && prev.ID == holder.ID && from == origin {",
+			replace: "if prev, _, ok := Predecessor(c, a, s.ID, snap); ok && prev.ID == holder.ID && origin != \"\" {"},
 		// model: plans.
 		{name: "busy-destroy-is-done", file: "model/plan.go",
 			why:     "a destroy refused as busy taken as done: the create that follows finds the old dataset",
