@@ -152,11 +152,17 @@ func TestDockerExampleJob(t *testing.T) {
 	}
 	t.Logf("example job's stdout:\n%s", out)
 	if out != "" && !strings.Contains(out, " /data") {
-		// Part of it, for as long as a waitFor: the name is there or not.
-		if !strings.Contains(out, ds) {
-			t.Errorf("df -h /data in the container does not name %s:\n%s", ds, out)
+		// Part of it, for as long as a waitFor. docker_logger on a busy
+		// guest has delivered the header and the dataset's name without
+		// the line after them, and once the header alone: what arrived
+		// must be df's, and a name in it must be the slot's.
+		switch {
+		case strings.Contains(out, "/nomad/") && !strings.Contains(out, ds):
+			t.Errorf("df -h /data in the container names another dataset than %s:\n%s", ds, out)
+		case !strings.HasPrefix(out, "Filesystem"):
+			t.Errorf("the example job's stdout is not df's:\n%s", out)
 		}
-		t.Logf("df's last line never reached the log: checked the dataset's name only")
+		t.Logf("df's output reached the log in part only (docker_logger on a busy guest); the mount is checked by TestDockerSlotQuotaNextHolder")
 		return
 	}
 	if out == "" {
