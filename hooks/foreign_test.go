@@ -1,9 +1,13 @@
 package hooks
 
 import (
+	"bytes"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -100,8 +104,16 @@ func TestForeignBelowRetainedDataIsNeverDestroyed(t *testing.T) {
 	must(t, r.c.Snapshot(t.Context(), retainedA+"@mine", nil))
 
 	// B's data is retained too: A's is now beyond retain_max 1.
+	logs := &lockedBuffer{}
+	r.m.logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	r.sync(alloc("B", 20, "running", "run", "scratch-1"))
 	r.sync(alloc("B", 20, "complete", "run", "scratch-1"))
+	r.m.Reconcile(t.Context()) // the pass after the one that retained B's
+	// The refusal names the data kept (an operator greps for it, and so
+	// does e2e's TestForeignBelowSlotSurvivesEveryPolicy).
+	if got := logs.String(); !strings.Contains(got, "cannot prune retained data") || !strings.Contains(got, "dataset="+retainedA) {
+		t.Errorf("no refused prune naming dataset=%s in the log:\n%s", retainedA, got)
+	}
 	v, _ := r.m.View()
 	var a *model.Retained
 	for i := range v.Classes[0].Retained {
@@ -191,4 +203,22 @@ func TestReserveReleasesOnlyWhatItReadItself(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a log's output, safe to write from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -17,8 +17,8 @@ import (
 // destroyed anything.
 func (m *Manager) pruneRetained(ctx context.Context, cv *model.ClassView) bool {
 	plans, kept := model.PlanPrunes(m.cfg, cv, m.now())
-	for _, err := range kept {
-		m.logger.Error("cannot prune retained data", "error", err)
+	for _, k := range kept {
+		m.logger.Error("cannot prune retained data", "dataset", k.Dataset, "error", k.Why)
 	}
 	return m.runEach(ctx, plans, "cannot prune retained data")
 }

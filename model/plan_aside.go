@@ -27,17 +27,24 @@ func PlanFinishRetained(cv *ClassView, now time.Time) []Plan {
 // PlanPrunes destroys the retained data of class view cv that is due at now
 // (RetainedDue): past its expiry, and the oldest past the class's
 // RetainMax. Data with anything foreign below it is left, with the reason.
-func PlanPrunes(cfg *Config, cv *ClassView, now time.Time) (plans []Plan, kept []error) {
+func PlanPrunes(cfg *Config, cv *ClassView, now time.Time) (plans []Plan, kept []Kept) {
 	for _, due := range RetainedDue(cv.Class.Release, cv.Retained, now) {
 		p, err := PlanDestroyRetained(cfg, due.Retained)
 		if err != nil {
-			kept = append(kept, err)
+			kept = append(kept, Kept{Dataset: due.Retained.Dataset, Why: err})
 			continue
 		}
 		p.Done = Note{Msg: "pruned retained data", KV: []any{"dataset", due.Retained.Dataset, "expired", due.Expired}}
 		plans = append(plans, p)
 	}
 	return plans, kept
+}
+
+// Kept is retained data past its time that is not destroyed, and why
+// (something foreign below it: CheckDestroyRetained).
+type Kept struct {
+	Dataset string
+	Why     error
 }
 
 // PlanDestroyRetained destroys retained data r, as a scan read it: the
