@@ -377,3 +377,41 @@ func TestStickyDecidesOnThePredecessorsSlotAsItIs(t *testing.T) {
 		t.Fatalf("B reads %q: it got a fresh slot while A's data could come to it", b)
 	}
 }
+
+// TestParkedReleasedOnlyAsScanned: a pass decides to release parked data
+// from a scan (its sticky_wait ran out), and by the time it holds the
+// data's lock the name holds other data than the scan saw: here a copy
+// dropped and received again under the same name, with the same marks. The
+// pass leaves it (errParkedMoved) and decides again from the next scan; it
+// never applies a decision made on one dataset to another (finding 12).
+func TestParkedReleasedOnlyAsScanned(t *testing.T) {
+	r := stickyRig(t, model.Release{})
+	now := time.Now()
+	r.m.now = func() time.Time { return now }
+	ctx := t.Context()
+	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
+	r.write("state", "A's data")
+	r.sync(alloc("A", 10, "failed", "run", "scratch-1")) // a reschedule may come: parked
+	parked := "tank/nomad/scratch/parked-A-scratch-1"
+	if !r.zfsHas(parked) {
+		t.Fatalf("A's data not parked: %v", r.datasetNames())
+	}
+
+	now = now.Add(2 * time.Hour) // past sticky_wait
+	stale := r.m.Scan(ctx)
+	rows, err := r.c.List(ctx, parked, model.UserProps)
+	must(t, err)
+	props := map[string]string{}
+	for k, v := range rows[0].User.All() {
+		props[k] = v
+	}
+	must(t, r.c.Destroy(ctx, parked, zfs.DestroyOptions{}))
+	must(t, r.c.Create(ctx, parked, props))
+	must(t, os.WriteFile(filepath.Join(r.f.Mountpoint(parked), "state"), []byte("another copy"), 0o644))
+
+	r.m.ReconcileScanned(ctx, stale)
+	b, _ := os.ReadFile(filepath.Join(r.f.Mountpoint(parked), "state"))
+	if string(b) != "another copy" {
+		t.Fatalf("the pass released %s as the scan saw it, though other data is there now (datasets %v)", parked, r.datasetNames())
+	}
+}
