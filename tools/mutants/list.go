@@ -135,6 +135,6 @@ func list() []bug {
 		{name: "reserve-unbounded", file: "plugin/reserve.go",
 			why:     "Reserve is not bounded by reserve_timeout: a predecessor that never stops hangs the task's start",
 			find:    "ctx, cancel := context.WithDeadline(p.runCtx, p.now().Add(s.ReserveTimeout+s.Slots.MigrateWait(deviceIDs)))",
-			replace: "ctx, cancel := context.WithCancel(p.runCtx)"},
+			replace: "ctx, cancel := context.WithDeadline(p.runCtx, p.now().Add(s.ReserveTimeout*1000+s.Slots.MigrateWait(deviceIDs)))"},
 	}
 }
