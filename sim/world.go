@@ -133,6 +133,18 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s after event %d: %s", v.Invariant, v.Event, v.Detail)
 }
 
+// addViolation appends v to vs unless the same invariant was broken the
+// same way already; it reports whether v is new. Both worlds record
+// violations through it.
+func addViolation(vs []Violation, v Violation) ([]Violation, bool) {
+	for _, o := range vs {
+		if o.Invariant == v.Invariant && o.Detail == v.Detail {
+			return vs, false
+		}
+	}
+	return append(vs, v), true
+}
+
 type jobSpec struct {
 	job     scheduler.Job
 	stopped bool
@@ -213,13 +225,10 @@ func (w *World) Violations() []Violation { return w.violations }
 
 func (w *World) violate(inv, format string, a ...any) {
 	v := Violation{Invariant: inv, Detail: fmt.Sprintf(format, a...), Event: w.events - 1}
-	for _, o := range w.violations {
-		if o.Invariant == v.Invariant && o.Detail == v.Detail {
-			return
-		}
+	var added bool
+	if w.violations, added = addViolation(w.violations, v); added {
+		w.logf("!!! VIOLATION %s: %s", inv, v.Detail)
 	}
-	w.violations = append(w.violations, v)
-	w.logf("!!! VIOLATION %s: %s", inv, v.Detail)
 }
 
 // Run applies the events in order, checking the invariants after each,

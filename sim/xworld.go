@@ -203,13 +203,10 @@ func (w *XWorld) logf(format string, a ...any) {
 
 func (w *XWorld) violate(inv, format string, a ...any) {
 	v := Violation{Invariant: inv, Detail: fmt.Sprintf(format, a...), Event: w.events - 1}
-	for _, o := range w.violations {
-		if o.Invariant == v.Invariant && o.Detail == v.Detail {
-			return
-		}
+	var added bool
+	if w.violations, added = addViolation(w.violations, v); added {
+		w.logf("!!! VIOLATION %s: %s", inv, v.Detail)
 	}
-	w.violations = append(w.violations, v)
-	w.logf("!!! VIOLATION %s: %s", inv, v.Detail)
 }
 
 // Run applies the events, checking the invariants after each, then lets
