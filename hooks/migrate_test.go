@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,10 +185,13 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 	write(t, n1.f, slot1, "data", "the last write")
 	a.ClientStatus = "complete"
 	c.set(a, b)
-	n1.settle(t, c, "node-1")
-	if rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", model.UserProps); len(rows) == 0 {
-		t.Fatal("A's data is not parked on node 1")
-	}
+	// A pass that finds the slot's lock taken (the pull's snapshot of
+	// it on node 1) skips it and is retried, as Run retries it soon.
+	waitUntil(t, 30*time.Second, "A's data parked on node 1", func() bool {
+		n1.settle(t, c, "node-1")
+		rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", model.UserProps)
+		return len(rows) > 0
+	})
 	waitUntil(t, 30*time.Second, "the final copy on node 2", func() bool {
 		rows, _ := n2.c.List(ctx, copyName, model.UserProps)
 		return len(rows) > 0 && rows[0].User.Get(model.PropState) == string(model.StateParked)
@@ -238,26 +242,43 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 	if p, err := n1.m.PlanSend(ctx, SendRequest{Alloc: "A", Slot: "pg-1", Replacement: "B"}); !errors.Is(err, transfer.ErrNoData) {
 		t.Errorf("a request from nothing once the copy was confirmed: %+v, %v; want ErrNoData, not the whole data again", p, err)
 	}
-	n1.settle(t, c, "node-1")
-	if rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", nil); len(rows) != 0 {
-		t.Errorf("A's data is still on node 1 after the copy was confirmed: %v", rows)
-	}
+	// The pull's requests take the parked data's lock for a moment; a
+	// pass that meets one skips it and is retried.
+	waitUntil(t, 30*time.Second, "A's data gone from node 1 after the copy was confirmed", func() bool {
+		n1.settle(t, c, "node-1")
+		rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", nil)
+		return len(rows) == 0
+	})
 	b.ClientStatus = "running"
 	c.set(a, b)
-	n2.settle(t, c, "node-2")
-	for _, n := range []*migrationNode{n1, n2} {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n2.settle(t, c, "node-2")
+		left := leftBehind(t, ctx, []*migrationNode{n1, n2}, "tank/nomad", "tank/nomad/pg", slot1)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left behind: %v", left)
+		}
+	}
+}
+
+// leftBehind lists the datasets of the nodes other than keep.
+func leftBehind(t *testing.T, ctx context.Context, nodes []*migrationNode, keep ...string) []string {
+	t.Helper()
+	var left []string
+	for _, n := range nodes {
 		rows, err := n.c.List(ctx, "tank/nomad", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			switch r.Name {
-			case "tank/nomad", "tank/nomad/pg", slot1:
-			default:
-				t.Errorf("left behind: %s", r.Name)
+			if !slices.Contains(keep, r.Name) {
+				left = append(left, r.Name)
 			}
 		}
 	}
+	return left
 }
 
 func write(t *testing.T, f *zfstest.Fake, dataset, name, content string) {
