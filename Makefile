@@ -47,18 +47,26 @@ test: nomad ## Unit tests and the integration tests against a real Nomad agent.
 unit: ## Unit tests only (no Nomad agent).
 	$(GO) test -race -short -count=1 ./...
 
-e2e: nomad ## End-to-end tests: real Nomad (NOMAD_VERSION) and real OpenZFS in a QEMU VM; E2E_RUN=regexp for some.
-	scripts/e2e.sh $(if $(E2E_RUN),-test.run '$(E2E_RUN)')
+e2e: nomad ## End-to-end tests: real Nomad (NOMAD_VERSION) and real OpenZFS in a QEMU VM; E2E_RUN=regexp for some, E2E_SKIP=regexp to leave some out.
+	scripts/e2e.sh $(if $(E2E_RUN),-test.run '$(E2E_RUN)') $(if $(E2E_SKIP),-test.skip '$(E2E_SKIP)')
 
 # The tests every older supported Nomad runs: placement, release, plugin
-# restart, the docker example, a node cut off and back (2-4 minutes, beside
-# the others). The newest runs the whole suite.
-E2E_OLDER := ^(TestFingerprintPlaceAndWrite|TestReleaseDestroyNextHolderClean|TestPluginKilledIsRelaunched|TestDockerExampleJob|TestPartitionReconnect)$$
+# restart, the docker example (2-4 minutes, beside the others). The newest
+# runs the whole suite but E2E_CLUSTER_MORE.
+E2E_OLDER := ^(TestFingerprintPlaceAndWrite|TestReleaseDestroyNextHolderClean|TestPluginKilledIsRelaunched|TestDockerExampleJob)$$
+# The cluster tests (three agents in the guest each) that CI leaves to
+# `make e2e-cluster`: it runs the drain that moves the data and the node cut
+# off and back, and these add 5-8 minutes of a loaded guest.
+E2E_CLUSTER_MORE := ^(TestMigrateSenderKilled|TestMigrateUpdateMovedByAffinity)$$
+E2E_CLUSTER := ^(TestPartitionReconnect|TestMigrateNodeDrain|TestMigrateSenderKilled|TestMigrateUpdateMovedByAffinity)$$
 
-e2e-versions: ## The whole e2e suite on the newest supported Nomad, placement/release/restart/docker/partition on the others.
+e2e-versions: ## CI's e2e: the suite on the newest supported Nomad (but E2E_CLUSTER_MORE), placement/release/restart/docker on the others.
 	@set -e; newest=$(lastword $(NOMAD_VERSIONS)); for v in $(NOMAD_VERSIONS); do \
-	  if [ "$$v" = "$$newest" ]; then echo "=== e2e on Nomad $$v (whole suite)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v; \
-	  else echo "=== e2e on Nomad $$v (placement, release, restart, docker, partition)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v E2E_RUN='$(E2E_OLDER)'; fi; done
+	  if [ "$$v" = "$$newest" ]; then echo "=== e2e on Nomad $$v (the suite, but $(E2E_CLUSTER_MORE): make e2e-cluster)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v E2E_SKIP='$(E2E_CLUSTER_MORE)'; \
+	  else echo "=== e2e on Nomad $$v (placement, release, restart, docker)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v E2E_RUN='$(E2E_OLDER)'; fi; done
+
+e2e-cluster: nomad ## The three-agent cluster tests (a partition, data moved by a drain, an update, a killed sender) on NOMAD_VERSION, about 10 minutes.
+	scripts/e2e.sh -test.run '$(E2E_CLUSTER)'
 
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
 	scripts/demo.sh
@@ -126,4 +134,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist nomad test unit e2e e2e-versions demo bench bench-churn bench-cutover bench-scan fuzz sim sim-node sim-nodes mutants check clean
+.PHONY: help build dist nomad test unit e2e e2e-versions e2e-cluster demo bench bench-churn bench-cutover bench-scan fuzz sim sim-node sim-nodes mutants check clean

@@ -479,15 +479,18 @@ func scanParents(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, cr
 		}
 	}
 	start := time.Now()
-	if len(pools) == 1 {
-		s.Pools, s.PoolErr = z.Pools(ctx, pools[0])
-	} else {
-		s.Pools, s.PoolErr = z.Pools(ctx)
-	}
+	s.Pools, s.PoolErr = unstarved(ctx, func(ctx context.Context) ([]zfs.Pool, error) {
+		if len(pools) == 1 {
+			return z.Pools(ctx, pools[0])
+		}
+		return z.Pools(ctx)
+	})
 	poolsTook := time.Since(start)
 	for _, p := range parents {
 		start := time.Now()
-		sets, err := z.List(ctx, p, model.UserProps)
+		sets, err := unstarved(ctx, func(ctx context.Context) ([]zfs.Dataset, error) {
+			return z.List(ctx, p, model.UserProps)
+		})
 		o.ScanDone(ScanEvent{Pool: zfs.PoolOf(p), Parent: p, Took: poolsTook + time.Since(start), Err: errors.Join(s.PoolErr, err)})
 		if err != nil {
 			if s.ListErrs == nil {
@@ -502,6 +505,21 @@ func scanParents(ctx context.Context, cfg *model.Config, z ZFS, at time.Time, cr
 		}
 	}
 	return s
+}
+
+// unstarved runs one of the scan's reads. A read at the lowest priority
+// (zfs.Background) that timed out was starved of CPU by a busy host, which
+// says nothing about the pool: it runs again at once at the normal
+// priority, and that outcome counts. Otherwise the slots of a healthy pool
+// would be unhealthy, and every Reserve on them refused, until the next
+// scan (seen in the VM at load 10: a background zpool list timed out after
+// 2 minutes, and a task start failed for good on it).
+func unstarved[T any](ctx context.Context, read func(context.Context) (T, error)) (T, error) {
+	v, err := read(ctx)
+	if errors.Is(err, zfs.ErrTimeout) && zfs.IsBackground(ctx) && ctx.Err() == nil {
+		return read(zfs.Foreground(ctx))
+	}
+	return v, err
 }
 
 // logProblem logs each parent's problem once when it appears and once when

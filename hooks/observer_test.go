@@ -107,3 +107,69 @@ func TestPeriodicScanInTheBackground(t *testing.T) {
 		t.Errorf("scans heard as %+v", obs.scans)
 	}
 }
+
+// starvingRunner times out the commands run in the background whose
+// command line starts with one of starve, as a host too busy to give a
+// nice-19 process the CPU does; fails fails them in the foreground too.
+type starvingRunner struct {
+	priorityRunner
+	starve []string
+	fails  bool
+}
+
+func (s *starvingRunner) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+	line := cmd + " " + strings.Join(args, " ")
+	for _, p := range s.starve {
+		if strings.HasPrefix(line, p) && (zfs.IsBackground(ctx) || s.fails) {
+			s.priorityRunner.mu.Lock()
+			s.priorityRunner.runs = append(s.priorityRunner.runs, "timed out "+line)
+			s.priorityRunner.mu.Unlock()
+			e := zfs.NewError(cmd, args, "", -1)
+			e.Kind, e.Cause = zfs.ErrTimeout, context.DeadlineExceeded
+			return nil, e
+		}
+	}
+	return s.priorityRunner.Run(ctx, cmd, args...)
+}
+
+// TestStarvedScanReadIsReadAgain: a read of the periodic scan that times
+// out at the lowest priority is run again at once at the normal priority,
+// and its slots stay healthy; a read that fails at the normal priority too
+// is the pool's problem, and its slots are unhealthy.
+func TestStarvedScanReadIsReadAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		starve  string
+		fails   bool
+		problem string // in the slot's reason; "" healthy
+	}{
+		{name: "zpool list starved", starve: "zpool list"},
+		{name: "zfs list starved", starve: "zfs list -H -p -r"},
+		{name: "zpool list times out in the foreground too", starve: "zpool list", fails: true, problem: "zpool list failed"},
+		{name: "zfs list times out in the foreground too", starve: "zfs list -H -p -r", fails: true, problem: "zfs list failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := newFakeZFS(t)
+			cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour,
+				Classes: []model.Class{{Name: "scratch", Slots: 1, MountPath: "/data"}}}
+			m := NewManager(cfg, zfs.NewClient(f), nil, hclog.NewNullLogger())
+			m.Reconcile(t.Context())
+			sr := &starvingRunner{priorityRunner: priorityRunner{Runner: f}, starve: []string{tc.starve}, fails: tc.fails}
+			m.zfs = zfs.NewClient(sr)
+
+			m.ReconcileScanned(t.Context(), m.Scan(zfs.Background(t.Context())))
+			if !sr.seen("timed out " + tc.starve) {
+				t.Fatalf("nothing timed out: %q", sr.runs)
+			}
+			s, _ := m.current("scratch-1")
+			switch {
+			case tc.problem == "" && !s.Healthy:
+				t.Errorf("after a starved read: unhealthy: %s", s.Reason)
+			case tc.problem == "" && !sr.seen("fg "+tc.starve):
+				t.Errorf("the starved read was not run again in the foreground: %q", sr.runs)
+			case tc.problem != "" && (s.Healthy || !strings.Contains(s.Reason, tc.problem)):
+				t.Errorf("after a read that timed out in the foreground too: healthy %v, reason %q; want %q", s.Healthy, s.Reason, tc.problem)
+			}
+		})
+	}
+}

@@ -18,3 +18,9 @@ func IsBackground(ctx context.Context) bool {
 	b, _ := ctx.Value(backgroundKey{}).(bool)
 	return b
 }
+
+// Foreground undoes Background for the commands run under the returned
+// context: they run at the normal priority again.
+func Foreground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, false)
+}
