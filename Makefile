@@ -67,7 +67,7 @@ e2e-versions: ## CI's e2e: the suite on the newest supported Nomad (but E2E_NOT_
 	  if [ "$$v" = "$$newest" ]; then echo "=== e2e on Nomad $$v (the suite, but $(E2E_NOT_IN_CI): make e2e-cluster, make bench-handover)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v E2E_SKIP='$(E2E_NOT_IN_CI)'; \
 	  else echo "=== e2e on Nomad $$v (placement, release, restart, docker)"; $(MAKE) --no-print-directory e2e NOMAD_VERSION=$$v E2E_RUN='$(E2E_OLDER)'; fi; done
 
-e2e-cluster: nomad ## The three-agent cluster tests (a partition, data moved by a drain, an update, a killed sender) on NOMAD_VERSION, about 10 minutes.
+e2e-cluster: nomad ## The three-agent cluster tests (a partition, data moved by a drain, an update, a killed sender) on NOMAD_VERSION: 4 minutes on a quiet machine.
 	scripts/e2e.sh -test.run '$(E2E_CLUSTER)'
 
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
