@@ -69,3 +69,26 @@ func BenchmarkViewSlot(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlanLifecycle is the model's share of a pass on the watcher's
+// news: the plan over every slot of a view of n ready slots, one of them
+// held by an allocation that has ended (the release to start).
+//
+//	go test -run '^$' -bench PlanLifecycle -benchmem ./model
+func BenchmarkPlanLifecycle(b *testing.B) {
+	for _, n := range []int{1, 1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			cfg, s := scanOf(n)
+			v := BuildView(cfg, s, nil)
+			held := &v.Classes[0].Slots[n-1]
+			held.State, held.Holder = StateHeld, "A"
+			snap := &Snapshot{Allocs: []Alloc{{ID: "A", ClientStatus: "complete", DesiredStatus: "run"}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if steps := PlanLifecycle(v, snap); len(steps) != 1 {
+					b.Fatalf("%d steps, want the release", len(steps))
+				}
+			}
+		})
+	}
+}
