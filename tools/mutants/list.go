@@ -126,6 +126,11 @@ func list() []bug {
 			why:     "a replacement claims a copy still being received",
 			find:    "case parked != nil && parked.Holder == prev.ID && parked.State == StateReceiving:",
 			replace: "case false:"},
+		// hooks: what the Manager reads.
+		{name: "starved-read-is-a-problem", file: "hooks/manager.go",
+			why:     "a scan read starved at the lowest priority counts as the pool's problem: a healthy pool's slots unhealthy, task starts refused",
+			find:    "if errors.Is(err, zfs.ErrTimeout) && zfs.IsBackground(ctx) && ctx.Err() == nil {",
+			replace: "if false {"},
 		// allocwatch: what the plugin knows of Nomad.
 		{name: "index-backwards-blocks", file: "allocwatch/rules.go",
 			why:     "the watcher blocks on an index that went backwards instead of starting over",
