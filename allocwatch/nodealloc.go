@@ -75,13 +75,15 @@ func (n *nodeAlloc) allocation() *api.Allocation {
 }
 
 // decodeOptions give decodeNodeAllocs encoding/json's leniency (names in
-// any case, repeated names, invalid UTF-8, null keeping a value), the
-// semantics the api package decodes with.
+// any case, repeated names, invalid UTF-8, null keeping a value, times in
+// RFC 3339's loose forms), the semantics the api package decodes with.
+// FuzzDecodeAllocs holds the two to the same result.
 var decodeOptions = json.JoinOptions(
 	json.MatchCaseInsensitiveNames(true),
 	jsontext.AllowDuplicateNames(true),
 	jsontext.AllowInvalidUTF8(true),
 	jsonv1.MergeWithLegacySemantics(true),
+	jsonv1.ParseTimeWithLooseRFC3339(true),
 )
 
 // decodeNodeAllocs decodes GET /v1/node/<id>/allocations. encoding/json
