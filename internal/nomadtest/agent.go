@@ -18,8 +18,6 @@ const (
 	stopGrace = 30 * time.Second
 	// pollInterval paces every wait in this package.
 	pollInterval = 250 * time.Millisecond
-	// portTail is how many agent log lines are searched for a port clash.
-	portTail = 40
 	// cleanupTail is how many agent log lines a failed test prints at cleanup.
 	cleanupTail = 200
 	// startAttempts bounds retries after losing a race for a free port.
@@ -83,8 +81,12 @@ func start(t testing.TB, cfg Config) (*Agent, error) {
 	t.Cleanup(func() { a.cleanup(t) })
 
 	fresh := isEmptyDir(cfg.DataDir)
+	choose := freePorts
+	if cfg.choosePorts != nil {
+		choose = cfg.choosePorts
+	}
 	for attempt := 1; ; attempt++ {
-		p, err := freePorts()
+		p, err := choose()
 		if err != nil {
 			return a, err
 		}

@@ -70,6 +70,10 @@ type Config struct {
 	// WaitAllocs, WaitForNodeDevice...) stretches its timeout by the
 	// largest value seen during the wait (see Deadline).
 	Slowness func() float64
+
+	// choosePorts picks each start's ports; freePorts when nil (a test
+	// hands out a taken one).
+	choosePorts func() (ports, error)
 }
 
 // TLS is an agent's tls block. The certificate serves HTTP and RPC and must

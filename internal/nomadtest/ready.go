@@ -15,7 +15,9 @@ func (a *Agent) waitReady(minIndex uint64) error {
 	relaunched := false
 	for {
 		if err := a.exitError(); err != nil {
-			if strings.Contains(a.tail(portTail), errPortInUse.Error()) {
+			// The whole run's log: after "address already in use" the
+			// agent flushes tens of buffered lines before it exits.
+			if strings.Contains(a.runLog(), errPortInUse.Error()) {
 				err = fmt.Errorf("%w: %v", errPortInUse, err)
 			}
 			return fmt.Errorf("agent exited (%w) while %s", err, status)
