@@ -72,8 +72,24 @@ func TestSimulation(t *testing.T) {
 	}
 	n := schedules(t)
 	start := time.Now()
-	// Schedules are independent worlds: run them on every core, and
-	// report the failing one with the lowest seed.
+	results := playSeeds(n, func(_ int, seed uint64) Result {
+		return Play(seed, Generate(seed, *flagEvents, nil), Options{Dir: dir})
+	})
+	ran, events, violations, first := tally(results)
+	if first != nil {
+		report(t, *first, Options{Dir: dir})
+	}
+	// The summary line `make sim` ends with.
+	summary := fmt.Sprintf("%d schedules, %d events, %d violations (%s)", ran, events, violations, time.Since(start).Round(time.Second))
+	t.Log(summary)
+	fmt.Println(summary)
+}
+
+// playSeeds plays n schedules, seeds -sim.first on, on every core (they
+// are independent worlds), and hands out no more once one has failed;
+// results[i] is nil for a schedule not played. A result keeps its
+// timeline only if it failed: the report replays it.
+func playSeeds(n int, play func(i int, seed uint64) Result) []*Result {
 	results := make([]*Result, n)
 	var next atomic.Int64
 	var failed atomic.Bool
@@ -87,9 +103,8 @@ func TestSimulation(t *testing.T) {
 				if i >= n {
 					return
 				}
-				seed := *flagFirst + uint64(i)
-				r := Play(seed, Generate(seed, *flagEvents, nil), Options{Dir: dir})
-				r.Timeline = nil // kept only for failures, replayed below
+				r := play(i, *flagFirst+uint64(i))
+				r.Timeline = nil
 				results[i] = &r
 				if r.Failed() {
 					failed.Store(true)
@@ -98,8 +113,12 @@ func TestSimulation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	ran, events, violations := 0, 0, 0
-	var first *Result
+	return results
+}
+
+// tally counts the schedules played, their events and the failed ones, and
+// returns the failed one with the lowest seed.
+func tally(results []*Result) (ran, events, violations int, first *Result) {
 	for _, r := range results {
 		if r == nil {
 			continue
@@ -113,13 +132,7 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	if first != nil {
-		report(t, *first, Options{Dir: dir})
-	}
-	// The summary line `make sim` ends with.
-	summary := fmt.Sprintf("%d schedules, %d events, %d violations (%s)", ran, events, violations, time.Since(start).Round(time.Second))
-	t.Log(summary)
-	fmt.Println(summary)
+	return ran, events, violations, first
 }
 
 func report(t *testing.T, r Result, o Options) {

@@ -326,15 +326,5 @@ func (r *xrunner) after(cmd string, args []string, err error) {
 // files lists the token files in a dataset's mountpoint, sorted; nil when
 // it is not mounted.
 func (n *xnode) files(ds string) []string {
-	ents, err := os.ReadDir(n.fake.Mountpoint(ds))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "token-") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	return n.filesAt(n.fake.Mountpoint(ds))
 }

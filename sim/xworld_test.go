@@ -4,10 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,46 +38,17 @@ func TestTwoNodes(t *testing.T) {
 	}
 	n := xSchedules(t)
 	start := time.Now()
-	results := make([]*Result, n)
 	counts := make([]XCounts, n)
-	var next atomic.Int64
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !failed.Load() {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				seed := *flagFirst + uint64(i)
-				r, c := PlayX(seed, GenerateX(seed, *flagXEvents), Options{Dir: dir})
-				r.Timeline = nil
-				results[i], counts[i] = &r, c
-				if r.Failed() {
-					failed.Store(true)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	ran, events, violations := 0, 0, 0
+	results := playSeeds(n, func(i int, seed uint64) Result {
+		r, c := PlayX(seed, GenerateX(seed, *flagXEvents), Options{Dir: dir})
+		counts[i] = c
+		return r
+	})
+	ran, events, violations, first := tally(results)
 	var total XCounts
-	var first *Result
 	for i, r := range results {
-		if r == nil {
-			continue
-		}
-		ran++
-		events += len(r.Events)
-		total.add(counts[i])
-		if r.Failed() {
-			violations++
-			if first == nil {
-				first = r
-			}
+		if r != nil {
+			total.add(counts[i])
 		}
 	}
 	if first != nil {
