@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -24,6 +23,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer/transfertest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -60,7 +60,7 @@ type xferNodes struct {
 	nomadA *transfertest.Nomad // what node A's agent answers
 	nomadB *transfertest.Nomad // what node B's agent answers
 	plan   *fixedSource
-	logs   *lockedBuffer
+	logs   *testrig.LockedBuffer
 	runner *killableRunner
 	srvCfg transfer.Config
 	cancel context.CancelFunc
@@ -71,7 +71,7 @@ func newXferNodes(t *testing.T, name string) *xferNodes {
 	t.Helper()
 	x := &xferNodes{t: t, a: newPool(t, name+"a", false), b: newPool(t, name+"b", false),
 		pki: transfertest.NewPKI(t, nomadBin), nomadA: transfertest.NewNomad(), nomadB: transfertest.NewNomad(),
-		plan: &fixedSource{}, logs: &lockedBuffer{}, runner: &killableRunner{}}
+		plan: &fixedSource{}, logs: &testrig.LockedBuffer{}, runner: &killableRunner{}}
 	alloc := func(id, node, prev, desired, status string) transfer.Alloc {
 		return transfer.Alloc{ID: id, NodeID: node, Namespace: "default", JobID: "pg", TaskGroup: "db",
 			PreviousAllocation: prev, DesiredStatus: desired, ClientStatus: status}
@@ -551,27 +551,9 @@ func (k *killingWriter) Write(p []byte) (int, error) {
 	return k.w.Write(p)
 }
 
-// lockedBuffer is a log read while it is written.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitLogged waits for the server's log to say want: it logs a refusal
 // after answering it.
-func waitLogged(t testing.TB, logs *lockedBuffer, want string) {
+func waitLogged(t testing.TB, logs *testrig.LockedBuffer, want string) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "the log to say "+want, func() (bool, string) {
 		return strings.Contains(logs.String(), want), logs.String()

@@ -1,14 +1,13 @@
 package hooks
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -104,7 +103,7 @@ func TestForeignBelowRetainedDataIsNeverDestroyed(t *testing.T) {
 	must(t, r.c.Snapshot(t.Context(), retainedA+"@mine", nil))
 
 	// B's data is retained too: A's is now beyond retain_max 1.
-	logs := &lockedBuffer{}
+	logs := &testrig.LockedBuffer{}
 	r.m.logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	r.sync(alloc("B", 20, "running", "run", "scratch-1"))
 	r.sync(alloc("B", 20, "complete", "run", "scratch-1"))
@@ -203,22 +202,4 @@ func TestReserveReleasesOnlyWhatItReadItself(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a log's output, safe to write from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,17 +1,16 @@
 package nomadtest_test
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 )
 
 func TestMain(m *testing.M) {
@@ -49,7 +48,7 @@ job "hello" {
 
 func TestRawExecJob(t *testing.T) {
 	t.Parallel()
-	var log lockedBuffer
+	var log testrig.LockedBuffer
 	a := startAgent(t, nomadtest.Config{LogWriter: &log})
 
 	job := a.RunJob(t, helloJob)
@@ -64,25 +63,6 @@ func TestRawExecJob(t *testing.T) {
 	if !a.LogContains("Nomad agent started") || !strings.Contains(log.String(), "Nomad agent started") {
 		t.Errorf("agent start banner missing from Logs() or the LogWriter")
 	}
-}
-
-// lockedBuffer is an io.Writer the agent's output copier can share with the
-// test goroutine.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestACL(t *testing.T) {
