@@ -237,11 +237,11 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		// sender named (another guid: not the data asked for): start over
 		// with a whole copy, as it is now (the receive may have added a
 		// snapshot since the listing above).
-		now, lerr := m.zfs.List(ctx, mg.ParkedName, model.UserProps)
+		current, lerr := m.zfs.List(ctx, mg.ParkedName, model.UserProps)
 		if lerr != nil {
 			return false, lerr
 		}
-		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, now)); derr != nil {
+		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, current)); derr != nil {
 			return false, derr
 		}
 	}
