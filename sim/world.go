@@ -41,9 +41,9 @@ var epoch = time.Unix(10_000_000_000, 0).UTC()
 // own scheduler placing allocations. Everything runs on the caller's
 // goroutine (the API's handler only reads), in simulated time.
 type World struct {
+	journal
 	seed uint64
 	dir  string
-	now  time.Time
 	rng  *rand.Rand // reseeded from each event's Arg
 	// everSticky: the classes that have been sticky; their replacements
 	// may see their predecessors' data (I1).
@@ -115,11 +115,6 @@ type World struct {
 	kept map[string]keptData
 	// passErrs counts the failed zfs commands since a pass began.
 	passErrs int
-
-	// timeline is what happened, for a failure report.
-	timeline   []string
-	violations []Violation
-	events     int
 }
 
 // Violation is an invariant broken, found from data.
@@ -133,16 +128,31 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s after event %d: %s", v.Invariant, v.Event, v.Detail)
 }
 
-// addViolation appends v to vs unless the same invariant was broken the
-// same way already; it reports whether v is new. Both worlds record
-// violations through it.
-func addViolation(vs []Violation, v Violation) ([]Violation, bool) {
-	for _, o := range vs {
+// journal is what a world records of a run, at its simulated now: the
+// timeline for a failure report, the invariants broken (each way once),
+// and how many events it has applied. Both worlds keep one.
+type journal struct {
+	now        time.Time
+	timeline   []string
+	violations []Violation
+	events     int
+}
+
+func (j *journal) logf(format string, a ...any) {
+	j.timeline = append(j.timeline, fmt.Sprintf("%8s  ", j.now.Sub(epoch).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
+}
+
+// violate records invariant inv broken, after the event being applied,
+// unless it was broken the same way already.
+func (j *journal) violate(inv, format string, a ...any) {
+	v := Violation{Invariant: inv, Detail: fmt.Sprintf(format, a...), Event: j.events - 1}
+	for _, o := range j.violations {
 		if o.Invariant == v.Invariant && o.Detail == v.Detail {
-			return vs, false
+			return
 		}
 	}
-	return append(vs, v), true
+	j.violations = append(j.violations, v)
+	j.logf("!!! VIOLATION %s: %s", inv, v.Detail)
 }
 
 type jobSpec struct {
@@ -161,7 +171,7 @@ func New(seed uint64, dir string, logger hclog.Logger) (*World, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	w := &World{seed: seed, dir: d, now: epoch, logger: logger,
+	w := &World{journal: journal{now: epoch}, seed: seed, dir: d, logger: logger,
 		jobs: map[string]*jobSpec{}, local: map[string]*localAlloc{}, connected: true,
 		busyTill: map[string]time.Time{}, prevOf: map[string]string{}, rng: rand.New(rand.NewPCG(seed, 1)),
 		locked: map[string]int{}, starting: map[string]bool{}}
@@ -213,23 +223,11 @@ func (w *World) Close() {
 	_ = os.RemoveAll(w.dir)
 }
 
-func (w *World) logf(format string, a ...any) {
-	w.timeline = append(w.timeline, fmt.Sprintf("%8s  ", w.now.Sub(epoch).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
-}
-
 // Timeline is what happened, one line per step.
 func (w *World) Timeline() []string { return w.timeline }
 
 // Violations found so far.
 func (w *World) Violations() []Violation { return w.violations }
-
-func (w *World) violate(inv, format string, a ...any) {
-	v := Violation{Invariant: inv, Detail: fmt.Sprintf(format, a...), Event: w.events - 1}
-	var added bool
-	if w.violations, added = addViolation(w.violations, v); added {
-		w.logf("!!! VIOLATION %s: %s", inv, v.Detail)
-	}
-}
 
 // Run applies the events in order, checking the invariants after each,
 // then lets the system settle and checks the quiescent ones. It stops at

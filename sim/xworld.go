@@ -31,9 +31,9 @@ import (
 // seam), zfs error texts, strangers, the servers' state starting over and
 // operator edits.
 type XWorld struct {
+	journal
 	seed   uint64
 	dir    string
-	now    time.Time
 	rng    *rand.Rand
 	logger hclog.Logger
 
@@ -65,10 +65,7 @@ type XWorld struct {
 	// received copy holds (X2).
 	snapContent map[string]string
 
-	counts     XCounts
-	timeline   []string
-	violations []Violation
-	events     int
+	counts XCounts
 }
 
 // XCounts are what a schedule did, summed over a run for its report.
@@ -153,7 +150,7 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	w := &XWorld{seed: seed, dir: d, now: epoch, logger: logger, rng: rand.New(rand.NewPCG(seed, 1)),
+	w := &XWorld{journal: journal{now: epoch}, seed: seed, dir: d, logger: logger, rng: rand.New(rand.NewPCG(seed, 1)),
 		jobs: map[string]*xjob{}, data: map[string]*xdata{}, snapContent: map[string]string{}}
 	onTimeout := model.MigrateFail
 	if w.rng.IntN(2) == 0 {
@@ -195,18 +192,6 @@ func (w *XWorld) Close() {
 		}
 	}
 	_ = os.RemoveAll(w.dir)
-}
-
-func (w *XWorld) logf(format string, a ...any) {
-	w.timeline = append(w.timeline, fmt.Sprintf("%8s  ", w.now.Sub(epoch).Truncate(time.Millisecond))+fmt.Sprintf(format, a...))
-}
-
-func (w *XWorld) violate(inv, format string, a ...any) {
-	v := Violation{Invariant: inv, Detail: fmt.Sprintf(format, a...), Event: w.events - 1}
-	var added bool
-	if w.violations, added = addViolation(w.violations, v); added {
-		w.logf("!!! VIOLATION %s: %s", inv, v.Detail)
-	}
 }
 
 // Run applies the events, checking the invariants after each, then lets
