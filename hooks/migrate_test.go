@@ -296,3 +296,73 @@ func read(t *testing.T, f *zfstest.Fake, dataset, name string) string {
 	}
 	return string(b)
 }
+
+// completeFetcher answers every request with the sending node's
+// "complete", sending nothing: a sender that lies, or one whose answer
+// belongs to another copy.
+type completeFetcher struct{}
+
+func (completeFetcher) Fetch(context.Context, transfer.Request, transfer.Into) (transfer.Result, error) {
+	return transfer.Result{Complete: true}, nil
+}
+
+// TestCompleteBelievedOnlyOfTheFinalCopy: the receiving node marks a copy
+// claimable on the sender's "complete" only when the copy's newest
+// snapshot is the final one the sender sent; a "complete" over a pre-copy,
+// or over no copy at all, is an error and the copy stays unclaimable.
+func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
+	class := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
+		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
+	c := &cluster{}
+	n1 := newMigrationNode(t, c, "node-1", class)
+	n2 := newMigrationNode(t, c, "node-2", class)
+	ctx := t.Context()
+	on := func(id, node string, index uint64, client, desired string) model.Alloc {
+		return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
+			ClientStatus: client, DesiredStatus: desired,
+			Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
+	}
+	a := on("A", "node-1", 10, "running", "run")
+	c.set(a)
+	n1.settle(t, c, "node-1")
+	write(t, n1.f, "tank/nomad/pg/pg-1", "data", "A's")
+	a.DesiredStatus, a.NextAllocation = "stop", "B"
+	b := on("B", "node-2", 20, "pending", "run")
+	b.PreviousAllocation = "A"
+	c.set(a, b)
+	n1.settle(t, c, "node-1")
+	n2.m.storeSnapshot(nodeAllocs{c: c, node: "node-2"}.snap())
+	n2.m.lookupPredecessors(ctx)
+	migs, _ := model.Migrations(n2.m.cfg, n2.m.snapshot())
+	if len(migs) != 1 {
+		t.Fatalf("migrations: %v, want B's", migs)
+	}
+	mg := migs[0]
+	state := func() string {
+		rows, _ := n2.c.List(ctx, mg.ParkedName, model.UserProps)
+		if len(rows) == 0 {
+			return "none"
+		}
+		return rows[0].User.Get(model.PropState)
+	}
+
+	n2.m.SetFetcher(completeFetcher{})
+	if done, err := n2.m.pullOnce(ctx, mg); done || err == nil {
+		t.Errorf("a complete over no copy: done %v, error %v; want an error", done, err)
+	}
+	if got := state(); got != "none" {
+		t.Errorf("after a complete over no copy: %s", got)
+	}
+
+	n2.m.SetFetcher(directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c})
+	if done, err := n2.m.pullOnce(ctx, mg); done || err != nil {
+		t.Fatalf("the pre-copy (A still runs): done %v, error %v", done, err)
+	}
+	n2.m.SetFetcher(completeFetcher{})
+	if done, err := n2.m.pullOnce(ctx, mg); done || err == nil {
+		t.Errorf("a complete over a pre-copy: done %v, error %v; want an error", done, err)
+	}
+	if got := state(); got != string(model.StateReceiving) {
+		t.Errorf("after a complete over a pre-copy the copy is %q, want %q: never claimable", got, model.StateReceiving)
+	}
+}
