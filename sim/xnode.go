@@ -314,17 +314,22 @@ func (r *xrunner) after(cmd string, args []string, err error) {
 	if err != nil || cmd != "zfs" || len(args) < 2 || args[0] != "snapshot" {
 		return
 	}
+	// What the snapshot holds, read from its own data: the dataset may
+	// not be mounted (parked data after a crash), and its files are there
+	// all the same.
+	// (zfs list takes the dataset, not the snapshot: an earlier version
+	// listed the snapshot's name, was refused, and recorded nothing, so X2
+	// only ever found data in mounted filesystems.)
 	snap := args[len(args)-1]
 	ds, _, _ := strings.Cut(snap, "@")
-	sets, lerr := zfs.NewClient(r.n.fake).List(context.Background(), snap, nil)
-	if lerr != nil || len(sets) == 0 {
+	sets, lerr := zfs.NewClient(r.n.fake).List(context.Background(), ds, nil)
+	if lerr != nil {
+		w.violate("harness", "%s: zfs list %s after its snapshot: %v", r.n.name, ds, lerr)
 		return
 	}
-	w.snapContent[sets[0].GUID] = strings.Join(r.n.files(ds), ",")
-}
-
-// files lists the token files in a dataset's mountpoint, sorted; nil when
-// it is not mounted.
-func (n *xnode) files(ds string) []string {
-	return n.filesAt(n.fake.Mountpoint(ds))
+	for _, s := range sets {
+		if s.Name == snap {
+			w.snapContent[s.GUID] = strings.Join(r.n.filesAt(r.n.fake.DataDir(snap)), ",")
+		}
+	}
 }

@@ -36,6 +36,16 @@ func TestTwoNodeRegressions(t *testing.T) {
 			name: "a copy that failed its verification, then a lying complete",
 			seed: 226,
 		},
+		{
+			// The harness's own bug: it recorded no snapshot's content (it
+			// listed the snapshot's name, which zfs list refuses), so a
+			// final copy held only as a received, unmounted snapshot on
+			// the replacement's node counted as no copy: X2 broke once the
+			// sender, rightly, destroyed its parked data.
+			name: "a final copy held only as a received snapshot counts",
+			seed: 40337,
+			keep: []int{14, 15, 16, 26, 27, 34, 36, 44, 47, 48},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

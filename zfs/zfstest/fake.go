@@ -240,6 +240,20 @@ func (f *Fake) Mountpoint(name string) string {
 	return mp
 }
 
+// DataDir is where the files of filesystem or snapshot name are now,
+// mounted or not (a harness reads what a snapshot holds there); "" if it
+// does not exist.
+func (f *Fake) DataDir(name string) string {
+	var dir string
+	_ = f.with(func(st *state) error {
+		if d := st.Datasets[name]; d != nil {
+			dir = st.dataDir(d)
+		}
+		return nil
+	})
+	return dir
+}
+
 // Calls returns every command run so far, each with its command ("zfs",
 // "zpool") as element 0, including those of child processes.
 func (f *Fake) Calls() [][]string {
