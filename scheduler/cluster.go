@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/nomad/nomad/state"
 	"github.com/hashicorp/nomad/nomad/structs"
 	nsched "github.com/hashicorp/nomad/scheduler"
-	sstructs "github.com/hashicorp/nomad/scheduler/structs"
 )
 
 // Options configure a Cluster. The zero value places exactly as Nomad does,
@@ -55,7 +54,7 @@ func New(opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("nomad state store: %w", err)
 	}
 	c := &Cluster{opts: opts, logger: logger, store: store}
-	c.planner = &planner{PlanBuilder: sstructs.NewPlanWithStateAndIndex(store, 100, true), c: c}
+	c.planner = &planner{planBuilder: newPlanBuilder(store, 100), c: c}
 	cfg := &structs.SchedulerConfiguration{
 		SchedulerAlgorithm: structs.SchedulerAlgorithmBinpack,
 		PreemptionConfig: structs.PreemptionConfig{
@@ -89,7 +88,7 @@ func (c *Cluster) Snapshot() (*Cluster, error) {
 		return nil, err
 	}
 	cp := &Cluster{opts: c.opts, logger: c.logger, store: store, evals: c.evals}
-	cp.planner = &planner{PlanBuilder: sstructs.NewPlanWithStateAndIndex(store, index+1, true), c: cp}
+	cp.planner = &planner{planBuilder: newPlanBuilder(store, index+1), c: cp}
 	return cp, nil
 }
 
@@ -126,8 +125,8 @@ func (c *Cluster) SetNodeStatus(nodeID, status string) ([]Eval, error) {
 	default:
 		return nil, fmt.Errorf("node status %q is not ready, down or disconnected", status)
 	}
-	req := &structs.NodeUpdateStatusRequest{NodeID: nodeID, Status: status, UpdatedAt: int64(c.nextIndex())}
-	if err := c.store.UpdateNodeStatus(structs.MsgTypeTestSetup, c.nextIndex(), req); err != nil {
+	updatedAt := int64(c.nextIndex())
+	if err := c.store.UpdateNodeStatus(structs.MsgTypeTestSetup, c.nextIndex(), nodeID, status, updatedAt, nil); err != nil {
 		return nil, err
 	}
 	return c.evaluateNodeJobs(nodeID, structs.EvalTriggerNodeUpdate)

@@ -8,7 +8,7 @@ import (
 )
 
 // TestNomadGivesTwoTasksOneInstanceUnderPreemption pins a bug of Nomad
-// 1.11.3 found by the simulation: with preemption enabled, when the second
+// 1.6.2 (and of 1.11.3, where the simulation found it): with preemption enabled, when the second
 // task of a group asking the same device finds no free instance, the
 // binpack iterator retries with a device allocator built from the node's
 // proposed allocations only (rank.go, devAllocatorEvict), which forgets the

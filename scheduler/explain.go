@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"github.com/hashicorp/nomad/nomad/structs"
-	"github.com/hashicorp/nomad/scheduler/feasible"
+	feasible "github.com/hashicorp/nomad/scheduler"
 )
 
 // Reason says why a device ask does not fit on a node now.

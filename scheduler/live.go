@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/nomad/nomad/state"
 	"github.com/hashicorp/nomad/nomad/structs"
 	nsched "github.com/hashicorp/nomad/scheduler"
-	sstructs "github.com/hashicorp/nomad/scheduler/structs"
 )
 
 // Live is a cluster as a Nomad HTTP API shows it, in Nomad's own types
@@ -168,7 +167,7 @@ func PlanLive(l Live, job *structs.Job, logger hclog.Logger) (*LivePlan, error) 
 	if err != nil {
 		return nil, err
 	}
-	pb := sstructs.NewPlanWithStateAndIndex(store, next(), true)
+	pb := newPlanBuilder(store, next())
 	sched, err := nsched.NewScheduler(job.Type, logger, nil, snap, pb)
 	if err != nil {
 		return nil, err
@@ -181,7 +180,7 @@ func PlanLive(l Live, job *structs.Job, logger hclog.Logger) (*LivePlan, error) 
 
 // livePlan collects the placements of every plan the evaluation submitted
 // and the failures of its last status update.
-func livePlan(pb *sstructs.PlanBuilder, before *state.StateSnapshot) *LivePlan {
+func livePlan(pb planBuilder, before *state.StateSnapshot) *LivePlan {
 	out := &LivePlan{Failed: map[string]*structs.AllocMetric{}}
 	for _, plan := range pb.Plans {
 		for _, list := range plan.NodeAllocation {

@@ -5,7 +5,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/nomad/structs"
-	"github.com/hashicorp/nomad/scheduler/feasible"
+	feasible "github.com/hashicorp/nomad/scheduler"
 )
 
 // InstanceUse is one device instance of a node and who has it, the way

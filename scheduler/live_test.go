@@ -197,7 +197,7 @@ func TestPlanLiveRollingDeployment(t *testing.T) {
 	v1.Version, v1.JobModifyIndex = 1, v0.Job.JobModifyIndex+5
 	v1.TaskGroups[0].Count = 2
 	v1.TaskGroups[0].Tasks[0].Config["args"] = []any{"-c", "exec sleep 601"}
-	d := structs.NewDeployment(v1, 50, 0)
+	d := structs.NewDeployment(v1, 50)
 	d.TaskGroups = map[string]*structs.DeploymentState{"g": {DesiredTotal: 2, PlacedAllocs: 1}}
 	a1 := v0.Copy()
 	a1.ID, a1.Name, a1.Job, a1.DeploymentID, a1.DeploymentStatus = "11111111-0000-4000-8000-000000000001", "hold.g[1]", v1, d.ID, nil

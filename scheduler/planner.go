@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/nomad/nomad/structs"
-	sstructs "github.com/hashicorp/nomad/scheduler/structs"
+	nsched "github.com/hashicorp/nomad/scheduler"
 )
 
 // planner applies plans with Nomad's PlanBuilder, after making its random
@@ -15,14 +15,14 @@ import (
 // new allocation's devices against structs.DeviceAccounter. It also
 // records what the evaluation did.
 type planner struct {
-	*sstructs.PlanBuilder
+	planBuilder
 	c *Cluster
 
 	cur   Eval
 	evals int // len(PlanBuilder.Evals) at begin
 }
 
-var _ sstructs.Planner = (*planner)(nil)
+var _ nsched.Planner = (*planner)(nil)
 
 func (p *planner) begin() {
 	p.cur = Eval{Failed: map[string]Failure{}}
@@ -56,7 +56,7 @@ func (p *planner) result() Eval {
 }
 
 // SubmitPlan rewrites the plan's random choices, checks it, applies it.
-func (p *planner) SubmitPlan(plan *structs.Plan) (*structs.PlanResult, sstructs.State, error) {
+func (p *planner) SubmitPlan(plan *structs.Plan) (*structs.PlanResult, nsched.State, error) {
 	if err := p.rewrite(plan); err != nil {
 		return nil, nil, err
 	}
@@ -70,7 +70,7 @@ func (p *planner) SubmitPlan(plan *structs.Plan) (*structs.PlanResult, sstructs.
 			p.cur.Preempted = append(p.cur.Preempted, a.ID)
 		}
 	}
-	return p.PlanBuilder.SubmitPlan(plan)
+	return p.planBuilder.Harness.SubmitPlan(plan)
 }
 
 // rewrite renames new allocations and re-picks their device instances,

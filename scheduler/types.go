@@ -61,10 +61,10 @@ func (n Node) toStructs() *structs.Node {
 			"driver.mock_driver": "1",
 		},
 		NodeResources: &structs.NodeResources{
-			Processors: structs.NodeProcessorResources{Topology: structs.MockBasicTopology()},
-			Memory:     structs.NodeMemoryResources{MemoryMB: 64 * 1024},
-			Disk:       structs.NodeDiskResources{DiskMB: 1024 * 1024},
-			Networks:   []*structs.NetworkResource{{Mode: "host", Device: "eth0", CIDR: "192.168.0.100/32", MBits: 1000}},
+			Cpu:      structs.NodeCpuResources{CpuShares: 14000},
+			Memory:   structs.NodeMemoryResources{MemoryMB: 64 * 1024},
+			Disk:     structs.NodeDiskResources{DiskMB: 1024 * 1024},
+			Networks: []*structs.NetworkResource{{Mode: "host", Device: "eth0", CIDR: "192.168.0.100/32", MBits: 1000}},
 			NodeNetworks: []*structs.NodeNetworkResource{{Mode: "host", Device: "eth0", Speed: 1000,
 				Addresses: []structs.NodeNetworkAddress{{Alias: "default", Address: "192.168.0.100", Family: structs.NodeNetworkAF_IPv4}}}},
 		},
@@ -82,7 +82,6 @@ func (n Node) toStructs() *structs.Node {
 		}
 		sn.NodeResources.Devices = append(sn.NodeResources.Devices, d)
 	}
-	sn.NodeResources.Compatibility()
 	_ = sn.ComputeClass()
 	return sn
 }
@@ -104,8 +103,9 @@ type Group struct {
 	Name  string
 	Count int
 	Tasks []Task
-	// LostAfter, if set, is the group's disconnect { lost_after }: its
-	// allocations on a disconnected node go unknown instead of lost.
+	// LostAfter, if set, is the group's max_client_disconnect (Nomad 1.8
+	// renamed it disconnect { lost_after }): its allocations on a
+	// disconnected node go unknown instead of lost.
 	LostAfter time.Duration
 }
 
@@ -159,7 +159,8 @@ func (j Job) toStructs() (*structs.Job, error) {
 			tg.ReschedulePolicy.Unlimited = false
 		}
 		if g.LostAfter > 0 {
-			tg.Disconnect = &structs.DisconnectStrategy{LostAfter: g.LostAfter}
+			lostAfter := g.LostAfter
+			tg.MaxClientDisconnect = &lostAfter
 		}
 		for _, t := range g.Tasks {
 			st := &structs.Task{Name: t.Name, Driver: "mock_driver",
