@@ -18,20 +18,47 @@ import (
 // allocation runs on node 1 when node 1 is cut off.
 type partitionJob struct {
 	id string
-	// disconnect is the group's disconnect block.
-	disconnect string
+	// lostAfter and reconcile are the group's disconnect { lost_after,
+	// reconcile } (Nomad 1.8); before 1.8 max_client_disconnect =
+	// lostAfter, whose reconnect is best_score's ("" here).
+	lostAfter, reconcile string
 	// keep is the allocation Nomad must run after the reconnect:
 	// "original", "replacement", or "" for Nomad's choice (best_score).
 	keep string
 	// lost: the original turns lost while cut off (lost_after passes).
 	lost bool
+	// stanza is the group's disconnect stanza for the agent under test.
+	stanza string
 }
 
 var partitionJobs = []partitionJob{
-	{id: "keep-original", disconnect: `lost_after = "1h"` + "\n      reconcile = \"keep_original\"", keep: "original"},
-	{id: "keep-replacement", disconnect: `lost_after = "1h"` + "\n      reconcile = \"keep_replacement\"", keep: "replacement"},
-	{id: "best-score", disconnect: `lost_after = "1h"` + "\n      reconcile = \"best_score\""},
-	{id: "lost", disconnect: `lost_after = "20s"`, keep: "replacement", lost: true},
+	{id: "keep-original", lostAfter: "1h", reconcile: "keep_original", keep: "original"},
+	{id: "keep-replacement", lostAfter: "1h", reconcile: "keep_replacement", keep: "replacement"},
+	{id: "best-score", lostAfter: "1h", reconcile: "best_score"},
+	{id: "lost", lostAfter: "20s", keep: "replacement", lost: true},
+}
+
+// partitionJobsFor are the scenarios the agent under test can express,
+// each with its group stanza; the others are logged as skipped, with the
+// Nomad version they need (keep_original and keep_replacement came with
+// the disconnect block in 1.8).
+func partitionJobsFor(t *testing.T) []partitionJob {
+	t.Helper()
+	v, err := nomadtest.AgentVersion(nomadBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []partitionJob
+	for _, j := range partitionJobs {
+		stanza, err := nomadtest.GroupDisconnect(v, j.lostAfter, j.reconcile)
+		if err != nil {
+			t.Logf("scenario %s skipped: %v", j.id, err)
+			continue
+		}
+		j.stanza = stanza
+		out = append(out, j)
+	}
+	return out
 }
 
 // tokenScript writes the allocation's token into its slot, says what it
@@ -64,9 +91,7 @@ func partitionService(j partitionJob, node string) string {
 	return fmt.Sprintf(`job %q {
   type = "service"
   group "g" {
-    disconnect {
-      %s
-    }
+    %s
     reschedule {
       delay          = "5s"
       delay_function = "constant"
@@ -93,7 +118,7 @@ func partitionService(j partitionJob, node string) string {
       }
     }
   }
-}`, j.id, j.disconnect, node, tokenScript)
+}`, j.id, j.stanza, node, tokenScript)
 }
 
 // rollbackState is the class of the partition tests: a release rolls the
@@ -232,7 +257,8 @@ const replaceTimeout = 5*time.Second + jobTimeout
 // servers hear nothing from it while its plugin and tasks run on. Three
 // have disconnect { lost_after = "1h" } with reconcile keep_original,
 // keep_replacement and best_score; the fourth has lost_after = "20s" and
-// turns lost. Each gets a replacement on node 2. Then node 1's agent
+// turns lost. Before Nomad 1.8 (no disconnect block) two run:
+// max_client_disconnect = "1h" (best_score) and "20s" (lost). Each gets a replacement on node 2. Then node 1's agent
 // resumes. Checked from the data (a token file each task writes into its
 // slot and watches): nothing of a live allocation is wiped while node 1
 // is cut off; afterwards the allocation Nomad keeps still has its data,
@@ -246,6 +272,7 @@ func TestPartitionReconnect(t *testing.T) {
 	c := startCluster(t, partitionHeartbeats,
 		nodeSpec{Pool: "e2epart1", Classes: rollbackState}, nodeSpec{Pool: "e2epart2", Classes: rollbackState})
 	n1, n2 := c.Nodes[0], c.Nodes[1]
+	partitionJobs := partitionJobsFor(t)
 	var ids []string
 	for _, j := range partitionJobs {
 		ids = append(ids, j.id)

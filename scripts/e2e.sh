@@ -10,7 +10,7 @@
 # -test.v.  Its output streams as it runs; the exit status is the test
 # binary's (125: the VM failed, see e2e/vm/README.md).
 #
-# Env: NOMAD_VERSION     the Nomad to test against (default v1.11.3; tools/nomad-bin.sh)
+# Env: NOMAD_BIN         an agent binary to test against (default: Nomad 1.6.2, tools/nomad-bin.sh)
 #      NDZ_VM_DOCKER     1 (default): boot the docker variant of the guest image
 #                        (e2e/vm/build-docker.sh), where the TestDocker* tests run and
 #                        must pass; 0: the base image, where they are skipped
@@ -42,7 +42,7 @@ go build -trimpath -o "$work/plugins/nomad-device-zfs" ./cmd/nomad-device-zfs
 # The operator CLI beside it: the tests run status and gc (the agent skips
 # it: no plugin block names it).
 go build -trimpath -o "$work/plugins/nomad-device-zfs-ctl" ./cmd/nomad-device-zfs-ctl
-cp "$(tools/nomad-bin.sh)" "$work/nomad" # NOMAD_VERSION picks the version
+cp "$(tools/nomad-bin.sh)" "$work/nomad" # NOMAD_BIN picks another agent
 log "$("$work/nomad" version | head -n1)"
 
 # Quote each argument for the guest's sh (run-in-vm.sh joins them with spaces).

@@ -13,7 +13,8 @@ import (
 )
 
 // TestClusterNodeCutOffAndBack starts a server and two client-only nodes,
-// runs a service with a disconnect block on the first, freezes that
+// runs a service with a disconnect block (max_client_disconnect before
+// Nomad 1.8) on the first, freezes that
 // node's agent and thaws it: the servers mark the node disconnected and
 // the allocation unknown while its task runs on, and after the thaw the
 // node is ready and the same allocation running again.
@@ -23,6 +24,14 @@ func TestClusterNodeCutOffAndBack(t *testing.T) {
 		t.Skip("starts real Nomad agents; skipped with -short")
 	}
 	bin := nomadtest.Binary(t)
+	v, err := nomadtest.AgentVersion(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disconnect, err := nomadtest.GroupDisconnect(v, "1h", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := nomadtest.StartCluster(t,
 		nomadtest.Config{Binary: bin, HeartbeatGrace: 2 * time.Second, MinHeartbeatTTL: time.Second},
 		nomadtest.Config{Binary: bin}, nomadtest.Config{Binary: bin})
@@ -47,9 +56,7 @@ func TestClusterNodeCutOffAndBack(t *testing.T) {
     value     = %q
   }
   group "g" {
-    disconnect {
-      lost_after = "1h"
-    }
+    %s
     task "sleep" {
       driver = "raw_exec"
       config {
@@ -58,7 +65,7 @@ func TestClusterNodeCutOffAndBack(t *testing.T) {
       }
     }
   }
-}`, n1.NodeID()))
+}`, n1.NodeID(), disconnect))
 	allocs := c.Server.WaitAllocs(t, *job.ID, nomadtest.AllocsWithStatus(1, api.AllocClientStatusRunning), time.Minute)
 	id := allocs[0].ID
 	var pid int
