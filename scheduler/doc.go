@@ -2,11 +2,12 @@
 // Nomad's own code: the real service and batch schedulers of
 // github.com/hashicorp/nomad/scheduler (reconciler, feasibility checks,
 // the bin-packing ranker with its device allocator, preemption) over an
-// in-memory state store (nomad/state), with plans applied by
-// scheduler/structs.PlanBuilder, the same applier Nomad's own scheduler
-// tests and its Job.Plan endpoint use. Nothing here is a model of Nomad's
-// placement: what a Cluster places is what a Nomad 1.11.3 leader would
-// place, given the same nodes, jobs and allocation states.
+// in-memory state store (nomad/state), with plans applied by the
+// scheduler package's Harness, the applier Nomad's own scheduler tests
+// use. It is Nomad v1.6.2's code, the newest under the MPL-2.0. Nothing
+// here is a model of Nomad's placement: what a Cluster places is what a
+// Nomad 1.6.2 leader would place, given the same nodes, jobs and
+// allocation states.
 //
 // That matters for this plugin because of facts the plugin cannot change
 // and must survive (see docs/lifecycle.md):

@@ -166,10 +166,10 @@ func (p *planner) rewrite(plan *structs.Plan) error {
 }
 
 // ErrDeviceCollision: Nomad's plan gives an instance that is not free, or
-// gives one instance twice. Nomad 1.11.3 does so when preemption is on and
-// a group's second task asking a device finds none free (see
-// TestNomadGivesTwoTasksOneInstanceUnderPreemption); Cluster then applies
-// nothing.
+// gives one instance twice. Nomad 1.6.2 (and 1.11.3) does so when
+// preemption is on and a group's second task asking a device finds none
+// free (see TestNomadGivesTwoTasksOneInstanceUnderPreemption); Cluster then
+// applies nothing.
 var ErrDeviceCollision = errors.New("Nomad's plan reuses a device instance")
 
 // check verifies Nomad's choice for one device ask: every instance free,
