@@ -93,15 +93,28 @@ func (s *Server) resolveLocked(secret string) caller {
 	return caller{Token: tok, known: ok, accessor: accessor}
 }
 
-// tokenSelf is GET /v1/acl/token/self (ACL.WhoAmI). Seen on a real agent
-// (conformance_test.go): the token's name, type and policies; accessor
-// "anonymous" without a secret; 403 for a secret the servers do not know.
-// With ACLs disabled, 200 and structs.ACLsDisabledToken (accessor
-// "acls-disabled"), not the 400 "ACL support disabled" of the ACL
-// endpoints that need ACLs.
+// tokenSelf is GET /v1/acl/token/self (ACL.WhoAmI). Seen on real agents
+// (conformance_test.go): the token's name, type and policies. Where they
+// differ (Dialect): 1.11.3 answers accessor "anonymous" without a secret,
+// 403 for a secret the servers do not know, and with ACLs disabled 200
+// and structs.ACLsDisabledToken (accessor "acls-disabled"); 1.6.2 answers
+// 500 without a secret, 404 (with query meta) for an unknown one, and 400
+// "ACL support disabled".
 func (s *Server) tokenSelf(w http.ResponseWriter, _ *http.Request, who caller) {
-	if !who.known {
-		fail(w, http.StatusForbidden, errPermissionDenied)
+	old := s.dialectNow() == Nomad16
+	switch {
+	case old && who.aclOff:
+		s.fail(w, http.StatusBadRequest, errACLDisabled)
+		return
+	case old && who.anonymous:
+		s.fail(w, http.StatusInternalServerError, errNoSecret)
+		return
+	case old && !who.known:
+		setMeta(w, s.index())
+		s.fail(w, http.StatusNotFound, errTokenNotFound)
+		return
+	case !who.known:
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 		return
 	}
 	tok := api.ACLToken{AccessorID: who.accessor, Name: who.Name, Type: "client", Policies: who.Policies}
@@ -120,7 +133,7 @@ func (s *Server) tokenSelf(w http.ResponseWriter, _ *http.Request, who caller) {
 // list, not an error, for a token with none.
 func (s *Server) namespaces(w http.ResponseWriter, _ *http.Request, who caller) {
 	if !who.known {
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 		return
 	}
 	s.mu.Lock()

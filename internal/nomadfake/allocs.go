@@ -21,7 +21,7 @@ const defaultWait = 5 * time.Minute
 // without the others; X-Nomad-Index counting them all.
 func (s *Server) nodeAllocations(w http.ResponseWriter, r *http.Request, who caller) {
 	if !who.known || !who.Node {
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 		return
 	}
 	nodeID := r.PathValue("id")
@@ -42,7 +42,7 @@ func (s *Server) nodeAllocations(w http.ResponseWriter, r *http.Request, who cal
 		// agent going away.
 		if fault := s.takeFaultLocked(NodeAllocations); fault != FaultNone {
 			s.mu.Unlock()
-			injure(w, fault)
+			s.injure(w, fault)
 			return
 		}
 		allocs, index := s.c.nodeAllocs(nodeID, who)
@@ -72,7 +72,7 @@ func (s *Server) nodeAllocations(w http.ResponseWriter, r *http.Request, who cal
 // token lacks read-job in; 403 for an unknown secret.
 func (s *Server) allocation(w http.ResponseWriter, r *http.Request, who caller) {
 	if !who.known {
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 		return
 	}
 	id := r.PathValue("id")
@@ -83,9 +83,9 @@ func (s *Server) allocation(w http.ResponseWriter, r *http.Request, who caller) 
 	switch {
 	case !ok:
 		setMeta(w, index)
-		fail(w, http.StatusNotFound, errAllocNotFound)
+		s.fail(w, http.StatusNotFound, errAllocNotFound)
 	case !who.readJob(a.Namespace):
-		fail(w, http.StatusInternalServerError, fmt.Sprintf(errUnknownAlloc, id))
+		s.fail(w, http.StatusInternalServerError, fmt.Sprintf(errUnknownAlloc, id))
 	default:
 		setMeta(w, a.ModifyIndex)
 		reply(w, a)
@@ -106,7 +106,7 @@ func (s *Server) allocations(w http.ResponseWriter, r *http.Request, who caller)
 		allowed = who.anyReadJob()
 	}
 	if !who.known || !allowed {
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 		return
 	}
 	s.mu.Lock()
@@ -141,13 +141,13 @@ func (s *Server) allocStats(w http.ResponseWriter, r *http.Request, who caller) 
 	s.mu.Unlock()
 	switch {
 	case !who.known:
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 	case !known && !local:
-		fail(w, http.StatusNotFound, fmt.Sprintf(errUnknownAlloc, id))
+		s.fail(w, http.StatusNotFound, fmt.Sprintf(errUnknownAlloc, id))
 	case known && !who.readJob(a.Namespace):
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 	case !local:
-		fail(w, http.StatusNotFound, fmt.Sprintf(errUnknownAlloc, id))
+		s.fail(w, http.StatusNotFound, fmt.Sprintf(errUnknownAlloc, id))
 	default:
 		reply(w, api.AllocResourceUsage{ResourceUsage: &api.ResourceUsage{}, Tasks: map[string]*api.TaskResourceUsage{}})
 	}

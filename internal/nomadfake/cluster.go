@@ -165,7 +165,7 @@ func (s *Server) SetAgentNode(id string) {
 // know.
 func (s *Server) node(w http.ResponseWriter, r *http.Request, who caller) {
 	if !who.known || !who.Node {
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 		return
 	}
 	s.mu.Lock()
@@ -174,7 +174,7 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request, who caller) {
 	s.mu.Unlock()
 	setMeta(w, index)
 	if !ok {
-		fail(w, http.StatusNotFound, errNodeNotFound)
+		s.fail(w, http.StatusNotFound, errNodeNotFound)
 		return
 	}
 	reply(w, &api.Node{ID: s.c.nodeID, Name: "node-" + s.c.nodeID[:8], Status: "ready"})
@@ -183,7 +183,7 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request, who caller) {
 // nodes is GET /v1/nodes (Node.List): 403 without node read.
 func (s *Server) nodes(w http.ResponseWriter, _ *http.Request, who caller) {
 	if !who.known || !who.Node {
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 		return
 	}
 	s.mu.Lock()
@@ -199,10 +199,15 @@ func (s *Server) nodes(w http.ResponseWriter, _ *http.Request, who caller) {
 
 // agentSelf is GET /v1/agent/self, answered by the agent itself (no
 // leader needed): 403 without agent read, and for a secret it cannot
-// resolve; stats.client.node_id names the client's node.
+// resolve (1.6.2 says "ACL token not found" then); stats.client.node_id
+// names the client's node.
 func (s *Server) agentSelf(w http.ResponseWriter, _ *http.Request, who caller) {
+	if !who.known && s.dialectNow() == Nomad16 {
+		s.fail(w, http.StatusForbidden, errTokenNotFound)
+		return
+	}
 	if !who.known || !who.Agent {
-		fail(w, http.StatusForbidden, errPermissionDenied)
+		s.fail(w, http.StatusForbidden, errPermissionDenied)
 		return
 	}
 	s.mu.Lock()

@@ -129,7 +129,12 @@ func twoWorlds(t *testing.T, acl bool) (agent, fake *world) {
 	if testing.Short() {
 		t.Skip("starts a real Nomad agent; skipped with -short")
 	}
-	a := nomadtest.Start(t, nomadtest.Config{Binary: nomadtest.Binary(t), ACL: acl})
+	bin := nomadtest.Binary(t)
+	v, err := nomadtest.AgentVersion(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := nomadtest.Start(t, nomadtest.Config{Binary: bin, ACL: acl})
 	mgmt := a.Client()
 	if _, err := mgmt.Namespaces().Register(&api.Namespace{Name: "hidden"}, nil); err != nil {
 		t.Fatal(err)
@@ -141,6 +146,8 @@ func twoWorlds(t *testing.T, acl bool) (agent, fake *world) {
 
 	agent = &world{addr: a.Address(), node: a.NodeID(), ids: map[string]string{}, secrets: map[string]string{"unknown": unknownSecret}}
 	f := nomadfake.New(t, a.NodeID())
+	f.SetDialect(nomadfake.DialectOf(v))
+	t.Logf("Nomad %s: the fake answers in dialect %d", v, nomadfake.DialectOf(v))
 	fake = &world{addr: f.URL(), node: a.NodeID(), ids: agent.ids, secrets: agent.secrets}
 	for _, al := range allocs {
 		agent.ids["{"+al.JobID+"}"] = al.ID

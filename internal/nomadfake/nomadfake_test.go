@@ -229,7 +229,11 @@ func TestClusterWrites(t *testing.T) {
 		{"node purged: its allocation list is still 200", func(f *nomadfake.Server) { f.SetRegistered(false) },
 			"/v1/node/" + node + "/allocations", `200 [{"ID":"` + allocID(1)},
 		{"a server-only agent", func(f *nomadfake.Server) { f.SetAgentNode("") }, "/v1/agent/self", `200 {"config":{},"member":{},"stats":{}}`},
-		{"ACLs off", func(f *nomadfake.Server) { f.SetTokens(nil) }, "/v1/acl/token/self", `200 {"AccessorID":"acls-disabled"`},
+		{"ACLs off, 1.6.2", func(f *nomadfake.Server) { f.SetTokens(nil) }, "/v1/acl/token/self", `400 ACL support disabled`},
+		{"ACLs off, 1.11.3", func(f *nomadfake.Server) { f.SetTokens(nil); f.SetDialect(nomadfake.Nomad111) },
+			"/v1/acl/token/self", `200 {"AccessorID":"acls-disabled"`},
+		{"no token, 1.6.2", func(f *nomadfake.Server) { f.SetTokens(map[string]nomadfake.Token{}) },
+			"/v1/acl/token/self", `500 acl token lookup failed: missing secret id`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

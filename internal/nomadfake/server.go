@@ -44,6 +44,7 @@ type Server struct {
 	faultLeft int // requests the fault still applies to; <0: until cleared
 	requests  map[string]int
 	waits     []uint64 // ?index= of each node allocations query
+	dialect   dialectValue
 }
 
 // New starts a fake agent whose client is registered as node nodeID, with
@@ -107,7 +108,7 @@ func (s *Server) route(kind string, h handler) http.HandlerFunc {
 		fault := s.takeFaultLocked(kind)
 		who := s.resolveLocked(r.Header.Get("X-Nomad-Token"))
 		s.mu.Unlock()
-		if injure(w, fault) {
+		if s.injure(w, fault) {
 			return
 		}
 		h(w, r, who)
@@ -178,10 +179,10 @@ func (s *Server) takeFaultLocked(kind string) Fault {
 }
 
 // injure answers with fault; false when there is none.
-func injure(w http.ResponseWriter, fault Fault) bool {
+func (s *Server) injure(w http.ResponseWriter, fault Fault) bool {
 	switch fault {
 	case FaultNoLeader:
-		fail(w, http.StatusInternalServerError, errNoLeader)
+		s.fail(w, http.StatusInternalServerError, errNoLeader)
 	case FaultReset:
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			_ = conn.Close()
@@ -211,22 +212,16 @@ func reply(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// fail is the agent's error answer (http.go wrap): the status code and the
-// error's text alone as a plain-text body.
-func fail(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(code)
-	_, _ = w.Write([]byte(msg))
-}
-
-// Error texts of Nomad 1.11.3, as its HTTP API sends them.
+// Error texts of Nomad 1.6.2 and 1.11.3 alike, as their HTTP APIs send them.
 const (
-	errPermissionDenied = "Permission denied"     // structs.ErrPermissionDenied
-	errTokenNotFound    = "ACL token not found"   // structs.ErrTokenNotFound
-	errNoLeader         = "No cluster leader"     // structs.ErrNoLeader
-	errAllocNotFound    = "alloc not found"       // alloc_endpoint.go allocQuery
-	errNodeNotFound     = "node not found"        // node_endpoint.go nodeQuery
-	errUnknownAlloc     = "Unknown allocation %q" // structs.NewErrUnknownAllocation
+	errPermissionDenied = "Permission denied"                          // structs.ErrPermissionDenied
+	errTokenNotFound    = "ACL token not found"                        // structs.ErrTokenNotFound
+	errNoLeader         = "No cluster leader"                          // structs.ErrNoLeader
+	errACLDisabled      = "ACL support disabled"                       // structs.ErrACLDisabled (1.6.2's token/self)
+	errNoSecret         = "acl token lookup failed: missing secret id" // 1.6.2's token/self without a token
+	errAllocNotFound    = "alloc not found"                            // alloc_endpoint.go allocQuery
+	errNodeNotFound     = "node not found"                             // node_endpoint.go nodeQuery
+	errUnknownAlloc     = "Unknown allocation %q"                      // structs.NewErrUnknownAllocation
 
 	// leaderAddr is /v1/status/leader's answer: the leader's RPC address.
 	leaderAddr = "127.0.0.1:4647"
