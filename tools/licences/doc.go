@@ -23,13 +23,14 @@
 //
 // Usage:
 //
-//	licences [-dir D] [-notice FILE] -list 'ARGS' [-list 'ARGS']...
+//	licences [-v] [-dir D] [-go CMD] [-notice FILE] -list 'ARGS' [-list 'ARGS']...
 //
 // Each -list is one `go list` run: ARGS are its arguments after `go list`
 // (the tool adds -json), and leading NAME=value words set its environment, as
 // in -list 'GOOS=linux GOARCH=arm64 CGO_ENABLED=0 -deps ./cmd/...'. Every
 // offending folder gets one line naming module@version, folder and the
 // licence found; a summary line follows; the exit status is 1 on any
-// offender. With -notice, the modules the lists link (the main module aside)
+// offender. -v lists every licence file with its verdict and coverage. With
+// -notice, the modules the lists link (the main module aside)
 // are written to FILE with their licence names and texts.
 package main

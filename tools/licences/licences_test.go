@@ -108,8 +108,8 @@ func TestCheck(t *testing.T) {
 	}
 	var out bytes.Buffer
 	r.print(&out, false)
-	want := "FAIL github.com/hashicorp/nomad@v1.11.3 helper: LICENSE is BUSL-1.1 (BUSL-1.1 is not on the allow-list)\n" +
-		"FAIL example.com/bare@v0.1.0 pkg: no licence file\n" +
+	want := "FAIL example.com/bare@v0.1.0 pkg: no licence file\n" +
+		"FAIL github.com/hashicorp/nomad@v1.11.3 helper: LICENSE is BUSL-1.1 (BUSL-1.1 is not on the allow-list)\n" +
 		"licences: 2 modules, 3 packages checked; modules by licence: BUSL-1.1 1, MPL-2.0 1, no licence file 1; 2 failed\n"
 	if out.String() != want {
 		t.Errorf("report:\n%s\nwant:\n%s", out.String(), want)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -16,7 +17,7 @@ type Report struct {
 	Modules []*ModuleResult
 	// Packages counts the distinct package directories checked.
 	Packages int
-	// Offenders fail the check.
+	// Offenders fail the check, by module and folder.
 	Offenders []Offender
 	// Excepted are the modules an exception let pass: path -> why.
 	Excepted map[string]string
@@ -112,6 +113,9 @@ func check(pkgs []Package) (*Report, error) {
 	for _, k := range slices.Sorted(maps.Keys(mods)) {
 		r.Modules = append(r.Modules, mods[k])
 	}
+	slices.SortFunc(r.Offenders, func(a, b Offender) int {
+		return cmp.Or(strings.Compare(a.Module, b.Module), strings.Compare(a.Folder, b.Folder))
+	})
 	return r, nil
 }
 
@@ -144,10 +148,12 @@ func (r *Report) print(w io.Writer, verbose bool) {
 		fmt.Fprintf(w, "excepted %s: %s\n", m, r.Excepted[m])
 	}
 	for _, m := range r.Modules {
+		if !verbose {
+			break
+		}
 		for _, rel := range slices.Sorted(maps.Keys(m.Files)) {
-			if v := m.Files[rel]; verbose {
-				fmt.Fprintf(w, "%s %s: %s, %.0f%% of the text\n", m.Module, filepath.ToSlash(rel), v.Name(), v.Coverage)
-			}
+			v := m.Files[rel]
+			fmt.Fprintf(w, "%s %s: %s, %.0f%% of the text\n", m.Module, filepath.ToSlash(rel), v.Name(), v.Coverage)
 		}
 	}
 	n := r.Licences()
