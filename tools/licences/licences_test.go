@@ -124,3 +124,37 @@ func TestRunOnItself(t *testing.T) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// TestWriteNotice: THIRD_PARTY_LICENSES names each module but the main one,
+// its licence and the licence file's text, one block per licence file used.
+func TestWriteNotice(t *testing.T) {
+	abs, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nomad := &Module{Path: "github.com/hashicorp/nomad", Version: "v1.6.2", Dir: filepath.Join(abs, "nomadlike")}
+	self := &Module{Path: "example.com/self", Main: true, Dir: filepath.Join(abs, "mit")}
+	r, err := check([]Package{
+		{ImportPath: "github.com/hashicorp/nomad/plugins/device", Dir: filepath.Join(abs, "nomadlike/plugins/device"), Module: nomad},
+		{ImportPath: "example.com/self", Dir: filepath.Join(abs, "mit"), Module: self},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "THIRD_PARTY_LICENSES")
+	if err := writeNotice(path, r); err != nil {
+		t.Fatal(err)
+	}
+	got := string(readFixture(t, path))
+	for _, want := range []string{
+		"\ngithub.com/hashicorp/nomad@v1.6.2\nLicence: MPL-2.0 (plugins/LICENSE)\n",
+		"Mozilla Public License, version 2.0",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("THIRD_PARTY_LICENSES lacks %q", want)
+		}
+	}
+	if strings.Contains(got, "example.com/self") || strings.Count(got, "\nLicence: ") != 1 {
+		t.Errorf("THIRD_PARTY_LICENSES has the main module or more than one licence block:\n%.600s", got)
+	}
+}
