@@ -16,6 +16,12 @@ NOMAD_VERSION ?= v1.6.2
 NOMAD_BIN     ?=
 export NDZ_CACHE NOMAD_VERSION NOMAD_BIN
 
+# What the licence check (tools/licences) lists with go list: the shipped
+# binaries as dist builds them, and every test binary, the e2e and bench tags
+# too. docs/licences.md.
+LICENCE_BINS  := $(foreach p,$(PLATFORMS),-list 'CGO_ENABLED=0 GOOS=$(word 1,$(subst /, ,$(p))) GOARCH=$(word 2,$(subst /, ,$(p))) -deps ./cmd/nomad-device-zfs ./cmd/nomad-device-zfs-ctl')
+LICENCE_LISTS := $(LICENCE_BINS) -list '-deps -test ./...' -list '-deps -test -tags e2e ./e2e/...' -list '-deps -test -tags bench ./bench/...'
+
 .DEFAULT_GOAL := help
 
 help: ## List the targets.
@@ -25,7 +31,7 @@ build: ## Build the plugin and the operator CLI into bin/.
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nomad-device-zfs
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)-ctl ./cmd/nomad-device-zfs-ctl
 
-dist: ## Release binaries (the plugin and the CLI; static, linux/amd64 and linux/arm64) and SHA256SUMS into dist/.
+dist: ## Release binaries (the plugin and the CLI; static, linux/amd64 and linux/arm64), THIRD_PARTY_LICENSES and SHA256SUMS into dist/.
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	@set -e; for p in $(PLATFORMS); do os=$${p%/*} arch=$${p#*/}; \
 	  for cmd in nomad-device-zfs nomad-device-zfs-ctl; do \
@@ -33,7 +39,8 @@ dist: ## Release binaries (the plugin and the CLI; static, linux/amd64 and linux
 	    CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$out ./cmd/$$cmd; \
 	  done; \
 	done
-	cd $(DIST) && sha256sum nomad-device-zfs_* nomad-device-zfs-ctl_* >SHA256SUMS && sha256sum --quiet -c SHA256SUMS
+	@set -o pipefail; echo "  $(DIST)/THIRD_PARTY_LICENSES"; $(GO) run ./tools/licences -go '$(GO)' -notice $(DIST)/THIRD_PARTY_LICENSES $(LICENCE_BINS) | sed 's/^/  /'
+	cd $(DIST) && sha256sum nomad-device-zfs_* nomad-device-zfs-ctl_* THIRD_PARTY_LICENSES >SHA256SUMS && sha256sum --quiet -c SHA256SUMS
 	@for cmd in nomad-device-zfs nomad-device-zfs-ctl; do \
 	  host=$(DIST)/$${cmd}_$(VERSION)_$$($(GO) env GOOS)_$$($(GO) env GOARCH); \
 	  if [ -x $$host ]; then got=$$($$host version); test "$$got" = "nomad-device-zfs $(VERSION)" || \
@@ -126,14 +133,18 @@ MUTANT_SCHEDULES ?= 2000
 mutants: nomad ## The safety net's power (long, 1-2 h): each realistic bug of tools/mutants/list.go planted alone, and what catches it; [BUGS=a,b] [MUTANT_SCHEDULES=N] [MUTANTFLAGS=-first].
 	$(GO) run ./tools/mutants -schedules $(MUTANT_SCHEDULES) $(if $(BUGS),-only $(BUGS)) $(MUTANTFLAGS)
 
-check: ## vet, gofmt, go mod tidy diff, import boundaries.
+licences: ## Every package linked into the binaries and the test binaries is under a licence on the allow-list (docs/licences.md).
+	@$(GO) run ./tools/licences -go '$(GO)' $(LICENCE_LISTS)
+
+check: ## vet, gofmt, go mod tidy diff, import boundaries, licences.
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	@cp go.mod /tmp/ndz-go.mod && cp go.sum /tmp/ndz-go.sum && $(GO) mod tidy && \
 	  { diff -q go.mod /tmp/ndz-go.mod && diff -q go.sum /tmp/ndz-go.sum || { echo "go mod tidy changed go.mod/go.sum"; exit 1; }; }
 	@scripts/check-imports.sh
+	@$(MAKE) --no-print-directory licences
 
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist nomad test unit e2e e2e-ci e2e-cluster demo bench bench-churn bench-cutover bench-handover bench-scan fuzz sim sim-node sim-nodes mutants check clean
+.PHONY: help build dist licences nomad test unit e2e e2e-ci e2e-cluster demo bench bench-churn bench-cutover bench-handover bench-scan fuzz sim sim-node sim-nodes mutants check clean

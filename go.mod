@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/go-json-experiment/json v1.27.2
+	github.com/google/licensecheck v0.3.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.7.0
 	github.com/hashicorp/go-version v1.8.0
