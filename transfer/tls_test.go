@@ -26,7 +26,7 @@ func TestConfigValidate(t *testing.T) {
 	other := transfertest.NewPKI(t, pki.Nomad)
 	good := pki.Config(t, "0.0.0.0:4680")
 	cli, cliKey := pki.Cert(t, "-cli")
-	east, eastKey := pki.Cert(t, "-client", "-region", "east")
+	east, eastKey := pki.RegionCert(t, "east")
 	server, serverKey := pki.Cert(t, "-server")
 	foreign, foreignKey := other.Cert(t, "-client")
 	_, otherKey := pki.Cert(t, "-client")
@@ -133,7 +133,7 @@ func TestTLSPeers(t *testing.T) {
 		}{
 			{name: "the operator's CLI certificate", cert: func() (string, string) { return h.pki.Cert(t, "-cli") },
 				wantLog: "cli.global.nomad"},
-			{name: "another region's client", cert: func() (string, string) { return h.pki.Cert(t, "-client", "-region", "east") },
+			{name: "another region's client", cert: func() (string, string) { return h.pki.RegionCert(t, "east") },
 				wantLog: "client.east.nomad"},
 			{name: "another CA's client", cert: func() (string, string) { return other.Cert(t, "-client") },
 				wantLog: "certificate signed by unknown authority"},
