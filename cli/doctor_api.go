@@ -106,14 +106,20 @@ func (d *doctor) checkAPI(ctx context.Context, nc allocwatch.Config) {
 	var self api.ACLToken
 	status, body, err := t.get(ctx, "/v1/acl/token/self", nil, &self)
 	switch {
-	case err == nil && self.AccessorID == "acls-disabled":
-		// ACL.WhoAmI without ACLs (Nomad 1.10 and 1.11): 200 and
-		// structs.ACLsDisabledToken, not an error.
+	case err == nil && self.AccessorID == "acls-disabled",
+		status == http.StatusBadRequest && strings.Contains(body, "ACL support disabled"):
+		// ACL.WhoAmI without ACLs: 200 and structs.ACLsDisabledToken on
+		// Nomad 1.10 and 1.11, 400 "ACL support disabled" on 1.6.
 		d.ok("ACLs are disabled: every request is allowed")
 		return
-	case status == http.StatusForbidden:
-		d.fail("Nomad does not know the token (%s): /v1/acl/token/self answered 403; it was deleted, expired or belongs to another cluster", t.tokenFrom)
+	case status == http.StatusForbidden,
+		status == http.StatusNotFound && strings.Contains(body, "ACL token not found"):
+		// 403 on 1.10 and 1.11, 404 "ACL token not found" on 1.6.
+		d.fail("Nomad does not know the token (%s): /v1/acl/token/self answered %d; it was deleted, expired or belongs to another cluster", t.tokenFrom, status)
 		return
+	case status == http.StatusInternalServerError && strings.Contains(body, "missing secret id"):
+		// 1.6 without a token (1.10 and 1.11 answer with the anonymous one).
+		d.warn("no token (%s): the plugin's requests are anonymous", t.tokenFrom)
 	case status != 0 && strings.Contains(body, "failed to parse"):
 		d.fail("the token (%s) is not a Nomad ACL token secret: %s", t.tokenFrom, body)
 		return

@@ -199,7 +199,7 @@ func TestCLINomadAgentFakeZFS(t *testing.T) {
 			{"missing pool", `parent = "tank/nomad"`, `parent = "nopool/nomad"`,
 				`✗ pool "nopool" not found (parent = "nopool/nomad")`},
 			{"bad token", tokenLine, `token_file = "` + badToken + `"`,
-				"✗ Nomad does not know the token (nomad.token_file " + badToken + "): /v1/acl/token/self answered 403"},
+				"✗ Nomad does not know the token (nomad.token_file " + badToken + "): /v1/acl/token/self answered 40"}, // 403 (1.11), 404 (1.6)
 			{"API down", addrLine, `address = "http://127.0.0.1:1"`,
 				"✗ the Nomad API at http://127.0.0.1:1 is down: connection refused"},
 			{"binary name does not match its block", pluginDirLine, `plugin_dir = "` + renamed + `"`,
