@@ -77,8 +77,10 @@ func TestDoctorFakeZFS(t *testing.T) {
 		{name: "bad token, Nomad 1.6", token: tokenUnknown,
 			fail: "✗ Nomad does not know the token (nomad.token): /v1/acl/token/self answered 404; it was deleted, expired or belongs to another cluster"},
 		{name: "bad token, Nomad 1.11", token: tokenUnknown,
-			setup: func(t *testing.T, _ *zfstest.Fake, _ *zfs.Client, n *nomadfake.Server) { n.SetDialect(nomadfake.Nomad111) },
-			fail:  "✗ Nomad does not know the token (nomad.token): /v1/acl/token/self answered 403; it was deleted, expired or belongs to another cluster"},
+			setup: func(t *testing.T, _ *zfstest.Fake, _ *zfs.Client, n *nomadfake.Server) {
+				n.SetDialect(nomadfake.Nomad111)
+			},
+			fail: "✗ Nomad does not know the token (nomad.token): /v1/acl/token/self answered 403; it was deleted, expired or belongs to another cluster"},
 		{name: "Nomad API down", apiDown: true,
 			fail: "is down: connection refused (is the agent running, and is nomad.address its HTTP address?)"},
 		{name: "binary name does not match its block", binary: "zfs-plugin",
