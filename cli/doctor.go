@@ -204,6 +204,13 @@ func (d *doctor) checkBinary(ac *agentConfig, pluginDir string, block *config.Pl
 		return false
 	}
 	want := filepath.Join(pluginDir, plugin.Name)
+	// A 1.6 agent would not start at all, and the loader doctor runs is
+	// 1.6.2's: the plugin is not started until the CLI is moved.
+	ctls := ctlBinaries(pluginDir, want)
+	for _, ctl := range ctls {
+		d.fail("the operator CLI %s is in plugin_dir: Nomad 1.6 launches every file there and does not start while one is no plugin "+
+			"(Nomad 1.7 and later skip it); move it onto the PATH (mv %s /usr/local/bin/)", ctl, ctl)
+	}
 	others := pluginBinaries(pluginDir)
 	fi, statErr := os.Stat(want)
 	exists := statErr == nil && !fi.IsDir()
@@ -215,7 +222,7 @@ func (d *doctor) checkBinary(ac *agentConfig, pluginDir string, block *config.Pl
 			want, plugin.CtlName, plugin.Name)
 	case block != nil && exists:
 		d.ok("plugin binary %s matches its block plugin %q", want, plugin.Name)
-		return true
+		return len(ctls) == 0
 	case block != nil && len(others) > 0:
 		d.fail("plugin binary is named %s, but the block is plugin %q: the agent loads a binary only under its block's name (mv %s %s)",
 			others[0], plugin.Name, others[0], want)
@@ -249,6 +256,23 @@ func pluginBinaries(dir string) []string {
 			continue
 		}
 		if p := filepath.Join(dir, e.Name()); mainPackage(p) == cmdPath {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ctlBinaries lists the operator CLI's binaries in dir but at want (the
+// plugin's own name: checkBinary says what that one is).
+func ctlBinaries(dir, want string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if !e.IsDir() && p != want && mainPackage(p) == ctlPath {
 			out = append(out, p)
 		}
 	}

@@ -25,9 +25,10 @@ type doctorCase struct {
 	name string
 	// binary is the plugin binary's file name in plugin_dir.
 	binary string
-	// ctlAsPlugin puts the operator CLI there instead of the plugin.
-	ctlAsPlugin bool
-	parent      string
+	// ctlAsPlugin puts the operator CLI there instead of the plugin;
+	// ctlBeside puts it there beside the plugin.
+	ctlAsPlugin, ctlBeside bool
+	parent                 string
 	// token is the plugin's nomad.token; nomadExtra more of its nomad block.
 	token, nomadExtra string
 	// apiDown points nomad.address where nothing listens.
@@ -87,6 +88,8 @@ func TestDoctorFakeZFS(t *testing.T) {
 			fail: `✗ plugin binary is named @dir@/zfs-plugin, but the block is plugin "nomad-device-zfs": the agent loads a binary only under its block's name (mv @dir@/zfs-plugin @dir@/nomad-device-zfs)`},
 		{name: "the operator CLI installed as the plugin", ctlAsPlugin: true,
 			fail: `✗ @dir@/nomad-device-zfs is the operator CLI (nomad-device-zfs-ctl), not the plugin: the agent could not start it; install the nomad-device-zfs binary there`},
+		{name: "the operator CLI beside the plugin", ctlBeside: true,
+			fail: `✗ the operator CLI @dir@/nomad-device-zfs-ctl is in plugin_dir: Nomad 1.6 launches every file there and does not start while one is no plugin (Nomad 1.7 and later skip it); move it onto the PATH (mv @dir@/nomad-device-zfs-ctl /usr/local/bin/)`},
 		{name: "no plugin block", block: `plugin "raw_exec" { config { enabled = true } }`,
 			fail: `✗ no plugin "nomad-device-zfs" block in @cfg@: the agent loads @dir@/nomad-device-zfs only when a plugin block names it`},
 		{name: "invalid configuration", classExtra: "release { policy = \"shred\" }",
@@ -142,6 +145,11 @@ func TestDoctorFakeZFS(t *testing.T) {
 				b, err := os.ReadFile(testrig.Ctl(t))
 				must(t, err)
 				must(t, os.WriteFile(filepath.Join(dir, tc.binary), b, 0o755))
+			}
+			if tc.ctlBeside {
+				b, err := os.ReadFile(testrig.Ctl(t))
+				must(t, err)
+				must(t, os.WriteFile(filepath.Join(dir, "nomad-device-zfs-ctl"), b, 0o755))
 			}
 			if tc.parent == "" {
 				tc.parent = "tank/nomad"

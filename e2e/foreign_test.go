@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,7 +110,7 @@ class "kept" {
 	if !existsAny(t, kept) || !existsAny(t, kept+"/handmade") {
 		t.Fatalf("the plugin pruned retained data with a hand-made child below it")
 	}
-	cmd := exec.Command(filepath.Join(pluginDir, ctlName), "gc", "-config", a.ConfigFile())
+	cmd := exec.Command(ctlBin, "gc", "-config", a.ConfigFile())
 	out, err := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), kept+": not destroyed") {
 		t.Errorf("gc exit %d (%v), want 1 and a line saying why %s is kept:\n%s", code, err, kept, out)

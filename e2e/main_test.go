@@ -22,12 +22,13 @@ import (
 var (
 	nomadBin  string // the nomad agent binary
 	pluginDir string // the agent's plugin_dir, holding nomad-device-zfs
+	ctlBin    string // the operator CLI, outside pluginDir
 )
 
 const pluginName = "nomad-device-zfs"
 
-// ctlName is the operator CLI, copied into pluginDir beside the plugin (the
-// agent skips it: no plugin block names it).
+// ctlName is the operator CLI, staged outside pluginDir: Nomad 1.6 launches
+// every file in plugin_dir and does not start while one is no plugin.
 const ctlName = "nomad-device-zfs-ctl"
 
 func TestMain(m *testing.M) {
@@ -102,10 +103,12 @@ func stage() (string, error) {
 	if err := copyExecutable(nomad, nomadBin); err != nil {
 		return "", err
 	}
-	for _, name := range []string{pluginName, ctlName} {
-		if err := copyExecutable(filepath.Join(srcPlugins, name), filepath.Join(pluginDir, name)); err != nil {
-			return "", err
-		}
+	if err := copyExecutable(filepath.Join(srcPlugins, pluginName), filepath.Join(pluginDir, pluginName)); err != nil {
+		return "", err
+	}
+	ctlBin = filepath.Join(dir, ctlName)
+	if err := copyExecutable(filepath.Join(srcPlugins, ctlName), ctlBin); err != nil {
+		return "", err
 	}
 	return dir, nil
 }

@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -140,7 +139,7 @@ func nodeGroup(t testing.TB, a *nomadtest.Agent, name string) *api.NodeDeviceRes
 // output the README shows.
 func ctl(t testing.TB, a *nomadtest.Agent, wantCode int, command string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(pluginDir, ctlName), command, "-config", a.ConfigFile())
+	cmd := exec.Command(ctlBin, command, "-config", a.ConfigFile())
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -271,7 +271,7 @@ func taskStarted(al *api.Allocation) time.Time {
 // configuration (the plugin block, and through it the agent's API).
 func statusOutput(t testing.TB, a *nomadtest.Agent) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(pluginDir, ctlName), "status", "-config", a.ConfigFile())
+	cmd := exec.Command(ctlBin, "status", "-config", a.ConfigFile())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s status: %v\n%s", ctlName, err, out)

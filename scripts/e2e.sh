@@ -39,8 +39,8 @@ export CGO_ENABLED=0
 go test -c -tags e2e -o "$work/e2e.test" ./e2e
 mkdir "$work/plugins"
 go build -trimpath -o "$work/plugins/nomad-device-zfs" ./cmd/nomad-device-zfs
-# The operator CLI beside it: the tests run status and gc (the agent skips
-# it: no plugin block names it).
+# The operator CLI beside it: the tests run status and gc (the guest stages
+# it outside the agent's plugin_dir, where Nomad 1.6 would try to launch it).
 go build -trimpath -o "$work/plugins/nomad-device-zfs-ctl" ./cmd/nomad-device-zfs-ctl
 cp "$(tools/nomad-bin.sh)" "$work/nomad" # NOMAD_BIN picks another agent
 log "$("$work/nomad" version | head -n1)"
