@@ -60,6 +60,9 @@ func (c Config) Validate() error {
 			bad(f.key, f.path, "%v", err)
 		}
 	}
+	if err := checkKeyMode(c.KeyFile); err != nil {
+		bad("key_file", c.KeyFile, "%v", err)
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -182,4 +185,18 @@ func usageName(u x509.ExtKeyUsage) string {
 		return "TLS Web Server Authentication"
 	}
 	return "TLS Web Client Authentication"
+}
+
+// checkKeyMode refuses a private key that group or others may read or
+// write, as ssh does: any local user who can read it is this node to its
+// peers. A file that cannot be read is Validate's error already.
+func checkKeyMode(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil || path == "" {
+		return nil
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("mode %04o lets group or others read the private key (any local user could be this node to its peers): chmod 600 %s", perm, path)
+	}
+	return nil
 }

@@ -65,6 +65,10 @@ func TestConfigValidate(t *testing.T) {
 		{name: "another region's certificate", cfg: with(func(c *transfer.Config) { c.CertFile, c.KeyFile = east, eastKey }),
 			wantErr: []string{"client.east.nomad", "nomad tls cert create -client -region global"}},
 		{name: "that region's certificate for that region", cfg: with(func(c *transfer.Config) { c.CertFile, c.KeyFile, c.Region = east, eastKey, "east" })},
+		{name: "a key anyone may read", cfg: with(func(c *transfer.Config) { c.KeyFile = openKey(t, c.KeyFile, 0o644) }),
+			wantErr: []string{"key_file = ", "mode 0644", "chmod 600"}},
+		{name: "a key the group may read", cfg: with(func(c *transfer.Config) { c.KeyFile = openKey(t, c.KeyFile, 0o640) }),
+			wantErr: []string{"key_file = ", "mode 0640"}},
 		{name: "a name as address", cfg: with(func(c *transfer.Config) { c.Address = "node1.example:4680" }),
 			wantErr: []string{`address = "node1.example:4680"`, "not an IP address"}},
 		{name: "no port", cfg: with(func(c *transfer.Config) { c.Address = "10.0.0.5" }),
@@ -216,4 +220,21 @@ func TestTLSPeers(t *testing.T) {
 			})
 		}
 	})
+}
+
+// openKey copies key to a file of mode perm.
+func openKey(t *testing.T, key string, perm os.FileMode) string {
+	t.Helper()
+	b, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "open-key.pem")
+	if err := os.WriteFile(p, b, perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, perm); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	return p
 }
