@@ -201,7 +201,8 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 	}
 	now := m.now()
 	c := m.cfg.Class(mg.Class)
-	into := transfer.Into{Target: mg.ParkedName, Props: model.ReceiveProps(mg.ParkedName, mg.Previous.ID, now, now.Add(c.StickyWait))}
+	props := model.ReceiveProps(c, mg.ParkedName, mg.Previous.ID, now, now.Add(c.StickyWait))
+	into := transfer.Into{Target: mg.ParkedName, Props: props, Exclude: model.ReceiveExclude(props)}
 	res, err := m.fetcher.Fetch(ctx, req, into)
 	switch {
 	case err == nil && res.Complete && !model.HoldsFinal(mg.ParkedName, rows):

@@ -83,9 +83,20 @@ func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into tra
 	if plan.Complete {
 		return transfer.Result{Complete: true}, nil
 	}
+	// The stream carries the sender's properties (-p), as a sender that
+	// sends them would (zfs send -p, or a hostile one): the receiver keeps
+	// none of the plugin's own it does not set itself (issue 28).
+	send := plan.Send
+	send.Props = true
 	r, w := io.Pipe()
-	go func() { _ = w.CloseWithError(d.from.Send(ctx, plan.Send, w)) }()
-	err = d.to.Receive(ctx, zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}, r)
+	go func() { _ = w.CloseWithError(d.from.Send(ctx, send, w)) }()
+	opts := zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}
+	for _, p := range slices.Concat(transfer.HostProps, into.Exclude) {
+		if _, set := into.Props[p]; !set && !slices.Contains(opts.Exclude, p) {
+			opts.Exclude = append(opts.Exclude, p)
+		}
+	}
+	err = d.to.Receive(ctx, opts, r)
 	_ = r.CloseWithError(err)
 	return transfer.Result{GUID: plan.ToGUID, FromGUID: plan.FromGUID}, err
 }
@@ -136,10 +147,13 @@ func (n *migrationNode) settle(t *testing.T, c *cluster, node string) {
 // gets A's data: a pre-copy while A still stops, the last increment once A
 // has ended and its data is parked on node 1, and B's Reserve claims the
 // copy, which holds what A wrote last. Node 1 then gives A's data to the
-// class's policy, and nothing is left on either node but the slots.
+// class's policy, and nothing is left on either node but the slots. The
+// slot B claims has the class's quota (issue 28: the copy arrived without
+// it, and B could fill node 2's pool).
 func TestDataFollowsToAnotherNode(t *testing.T) {
 	class := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
-		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
+		Properties: map[string]string{"quota": "100M"},
+		Migrate:    model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
 	c := &cluster{}
 	n1 := newMigrationNode(t, c, "node-1", class)
 	n2 := newMigrationNode(t, c, "node-2", class)
@@ -196,6 +210,10 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 		rows, _ := n2.c.List(ctx, copyName, model.UserProps)
 		return len(rows) > 0 && rows[0].User.Get(model.PropState) == string(model.StateParked)
 	})
+	if rows, _ := n2.c.List(ctx, copyName, model.UserProps); rows[0].User.Get(model.PropGeneration) != "" || rows[0].User.Get(model.PropHolderIndex) != "" {
+		t.Fatalf("the copy kept node 1's generation %q and holder_index %q from the stream",
+			rows[0].User.Get(model.PropGeneration), rows[0].User.Get(model.PropHolderIndex))
+	}
 
 	grants, err := n2.m.Reserve(ctx, []string{"pg-1"})
 	if err != nil {
@@ -203,6 +221,9 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 	}
 	if got := read(t, n2.f, grants[0].Slot.Dataset, "data"); got != "the last write" {
 		t.Fatalf("B's slot holds %q, want A's last write", got)
+	}
+	if rows, err := n2.c.List(ctx, grants[0].Slot.Dataset, nil); err != nil || len(rows) == 0 || rows[0].Quota != 100<<20 {
+		t.Fatalf("B's slot %s after the claim: %+v, %v; want the class's quota, 100M", grants[0].Slot.Dataset, rows, err)
 	}
 
 	// B claimed the copy, and Nomad shows it pending until its task runs:

@@ -3,6 +3,8 @@ package model
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -238,17 +240,49 @@ func PlanMigrated(dataset string) Plan {
 }
 
 // ReceiveProps are set by the receive (-o) on a copy of holder's data
-// arriving as name: the plugin's mark, and the copy's state, so that a
-// partial receive, too, is recognisably the plugin's.
-func ReceiveProps(name, holder string, now, expires time.Time) map[string]string {
-	return map[string]string{
+// arriving as name for class c: the plugin's mark and the copy's state, so
+// that a partial receive, too, is recognisably the plugin's, and the
+// class's own properties (quota, refquota, compression, ...), so that the
+// copy a replacement claims by rename has this node's class limits, not
+// the sender's or none. The properties only a create can set
+// (CreateOnlyProps) stay as the stream has them.
+func ReceiveProps(c Class, name, holder string, now, expires time.Time) map[string]string {
+	props := make(map[string]string, len(c.Properties)+6)
+	for k, v := range c.Properties {
+		if !slices.Contains(CreateOnlyProps, k) {
+			props[k] = v
+		}
+	}
+	maps.Copy(props, map[string]string{
 		PropOwner:   name,
 		PropState:   string(StateReceiving),
 		PropHolder:  holder,
 		PropOutcome: OutcomeMigrated,
 		PropSince:   unix(now),
 		PropExpires: unix(expires),
+	})
+	return props
+}
+
+// CreateOnlyProps are native properties set only when a dataset is made
+// (or, for encryption's, by zfs change-key): a receive cannot set them.
+var CreateOnlyProps = []string{"casesensitivity", "encryption", "keyformat", "keylocation",
+	"normalization", "pbkdf2iters", "utf8only", "volblocksize", "volsize"}
+
+// ReceiveExclude are the properties a peer's stream may carry that the
+// receiver never takes from it (-x) unless props sets them (-o): every one
+// of the plugin's own (a sender could otherwise plant a state, a
+// generation or a retain_as) and readonly (a copy the replacement could not
+// write). Properties that act on the host (mountpoint, sharing, setuid)
+// are the transfer's own rule, transfer.HostProps.
+func ReceiveExclude(props map[string]string) []string {
+	var out []string
+	for _, p := range append(slices.Clone(UserProps), "readonly") {
+		if _, set := props[p]; !set {
+			out = append(out, p)
+		}
 	}
+	return out
 }
 
 // PlanReceived makes a copy that holds the final snapshot parked data: its

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,6 +141,9 @@ func NewClient(c ClientConfig) (*Client, error) {
 type Into struct {
 	Target string
 	Props  map[string]string
+	// Exclude are more properties of the stream Fetch does not take (-x),
+	// beside HostProps: the receiver's own rule (model.ReceiveExclude).
+	Exclude []string
 }
 
 // HostProps are properties a stream could carry (a sender's -p) that act
@@ -186,8 +190,8 @@ func (c *Client) Fetch(ctx context.Context, req Request, into Into) (Result, err
 		return Result{}, err
 	}
 	opts := zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}
-	for _, p := range HostProps {
-		if _, set := into.Props[p]; !set {
+	for _, p := range slices.Concat(HostProps, into.Exclude) {
+		if _, set := into.Props[p]; !set && !slices.Contains(opts.Exclude, p) {
 			opts.Exclude = append(opts.Exclude, p)
 		}
 	}
