@@ -239,6 +239,7 @@ func (w *World) Run(events []Event) []Violation {
 		w.advance(e.Dt)
 		w.cmds = 0
 		w.logf("[%d] %s", e.Index, e.Kind)
+		w.recheck()
 		w.apply(e)
 		if w.plugin == nil {
 			w.launch("relaunched by the client after a crash")
