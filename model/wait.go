@@ -81,31 +81,31 @@ func StoppingWaits(v *View, snap *Snapshot) map[string]Wait {
 	if v == nil || snap == nil {
 		return out
 	}
+	// The stopping allocations by ID: one pass over the snapshot, not one
+	// per slot (thousands of each on a large node).
+	stopping := map[string]bool{}
+	for _, as := range [][]Alloc{snap.Allocs, snap.Others} {
+		for _, a := range as {
+			if live, _ := Judge(a, true); live == MayRun && a.ServerTerminal() {
+				stopping[a.ID] = true
+			}
+		}
+	}
+	if len(stopping) == 0 {
+		return out
+	}
 	for _, cvs := range [][]ClassView{v.Classes, v.Removed} {
 		for ci := range cvs {
 			for _, slots := range [][]Slot{cvs[ci].Slots, cvs[ci].Orphans} {
 				for _, s := range slots {
-					if w, ok := stoppingWait(s, snap); ok {
-						out[s.ID] = w
+					// A holder gone from the list is StepCheckGone's, then
+					// WaitLocal's if the local client still runs it.
+					if s.Exists && (s.State == StateHeld || s.State == StateParked) && stopping[s.Holder] {
+						out[s.ID] = Wait{Kind: WaitStopping, Alloc: s.Holder}
 					}
 				}
 			}
 		}
 	}
 	return out
-}
-
-// stoppingWait is StoppingWaits for one slot.
-func stoppingWait(s Slot, snap *Snapshot) (Wait, bool) {
-	if !s.Exists || (s.State != StateHeld && s.State != StateParked) || s.Holder == "" {
-		return Wait{}, false
-	}
-	a, found := findAlloc(snap, s.Holder)
-	if !found {
-		return Wait{}, false // StepCheckGone asks; WaitLocal if the client still runs it
-	}
-	if live, _ := Judge(a, true); live != MayRun || !a.ServerTerminal() {
-		return Wait{}, false
-	}
-	return Wait{Kind: WaitStopping, Alloc: a.ID}, true
 }
