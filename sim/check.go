@@ -98,7 +98,7 @@ func (w *World) settle() {
 		w.reevaluate()
 		w.dropGCd()
 		w.check()
-		w.readyInTime(endedAt)
+		w.readyInTime(endedAt, end)
 		d := w.digest()
 		if d == last && !w.watchStalled() {
 			same++
@@ -126,7 +126,19 @@ const readyWithin = 2 * time.Minute
 // has ended on the node (its local client has no task of it running, nor
 // may start one) is released within readyWithin of the first settle round
 // that saw it so. endedAt carries those first sightings across rounds.
-func (w *World) readyInTime(endedAt map[string]time.Time) {
+//
+// After the servers' state started over (ClusterReset), the clock starts
+// only once the watcher has delivered since the faults ended (settled):
+// its blocking query may wait on an index the servers no longer reach, up
+// to its five minutes (fact 9; the settle waits that out, watchStalled),
+// and meanwhile the plugin may take a holder the reset erased for one that
+// runs. That is the reset's cost, a fault's, not a wait without a clock;
+// a purge, which no fault causes, is counted from the first round.
+func (w *World) readyInTime(endedAt map[string]time.Time, settled time.Time) {
+	if !w.resetAt.IsZero() && (w.plugin == nil || w.plugin.watch == nil || w.plugin.watch.news.At.Before(settled)) {
+		clear(endedAt)
+		return
+	}
 	sets, err := w.cliZFS().List(context.Background(), parent, []string{model.PropOwner, model.PropState, model.PropHolder})
 	if err != nil {
 		w.violate("harness", "zfs list: %v", err)

@@ -115,6 +115,8 @@ type World struct {
 	kept map[string]keptData
 	// passErrs counts the failed zfs commands since a pass began.
 	passErrs int
+	// resetAt is when the servers' state last started over (ClusterReset).
+	resetAt time.Time
 }
 
 // Violation is an invariant broken, found from data.
