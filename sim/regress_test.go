@@ -436,6 +436,16 @@ func TestSeedRegressions(t *testing.T) {
 			name: "purged while stopping, no later event for the node",
 			seed: 195, events: 60, keep: []int{32, 33, 42, 43, 57, 58},
 		},
+		{
+			// The same, found again once readyInTime waited out a
+			// servers' reset (make sim-node SCHEDULES=1500 on the unfixed
+			// Manager: seed 415, the 416th schedule, 24,960 events, 2m10s):
+			// j2's allocation, placed on two scratch slots and recorded,
+			// never pulled, is stopped with -purge; its slots stayed held
+			// until the watcher's query ran out five minutes later.
+			name: "purged before its client pulled it, holding two slots",
+			seed: 415, events: 60, keep: []int{21, 23, 24, 25, 30, 51, 52, 54},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
