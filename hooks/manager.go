@@ -96,6 +96,9 @@ type Manager struct {
 	// locks serialise everything that changes one slot: Reserve's fencing
 	// and the reconcile's lifecycle steps.
 	locks slotLocks
+	// waits are the clocks of the slots that wait on what no event of the
+	// plugin's own reports (waits.go).
+	waits waitClocks
 
 	// lastProblem is the problem last logged of each parent (Run only).
 	lastProblem map[string]string
@@ -147,7 +150,9 @@ func (m *Manager) SetClock(now func() time.Time, sleep func(ctx context.Context,
 // zfs processes run off the loop for the same reason: at thousands of
 // slots a listing takes seconds, and Settle goes on meanwhile. A step that
 // failed (a dataset still busy, a zfs error) is retried soon: after 1 s,
-// doubling up to the scan interval.
+// doubling up to the scan interval. A slot that waits on what no event
+// reports (a stopping holder, one only the local client still runs) is
+// looked at again on its own clock (Recheck).
 func (m *Manager) Run(ctx context.Context) error {
 	var scanning sync.WaitGroup
 	defer scanning.Wait()
@@ -162,6 +167,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	// recheck fires when a waiting slot's clock is due (waits.go).
+	recheck := time.NewTimer(time.Hour)
+	recheck.Stop()
+	defer recheck.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -197,10 +206,16 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.Settle(ctx)
 		case <-retry.C:
 			m.Settle(ctx)
+		case <-recheck.C:
+			m.Recheck(ctx)
 		}
 		retry.Stop()
 		if m.failures > 0 {
 			retry.Reset(retryWait(m.failures, m.cfg.ScanInterval))
+		}
+		recheck.Stop()
+		if next, ok := m.NextRecheck(); ok {
+			recheck.Reset(max(next.Sub(m.now()), 0))
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	hclog "github.com/hashicorp/go-hclog"
+
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -91,6 +93,9 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 	// ZFS refuses a destroy or a rollback over it, a rename (a retain, a
 	// park) takes it along.
 	fresh, read, start := false, false, m.now()
+	// waitedFor is the holder this Reserve last said it waits for: said
+	// once, not at every step.
+	waitedFor := ""
 	for {
 		s, cv := m.current(id)
 		if !s.Exists || (s.State != model.StateReleasing && !s.Healthy) {
@@ -135,7 +140,11 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 		case model.ReserveRefresh:
 			fresh, err = m.refresh(ctx)
 		case model.ReserveWait:
-			m.logger.Info("waiting for the previous holder to end", "slot", id, "alloc_id", d.Alloc.ID, "reason", d.Reason)
+			level := hclog.Debug
+			if d.Alloc.ID != waitedFor {
+				level, waitedFor = hclog.Info, d.Alloc.ID
+			}
+			m.logger.Log(level, "waiting for the previous holder to end", "slot", id, "alloc_id", d.Alloc.ID, "reason", d.Reason)
 			read = false
 			if err = m.sleep(ctx, waitStep); err == nil {
 				fresh, err = m.refresh(ctx)

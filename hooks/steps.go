@@ -15,15 +15,21 @@ import (
 // Each step re-reads its slot under the slot's lock and decides again, so a
 // Reserve that changed the slot meanwhile is never overtaken by a stale
 // plan. It reports whether anything changed and whether a step failed (to
-// be retried).
+// be retried). The slots left waiting on what no event of the plugin's own
+// reports get a clock each (waits.go).
 func (m *Manager) runLifecycle(ctx context.Context, v *model.View) (changed, failed bool) {
 	m.lookupPredecessors(ctx)
 	snap := m.snapshot()
+	waits := model.StoppingWaits(v, snap)
 	for _, st := range model.PlanLifecycle(v, snap) {
-		c, f := m.runStep(ctx, st.Slot.Class, st.Slot.Dataset, snap)
+		c, f, w := m.runStep(ctx, st.Slot.Class, st.Slot.Dataset, snap)
 		changed = changed || c
 		failed = failed || f
+		if w.Kind != 0 {
+			waits[st.Slot.ID] = w
+		}
 	}
+	m.syncWaits(waits)
 	return changed, failed
 }
 
@@ -31,26 +37,29 @@ func (m *Manager) runLifecycle(ctx context.Context, v *model.View) (changed, fai
 // and acts. A slot whose lock is taken is being fenced by a Reserve, which
 // may wait up to reserve_timeout for a predecessor: the pass skips it
 // rather than stall every other slot, and the next pass looks again.
-func (m *Manager) runStep(ctx context.Context, class, dataset string, snap *model.Snapshot) (changed, failed bool) {
+// wait is what the slot waits for after the step, if a check found its
+// holder may still run (or, when the step could not run, what it waited
+// for before).
+func (m *Manager) runStep(ctx context.Context, class, dataset string, snap *model.Snapshot) (changed, failed bool, wait model.Wait) {
 	id := path.Base(dataset)
 	lock := m.locks.get(id)
 	if !lock.TryLock() {
 		// Retried soon, as a failed step is: a transfer's snapshot holds
 		// it for a moment, a Reserve for as long as it fences.
 		m.logger.Debug("slot busy; retrying soon", "slot", id)
-		return false, true
+		return false, true, m.waitOf(id)
 	}
 	defer lock.Unlock()
 
 	s, err := m.reread(ctx, class, dataset)
 	if err != nil {
 		m.logger.Error("cannot read slot", "slot", id, "error", err)
-		return false, true
+		return false, true, m.waitOf(id)
 	}
 	c := m.cfg.Class(class)
 	st, ok := model.PlanSlot(c, s, snap)
 	if !ok {
-		return false, false
+		return false, false, model.Wait{}
 	}
 	switch st.Kind {
 	case model.StepRecord:
@@ -67,7 +76,9 @@ func (m *Manager) runStep(ctx context.Context, class, dataset string, snap *mode
 		err = m.run(ctx, model.PlanPristine(s))
 	}
 	if errors.Is(err, errKeep) {
-		return false, false
+		// Only the local client can tell when it ends: asked again on
+		// the slot's clock, not at the next news of other allocations.
+		return false, false, model.Wait{Kind: model.WaitLocal, Alloc: st.Alloc.ID}
 	}
 	if err != nil {
 		m.logger.Error("slot lifecycle step failed; will retry", "slot", id, "step", st.Kind, "alloc_id", st.Alloc.ID, "error", err)
@@ -75,7 +86,7 @@ func (m *Manager) runStep(ctx context.Context, class, dataset string, snap *mode
 	if _, rerr := m.reread(ctx, class, dataset); rerr != nil {
 		m.logger.Debug("cannot re-read slot after a change", "slot", id, "error", rerr)
 	}
-	return true, err != nil
+	return true, err != nil, model.Wait{}
 }
 
 // errKeep means a check found the holder may still run: nothing to do.
@@ -91,7 +102,9 @@ func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, 
 		return fmt.Errorf("cannot ask the local client about %s allocation %s: %w", outcome, a.ID, err)
 	}
 	if running {
-		m.logger.Info("allocation still runs here; keeping its slot", "slot", s.ID, "alloc_id", a.ID, "outcome", outcome)
+		// Said once, when the slot's wait begins (syncWaits), not at
+		// every look.
+		m.logger.Debug("allocation still runs here; keeping its slot", "slot", s.ID, "alloc_id", a.ID, "outcome", outcome)
 		return errKeep
 	}
 	return m.release(ctx, s, c, a, outcome)

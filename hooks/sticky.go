@@ -78,7 +78,7 @@ func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, call
 			// Park it now if its holder has ended (the watcher's pass
 			// would, a little later): the predecessor's slot, under its
 			// own lock, as a pass does it; skipped if that lock is busy.
-			if changed, _ := m.runStep(ctx, c.Name, m.cfg.SlotDataset(c.Name, prevID), m.snapshot()); changed {
+			if changed, _, _ := m.runStep(ctx, c.Name, m.cfg.SlotDataset(c.Name, prevID), m.snapshot()); changed {
 				continue
 			}
 			fallthrough

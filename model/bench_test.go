@@ -92,3 +92,38 @@ func BenchmarkPlanLifecycle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlanLifecycleBusyNode is PlanLifecycle on a node where every
+// slot is held by a running allocation and one has ended: the snapshot
+// has n allocations, and each held slot's holder is found by a search of
+// it, so the pass grows as n². Issue 31's item 6 (the ended holder found
+// from the watcher's change set) is to make this flat.
+//
+//	go test -run '^$' -bench PlanLifecycleBusyNode -benchmem ./model
+func BenchmarkPlanLifecycleBusyNode(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			cfg, s := scanOf(n)
+			v := BuildView(cfg, s, nil)
+			snap := &Snapshot{}
+			for i := range v.Classes[0].Slots {
+				sl := &v.Classes[0].Slots[i]
+				id := "alloc-" + strconv.Itoa(i)
+				sl.State, sl.Holder = StateHeld, id
+				status := "running"
+				if i == n-1 {
+					status = "complete"
+				}
+				snap.Allocs = append(snap.Allocs, Alloc{ID: id, ClientStatus: status, DesiredStatus: "run",
+					Devices: []Device{{Task: "t", Vendor: Vendor, Type: DeviceType, Name: "scratch", IDs: []string{sl.ID}}}})
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if steps := PlanLifecycle(v, snap); len(steps) != 1 {
+					b.Fatalf("%d steps, want the release", len(steps))
+				}
+				StoppingWaits(v, snap)
+			}
+		})
+	}
+}

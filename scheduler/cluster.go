@@ -265,6 +265,28 @@ func (c *Cluster) GC(allocIDs ...string) error {
 	return c.store.DeleteEval(c.nextIndex(), nil, allocIDs, false)
 }
 
+// Forget deletes allocations the servers told to stop, whatever their
+// client last reported: the servers forgetting a stopping allocation while
+// its task is still being killed on its node (seen with `nomad job stop
+// -purge` on Nomad 1.11.3, the allocation gone before its client reported
+// it complete; GC cannot, since it refuses what the client runs). The
+// client then hears of it from no answer: its task ends on its own.
+func (c *Cluster) Forget(allocIDs ...string) error {
+	for _, id := range allocIDs {
+		a, err := c.store.AllocByID(nil, id)
+		if err != nil {
+			return err
+		}
+		if a == nil {
+			return fmt.Errorf("allocation %s not found", id)
+		}
+		if a.DesiredStatus == structs.AllocDesiredStatusRun {
+			return fmt.Errorf("allocation %s is %s/%s: the servers forget only what they told to stop", id, a.DesiredStatus, a.ClientStatus)
+		}
+	}
+	return c.store.DeleteEval(c.nextIndex(), nil, allocIDs, false)
+}
+
 // Allocs returns the node's allocations sorted by CreateIndex, oldest
 // first, as stored (do not modify them).
 func (c *Cluster) Allocs(nodeID string) []*structs.Allocation {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -32,6 +33,7 @@ func (w *World) apply(e Event) {
 	case Tick:
 		w.advance(time.Duration(w.rng.IntN(60)) * time.Second)
 		w.dropGCd()
+		w.recheck()
 	case Submit:
 		w.submit()
 	case UpdateDestruct, UpdateInPlace:
@@ -39,6 +41,11 @@ func (w *World) apply(e Event) {
 	case StopJob:
 		if js := w.pickJob(); js != nil {
 			w.stopJob(js)
+			// A third of the stops purge the job (drawn from a stream of
+			// its own: the rest of the event's choices are unchanged).
+			if rand.New(rand.NewPCG(e.Arg, purgeStream)).IntN(3) == 0 {
+				w.purge(js)
+			}
 		}
 	case GC:
 		w.gc()
@@ -139,6 +146,35 @@ func (w *World) stopJob(js *jobSpec) {
 	js.stopped = true
 	w.logf("job stop %s", js.job.ID)
 	w.eval(w.cluster.Deregister(nsOf(js.job), js.job.ID))
+}
+
+// purgeStream seeds the draw that makes a StopJob a purge.
+const purgeStream = 0x9126e
+
+// purge is `nomad job stop -purge` racing the job's kill: the plugin's
+// watcher sees the job's allocations told to stop (its query wakes within
+// its MinInterval), then the servers forget those whose client has not
+// reported them ended, while their tasks are still being killed on the
+// node (Cluster.Forget). No answer of the node's blocking query says so
+// (its index is the highest ModifyIndex of what is left, which a deletion
+// never raises): until something else moves the node's list, only the
+// plugin's own clock can find out (issue 31).
+func (w *World) purge(js *jobSpec) {
+	w.watch()
+	var ids []string
+	for _, sa := range w.cluster.Allocs(nodeID) {
+		if sa.JobID == js.job.ID && sa.Namespace == nsOf(js.job) && sa.DesiredStatus != structs.AllocDesiredStatusRun && !sa.ClientTerminalStatus() {
+			ids = append(ids, sa.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	if err := w.cluster.Forget(ids...); err != nil {
+		w.violate("harness", "Forget: %v", err)
+		return
+	}
+	w.logf("job %s purged: the servers forget %d of its allocations while their tasks run", js.job.ID, len(ids))
 }
 
 // stopJobForTest stops a job by ID, so a scripted failure is not

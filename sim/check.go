@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -71,12 +73,16 @@ func (w *World) settle() {
 	w.reconnect()
 	end := w.now
 	last, same := "", 0
+	// endedAt: when settle first saw each slot held by a holder that has
+	// ended on the node (readyInTime).
+	endedAt := map[string]time.Time{}
 	// Quiescent: nothing changed for three rounds, and the watcher is not
 	// waiting on an index the servers no longer reach (after a reset, its
 	// blocking query returns only when its wait runs out).
 	for round := 0; round < 40 && same < 3; round++ {
 		w.cmds = 0
 		w.advance(w.cfg.ScanInterval)
+		w.recheck()
 		for _, a := range w.sortedLocal() {
 			w.report(a)
 		}
@@ -92,6 +98,7 @@ func (w *World) settle() {
 		w.reevaluate()
 		w.dropGCd()
 		w.check()
+		w.readyInTime(endedAt, end)
 		d := w.digest()
 		if d == last && !w.watchStalled() {
 			same++
@@ -108,6 +115,67 @@ func (w *World) settle() {
 		w.checkQuiescent()
 	}
 }
+
+// readyWithin bounds how long, once the faults have ended, a slot stays
+// held by a holder that has ended on the node: the release waits for no
+// news of other allocations (issue 31), only for the plugin's own clocks
+// (model.RecheckCeiling apart at most) and a settle round's pace.
+const readyWithin = 2 * time.Minute
+
+// readyInTime is liveness for releases: every configured slot whose holder
+// has ended on the node (its local client has no task of it running, nor
+// may start one) is released within readyWithin of the first settle round
+// that saw it so. endedAt carries those first sightings across rounds.
+//
+// After the servers' state started over (ClusterReset), the clock starts
+// only once the watcher has delivered since the faults ended (settled):
+// its blocking query may wait on an index the servers no longer reach, up
+// to its five minutes (fact 9; the settle waits that out, watchStalled),
+// and meanwhile the plugin may take a holder the reset erased for one that
+// runs. That is the reset's cost, a fault's, not a wait without a clock;
+// a purge, which no fault causes, is counted from the first round.
+func (w *World) readyInTime(endedAt map[string]time.Time, settled time.Time) {
+	if !w.resetAt.IsZero() && (w.plugin == nil || w.plugin.watch == nil || w.plugin.watch.news.At.Before(settled)) {
+		clear(endedAt)
+		return
+	}
+	sets, err := w.cliZFS().List(context.Background(), parent, []string{model.PropOwner, model.PropState, model.PropHolder})
+	if err != nil {
+		w.violate("harness", "zfs list: %v", err)
+		return
+	}
+	held := map[string]string{}
+	for _, d := range sets {
+		state := model.State(d.User.Get(model.PropState))
+		if d.IsSnapshot() || d.User.Get(model.PropOwner) != d.Name || (state != model.StateHeld && state != model.StateReleasing) {
+			continue
+		}
+		holder := d.User.Get(model.PropHolder)
+		if a, ok := w.localGet(holder); ok && a.phase != dead {
+			continue // it runs, or may start
+		}
+		held[d.Name] = holder
+	}
+	for name := range endedAt {
+		if _, ok := held[name]; !ok {
+			delete(endedAt, name)
+		}
+	}
+	for name, holder := range held {
+		first, ok := endedAt[name]
+		if !ok {
+			endedAt[name] = w.now
+			continue
+		}
+		if w.now.Sub(first) > readyWithin {
+			w.violate("liveness", "slot %s is still held by %s more than %s after the faults ended and its holder had ended on the node: its release waits for news that may never come",
+				path.Base(name), lastFour(holder), readyWithin)
+		}
+	}
+}
+
+// lastFour is how the timeline names an allocation.
+func lastFour(id string) string { return id[max(len(id)-4, 0):] }
 
 // digest summarises the node's state, to see when it stops changing.
 func (w *World) digest() string {

@@ -14,7 +14,8 @@
 // queries included: Nomad's own schedulers place the allocations. Time is
 // simulated; one goroutine runs at a time, so a seed replays exactly.
 //
-// Generate draws a schedule of events from a seed (jobs, updates, stops,
+// Generate draws a schedule of events from a seed (jobs, updates, stops
+// and purges that the servers forget while their tasks still run,
 // preemption, client steps, slow kills, GC, disconnects and reconnects,
 // plugin kills, zfs and API faults, strangers below the plugin's data,
 // the servers' state rebuilt or restored, operator edits and CLI
@@ -25,7 +26,11 @@
 // own state; retained data is followed by its GUID (kept until its
 // expiry, gone a pass after), foreign data by name and GUID (I5). Then the
 // node settles and I3 (nothing leaked, nothing nobody owns), I5 and
-// liveness are checked from ZFS. Shrink delta-debugs a failing schedule to
+// liveness are checked from ZFS; while it settles, a slot held by a holder
+// that has ended on the node must be ready within readyWithin (a release
+// needs no news of other allocations). The Manager's clocks for what no
+// event reports (hooks.Manager.Recheck) run as Run's timer would, in
+// simulated time. Shrink delta-debugs a failing schedule to
 // a short one.
 //
 // XWorld (x*.go) is two such nodes whose sticky data follows its

@@ -27,7 +27,7 @@ const (
 	Submit         // a new job
 	UpdateDestruct // a job's task config changes: its allocations are replaced
 	UpdateInPlace  // a job's kill timeout changes: updated in place
-	StopJob        // nomad job stop
+	StopJob        // nomad job stop; a third with -purge: the servers forget its stopping allocations while their tasks run
 	GC             // the servers garbage-collect terminal allocations
 	Disconnect     // the node misses its heartbeats: unknown or lost
 	Reconnect      // the node is back

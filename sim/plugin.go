@@ -162,6 +162,24 @@ func (w *World) watch() {
 	w.alive()
 }
 
+// recheck is the timer of Run's loop for the slots that wait on what no
+// event reports (hooks.Manager.Recheck): when the earliest of their clocks
+// is due in simulated time, the Manager looks again.
+func (w *World) recheck() {
+	if !w.alive() {
+		return
+	}
+	next, ok := w.plugin.mgr.NextRecheck()
+	if !ok || next.After(w.now) {
+		return
+	}
+	w.logf("recheck: a waiting slot's clock is due")
+	ctx, cancel := w.simContext(30 * time.Second)
+	defer cancel()
+	w.plugin.mgr.Recheck(ctx)
+	w.alive()
+}
+
 // fingerprint sends the plugin's view to the servers as the node's
 // devices, and lets blocked evaluations run again.
 func (w *World) fingerprint() {

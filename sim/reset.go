@@ -53,6 +53,7 @@ func cloneJobs(jobs map[string]*jobSpec) map[string]*jobSpec {
 // otherwise (a restored allocation it has seen end), and pulls what they
 // give it, a restored one it had dropped included (it runs again).
 func (w *World) clusterReset() {
+	w.resetAt = w.now
 	if w.saved != nil && w.rng.IntN(2) == 0 {
 		w.restore()
 	} else {

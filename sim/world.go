@@ -115,6 +115,8 @@ type World struct {
 	kept map[string]keptData
 	// passErrs counts the failed zfs commands since a pass began.
 	passErrs int
+	// resetAt is when the servers' state last started over (ClusterReset).
+	resetAt time.Time
 }
 
 // Violation is an invariant broken, found from data.
@@ -239,6 +241,7 @@ func (w *World) Run(events []Event) []Violation {
 		w.advance(e.Dt)
 		w.cmds = 0
 		w.logf("[%d] %s", e.Index, e.Kind)
+		w.recheck()
 		w.apply(e)
 		if w.plugin == nil {
 			w.launch("relaunched by the client after a crash")

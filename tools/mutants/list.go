@@ -139,6 +139,11 @@ func list() []bug {
 			why:     "a scan read starved at the lowest priority counts as the pool's problem: a healthy pool's slots unhealthy, task starts refused",
 			find:    "if errors.Is(err, zfs.ErrTimeout) && zfs.IsBackground(ctx) && ctx.Err() == nil {",
 			replace: "if false {"},
+		// hooks: the clocks of the waits no event reports (issue 31).
+		{name: "recheck-never-scheduled", file: "hooks/waits.go",
+			why:     "a waiting slot's clock is never scheduled (the earliest due time misses the zero start): a purged holder's slot waits for an unrelated allocation",
+			find:    "if next.IsZero() || c.due.Before(next) {",
+			replace: "if c.due.Before(next) {"},
 		// allocwatch: what the plugin knows of Nomad.
 		{name: "index-backwards-blocks", file: "allocwatch/rules.go",
 			why:     "the watcher blocks on an index that went backwards instead of starting over",

@@ -49,7 +49,7 @@ func checks(schedules int) []check {
 	return []check{
 		{name: "package tests", args: []string{"-race", "pkg"}},
 		{name: "lifecycle unit tests", args: []string{"-short", "./model", "./hooks", "./allocwatch", "./plugin", "./cli"}},
-		{name: "simulation", args: []string{"-timeout", "60m", "-run", "^(TestSimulation|TestRegressions)$", "./sim", "-sim.shrink=20"},
+		{name: "simulation", args: []string{"-timeout", "60m", "-run", "^(TestSimulation|TestRegressions|TestSeedRegressions)$", "./sim", "-sim.shrink=20"},
 			env: []string{fmt.Sprintf("SIM_SCHEDULES=%d", schedules)}},
 		{name: "two-node simulation", args: []string{"-timeout", "60m", "-run", "^(TestTwoNodes|TestTwoNodeRegressions)$", "./sim", "-sim.shrink=20"},
 			env: []string{fmt.Sprintf("SIM_SCHEDULES=%d", max(schedules/10, 100))}},
