@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,12 @@ func TestPurgeReleasesWithoutOtherJobs(t *testing.T) {
 				systemGC(t, a)
 			}
 			t.Logf("the task ended %s after the stop", end.Sub(stopped).Round(time.Millisecond))
+			// Its data stayed until it ended: the token it wrote into its slot
+			// was there at every beat (a release while it ran, e.g. on a
+			// client that dropped the runner before the task died, would show).
+			if b, err := os.ReadFile(beat + ".gone"); err == nil {
+				t.Errorf("the slot was released while its holder's task still ran: %s", b)
+			}
 
 			waitFor(t, purgeReleaseBound, fmt.Sprintf("%s ready (generation %d) after its holder's end, with no other job", ds, gen+1), func() (bool, string) {
 				d, ok, err := lookup(ds)
@@ -109,9 +116,12 @@ func TestPurgeReleasesWithoutOtherJobs(t *testing.T) {
 
 // stubbornService is service job id: one raw_exec task on a slot of class
 // that ignores SIGINT and SIGTERM and touches beat every 0.2 s until
-// kill_timeout's SIGKILL ends it.
+// kill_timeout's SIGKILL ends it. It writes a token into its slot first,
+// and at every beat it finds the token gone it says so in beat.gone.
 func stubbornService(id, class, beat string) string {
-	script := fmt.Sprintf(`trap '' INT TERM; while :; do touch %q; sleep 0.2; done`, beat)
+	env := "ZFS_" + strings.ToUpper(class) + "_HOST_PATH"
+	script := fmt.Sprintf(`f=$%s/token; echo "$NOMAD_ALLOC_ID" > "$f"; trap '' INT TERM; `+
+		`while :; do touch %q; [ -e "$f" ] || echo "token gone at $(date +%%s)" >> %q; sleep 0.2; done`, env, beat, beat+".gone")
 	return fmt.Sprintf(`job %q {
   type = "service"
   group "g" {
