@@ -100,4 +100,51 @@ type Snapshot struct {
 	// here (migrate.go). They hold no slot of this node's: the rules that
 	// ask who names a slot read Allocs alone.
 	Others []Alloc
+
+	// idx, when set (Indexed), finds allocations by ID and by slot without
+	// a search of Allocs: a pass over every slot of a busy node asks once
+	// per slot. It describes Allocs and Others as they were indexed.
+	idx *snapIndex
+}
+
+// snapIndex are a Snapshot's allocations by ID (positions in Allocs, and
+// in Others) and by the zfs/dataset device instances they name.
+type snapIndex struct {
+	byID, otherByID map[string]int
+	bySlot          map[string][]int
+}
+
+// Indexed is a copy of s whose look-ups by ID and by slot (findAlloc,
+// refsFor, localAlloc) use maps built once: a pass over n slots of a node
+// with n allocations costs n look-ups instead of n searches of n. The copy
+// must not be changed; s is left as it is.
+func (s *Snapshot) Indexed() *Snapshot {
+	if s == nil || s.idx != nil {
+		return s
+	}
+	cp := *s
+	ix := &snapIndex{byID: make(map[string]int, len(s.Allocs)), otherByID: make(map[string]int, len(s.Others)),
+		bySlot: make(map[string][]int, len(s.Allocs))}
+	for i, a := range s.Allocs {
+		if _, dup := ix.byID[a.ID]; !dup {
+			ix.byID[a.ID] = i
+		}
+		for _, d := range a.Devices {
+			if d.Vendor != Vendor || d.Type != DeviceType {
+				continue
+			}
+			for _, id := range d.IDs {
+				if l := ix.bySlot[id]; len(l) == 0 || l[len(l)-1] != i {
+					ix.bySlot[id] = append(l, i)
+				}
+			}
+		}
+	}
+	for i, a := range s.Others {
+		if _, dup := ix.otherByID[a.ID]; !dup {
+			ix.otherByID[a.ID] = i
+		}
+	}
+	cp.idx = ix
+	return &cp
 }

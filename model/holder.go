@@ -101,7 +101,14 @@ func refsFor(snap *Snapshot, class, id string) refs {
 	if snap == nil {
 		return r
 	}
-	for _, a := range snap.Allocs {
+	allocs := snap.Allocs
+	if snap.idx != nil {
+		allocs = make([]Alloc, 0, len(snap.idx.bySlot[id]))
+		for _, i := range snap.idx.bySlot[id] {
+			allocs = append(allocs, snap.Allocs[i])
+		}
+	}
+	for _, a := range allocs {
 		if !a.HoldsDevice(Vendor, DeviceType, id) || !holdsClass(a, class) {
 			continue
 		}
@@ -141,6 +148,15 @@ func holdsClass(a Alloc, class string) bool {
 // findAlloc finds allocation id in snap: this node's, or one of another
 // node's that the lifecycle looked up (Snapshot.Others).
 func findAlloc(snap *Snapshot, id string) (Alloc, bool) {
+	if snap != nil && snap.idx != nil {
+		if i, ok := snap.idx.byID[id]; ok {
+			return snap.Allocs[i], true
+		}
+		if i, ok := snap.idx.otherByID[id]; ok {
+			return snap.Others[i], true
+		}
+		return Alloc{}, false
+	}
 	if snap != nil {
 		for _, as := range [][]Alloc{snap.Allocs, snap.Others} {
 			for _, a := range as {

@@ -63,6 +63,7 @@ func PlanLifecycle(v *View, snap *Snapshot) []Step {
 	if v == nil || snap == nil {
 		return nil
 	}
+	snap = snap.Indexed() // one look-up per slot, not a search of the snapshot
 	var steps []Step
 	plan := func(cv *ClassView, slots []Slot) {
 		if v.ParentProblem(cv) != "" {

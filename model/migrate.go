@@ -455,6 +455,12 @@ func migrates(cfg *Config, a Alloc) bool {
 
 // localAlloc finds allocation id among this node's own.
 func localAlloc(snap *Snapshot, id string) (Alloc, bool) {
+	if snap.idx != nil {
+		if i, ok := snap.idx.byID[id]; ok {
+			return snap.Allocs[i], true
+		}
+		return Alloc{}, false
+	}
 	for _, a := range snap.Allocs {
 		if a.ID == id {
 			return a, true
