@@ -35,13 +35,14 @@ const parkedPrefix = "parked-"
 // An operator's release, a holder gone from Nomad (no record of a
 // replacement) and a completed one that nothing replaces get the policy.
 //
-// A replacement already recorded on a slot of its own got it as its own
-// (it was placed while the class was not sticky yet, or its Reserve gave
-// up waiting), and no Reserve of it will claim anything now: its
-// predecessor's data gets the policy at once rather than parked data that
-// only PlanParked's next look releases. Parks looks at the slots of the
-// class that the replacement names in snap, as slot gives them (as last
-// read), and only when everything else calls for parking.
+// So does data that the replacement, as snap shows it, will not claim
+// (awaitsClaim): it asks no request that pairs with s, or it has the
+// slot of that request recorded as its own already (it was placed while
+// the class was not sticky yet, or its Reserve of it gave up waiting).
+// The data gets the policy at once rather than parked data that only
+// PlanParked's next look releases. Only the replacement's slot for s's
+// request counts, as slot gives it (as last read), and only when
+// everything else calls for parking.
 func (c Class) Parks(s Slot, holder Alloc, outcome string, snap *Snapshot, slot func(id string) (Slot, bool)) bool {
 	if !c.Sticky || s.Orphan {
 		return false
@@ -51,32 +52,31 @@ func (c Class) Parks(s Slot, holder Alloc, outcome string, snap *Snapshot, slot 
 		return false
 	}
 	if holder.NextAllocation != "" {
-		_, started := recordedOn(c.replacementSlots(holder, snap, slot), holder.NextAllocation)
-		return !started
+		next, ok := findAlloc(snap, holder.NextAllocation)
+		if !ok {
+			return true // not seen yet: its Reserve, when it comes, decides
+		}
+		_, awaits := c.awaitsClaim(holder, next, s.ID, slot)
+		return awaits
 	}
 	return (outcome == OutcomeFailed || outcome == OutcomeLost) && !holder.ServerTerminal()
 }
 
-// replacementSlots are the slots of class c that holder's replacement
-// names, as snap shows it and slot gives them; none when snap does not
-// show the replacement.
-func (c Class) replacementSlots(holder Alloc, snap *Snapshot, slot func(id string) (Slot, bool)) []Slot {
-	next, ok := findAlloc(snap, holder.NextAllocation)
+// awaitsClaim reports whether next, the replacement of prev, may still
+// claim the data of prev's slot from: it asks the same request
+// (successorSlot), and its slot for it, as slot gives it, is not recorded
+// as its own. why says what it found otherwise.
+func (c Class) awaitsClaim(prev, next Alloc, from string, slot func(id string) (Slot, bool)) (why string, awaits bool) {
+	to, ok := successorSlot(c, prev, next, from)
 	if !ok {
-		return nil
+		return fmt.Sprintf("its replacement %s asks no device that pairs with %s", short(next.ID), from), false
 	}
-	var slots []Slot
-	for _, d := range next.Devices {
-		if d.Vendor != Vendor || d.Type != DeviceType || d.Name != c.Name {
-			continue
-		}
-		for _, id := range d.IDs {
-			if s, ok := slot(id); ok {
-				slots = append(slots, s)
-			}
+	if s, ok := slot(to); ok {
+		if _, started := recordedOn([]Slot{s}, next.ID); started {
+			return fmt.Sprintf("its replacement %s started on %s without it", short(next.ID), to), false
 		}
 	}
-	return slots
+	return "", true
 }
 
 // recordedOn finds the slot among slots that records allocation id as its
@@ -90,12 +90,76 @@ func recordedOn(slots []Slot, id string) (Slot, bool) {
 	return Slot{}, false
 }
 
+// Which slot's data a replacement inherits when its predecessor held
+// several slots of the class is decided by request. A request is one
+// device a task asks of the class, named by the task and the position
+// among that device's IDs ("main" 1st, "side" 1st): it is the same in the
+// predecessor and in the replacement, whichever slots Nomad gave each
+// (their order differs from one placement to the next). The data of the
+// predecessor's slot for a request goes to the replacement's slot for the
+// same request, and nowhere else:
+//
+//   - by a claim (parked, renamed onto the replacement's slot), or in place
+//     when Nomad gave both the same slot (successorOn);
+//   - a request the predecessor holds no slot of (its Reserve of it failed,
+//     or never ran) hands nothing over: the replacement's slot for it is as
+//     the class makes a slot; its other requests inherit as usual;
+//   - the data goes by the class's policy, not to the replacement, once the
+//     replacement has that request's slot recorded as its own without it,
+//     or asks no such request (a task renamed, fewer devices asked). What
+//     the replacement's other requests hold, claimed or fresh, says nothing
+//     about this one: a Reserve takes one slot at a time, and each task of
+//     an allocation reserves its devices in a call of its own.
+//
+// Inheritance is one step, from PreviousAllocation, and each step is read
+// from what the predecessor held, started or not: A (main: pg-1, side:
+// pg-2) fails in its device hook after only side's slot was recorded; B
+// (main: pg-2, side: pg-1) gets nothing for main and A's pg-2 data for
+// side; C (main: pg-3, side: pg-2) gets B's pg-2 for main and B's pg-1 (A's
+// side data) for side. Data parked for a replacement that ended without
+// claiming it is released (PlanParked), not handed to that replacement's
+// own replacement.
+
+// request is one device a task asks of a class: the task's name, and the
+// position among that device's IDs.
+type request struct {
+	task string
+	pos  int
+}
+
+// requestOf finds the request through which a names slot id of class c.
+func requestOf(c Class, a Alloc, id string) (request, bool) {
+	for _, d := range a.Devices {
+		if c.names(d) {
+			if i := slices.Index(d.IDs, id); i >= 0 {
+				return request{task: d.Task, pos: i}, true
+			}
+		}
+	}
+	return request{}, false
+}
+
+// slotFor is a's slot of class c for request r.
+func slotFor(c Class, a Alloc, r request) (string, bool) {
+	for _, d := range a.Devices {
+		if c.names(d) && d.Task == r.task && r.pos < len(d.IDs) {
+			return d.IDs[r.pos], true
+		}
+	}
+	return "", false
+}
+
+// names reports whether device d is of class c.
+func (c Class) names(d Device) bool {
+	return d.Vendor == Vendor && d.Type == DeviceType && d.Name == c.Name
+}
+
 // Predecessor finds whose data a Reserve of slot id by caller inherits:
 // the allocation caller replaces (its PreviousAllocation), as snap shows
-// it, and the slot of that allocation that corresponds to id (the same
-// task's device of the class, at the same position). ok is false when the
-// class is not sticky, caller replaces nothing, or snap does not show the
-// predecessor holding a slot of the class on this node.
+// it, and that allocation's slot for the same request (the same task's
+// device of the class, at the same position). ok is false when the class
+// is not sticky, caller replaces nothing, or snap does not show the
+// predecessor holding a slot of the class for that request.
 func Predecessor(c Class, caller Alloc, id string, snap *Snapshot) (prev Alloc, prevSlot string, ok bool) {
 	if !c.Sticky || caller.PreviousAllocation == "" {
 		return prev, "", false
@@ -104,21 +168,24 @@ func Predecessor(c Class, caller Alloc, id string, snap *Snapshot) (prev Alloc, 
 	if !seen {
 		return prev, "", false
 	}
-	for _, d := range caller.Devices {
-		if d.Vendor != Vendor || d.Type != DeviceType || d.Name != c.Name {
-			continue
-		}
-		i := slices.Index(d.IDs, id)
-		if i < 0 {
-			continue
-		}
-		for _, pd := range prev.Devices {
-			if pd.Vendor == Vendor && pd.Type == DeviceType && pd.Name == c.Name && pd.Task == d.Task && i < len(pd.IDs) {
-				return prev, pd.IDs[i], true
-			}
-		}
+	r, ok := requestOf(c, caller, id)
+	if !ok {
+		return prev, "", false
 	}
-	return prev, "", false
+	prevSlot, ok = slotFor(c, prev, r)
+	return prev, prevSlot, ok
+}
+
+// successorSlot is the other side of Predecessor: the slot of next (the
+// replacement of prev) whose request is the one prev held slot from
+// through. ok is false when next asks no such request, or prev does not
+// name from.
+func successorSlot(c Class, prev, next Alloc, from string) (string, bool) {
+	r, ok := requestOf(c, prev, from)
+	if !ok {
+		return "", false
+	}
+	return slotFor(c, next, r)
 }
 
 // InheritKind is what a Reserve does about its predecessor's data.
@@ -299,10 +366,34 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[st
 	case snap.NodeID != "" && next.NodeID != "" && next.NodeID != snap.NodeID:
 		return ParkedStep{Kind: ParkedKeep, Reason: fmt.Sprintf("waiting for node %s, where %s runs, to copy it", short(next.NodeID), short(next.ID))}
 	}
-	if s, ok := recordedOn(slots, next.ID); ok {
-		return release("its replacement %s started on %s without it", short(next.ID), s.ID)
+	if from := parkedOrigin(p); from != "" {
+		if why, awaits := c.awaitsClaim(prev, next, from, slotIn(slots)); !awaits {
+			return release("%s", why)
+		}
 	}
 	return ParkedStep{Kind: ParkedKeep, Reason: "waiting for " + short(next.ID) + " to start"}
+}
+
+// parkedOrigin is the slot parked data p came from, as its parked name
+// records it: its dataset's name, or at a slot's name (a claim a crash
+// interrupted) its owner mark; "" when neither does.
+func parkedOrigin(p Retained) string {
+	if id := parkedFrom(p.Dataset, p.Holder); id != "" {
+		return id
+	}
+	return parkedFrom(p.Info.User.Get(PropOwner), p.Holder)
+}
+
+// slotIn looks a slot up by ID among slots.
+func slotIn(slots []Slot) func(id string) (Slot, bool) {
+	return func(id string) (Slot, bool) {
+		for _, s := range slots {
+			if s.ID == id {
+				return s, true
+			}
+		}
+		return Slot{}, false
+	}
 }
 
 // parkedFrom is the slot ID a parked dataset's name (ParkedName) records

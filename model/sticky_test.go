@@ -15,6 +15,7 @@ func stickyAlloc(id, client, desired, prev, next, slot string) Alloc {
 
 func TestParks(t *testing.T) {
 	sticky := Class{Name: "pg", Sticky: true}
+	held := Slot{ID: "pg-1"} // A's, as the holder names it
 	cases := []struct {
 		name    string
 		class   Class
@@ -24,26 +25,26 @@ func TestParks(t *testing.T) {
 		named   []Slot
 		want    bool
 	}{
-		{"replaced", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, true},
-		{"job stopped", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "", "pg-1"), OutcomeComplete, nil, false},
-		{"batch done", sticky, Slot{}, stickyAlloc("A", "complete", "run", "", "", "pg-1"), OutcomeComplete, nil, false},
-		{"failed, may be rescheduled", sticky, Slot{}, stickyAlloc("A", "failed", "run", "", "", "pg-1"), OutcomeFailed, nil, true},
-		{"failed and stopped", sticky, Slot{}, stickyAlloc("A", "failed", "stop", "", "", "pg-1"), OutcomeFailed, nil, false},
-		{"lost, replaced", sticky, Slot{}, stickyAlloc("A", "lost", "stop", "", "B", "pg-1"), OutcomeLost, nil, true},
+		{"replaced", sticky, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, true},
+		{"job stopped", sticky, held, stickyAlloc("A", "complete", "stop", "", "", "pg-1"), OutcomeComplete, nil, false},
+		{"batch done", sticky, held, stickyAlloc("A", "complete", "run", "", "", "pg-1"), OutcomeComplete, nil, false},
+		{"failed, may be rescheduled", sticky, held, stickyAlloc("A", "failed", "run", "", "", "pg-1"), OutcomeFailed, nil, true},
+		{"failed and stopped", sticky, held, stickyAlloc("A", "failed", "stop", "", "", "pg-1"), OutcomeFailed, nil, false},
+		{"lost, replaced", sticky, held, stickyAlloc("A", "lost", "stop", "", "B", "pg-1"), OutcomeLost, nil, true},
 		{"gone from Nomad", sticky, Slot{}, Alloc{ID: "A"}, OutcomeGone, nil, false},
-		{"operator's release", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeOperator, nil, false},
-		{"orphan", sticky, Slot{Orphan: true}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
-		{"replacement ready for its claim", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
+		{"operator's release", sticky, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeOperator, nil, false},
+		{"orphan", sticky, Slot{ID: "pg-1", Orphan: true}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
+		{"replacement ready for its claim", sticky, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
 			[]Slot{{ID: "pg-2", Exists: true, State: StateReady}}, true},
-		{"replacement recorded on its own slot", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
+		{"replacement recorded on its own slot", sticky, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
 			[]Slot{{ID: "pg-2", Exists: true, State: StateHeld, Holder: "B"}}, false},
-		{"replacement's own slot releasing", sticky, Slot{}, stickyAlloc("A", "failed", "stop", "", "B", "pg-1"), OutcomeFailed,
+		{"replacement's own slot releasing", sticky, held, stickyAlloc("A", "failed", "stop", "", "B", "pg-1"), OutcomeFailed,
 			[]Slot{{ID: "pg-2", Exists: true, State: StateReleasing, Holder: "B"}}, false},
-		{"replacement recorded on a slot it does not name", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
+		{"replacement recorded on a slot it does not name", sticky, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
 			[]Slot{{ID: "pg-3", Exists: true, State: StateHeld, Holder: "B"}}, true},
-		{"another allocation on the named slot", sticky, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
+		{"another allocation on the named slot", sticky, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
 			[]Slot{{ID: "pg-2", Exists: true, State: StateHeld, Holder: "C"}}, true},
-		{"not sticky", Class{Name: "pg"}, Slot{}, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
+		{"not sticky", Class{Name: "pg"}, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
 	}
 	// B, the replacement, names pg-2; named are the slots as last read.
 	snap := &Snapshot{NodeID: "node", Allocs: []Alloc{stickyAlloc("B", "pending", "run", "A", "", "pg-2")}}
@@ -74,6 +75,8 @@ func TestPlanParked(t *testing.T) {
 		return &Snapshot{NodeID: "node", Allocs: as}
 	}
 	heldBy := func(id, holder string) Slot { return Slot{ID: id, Exists: true, State: StateHeld, Holder: holder} }
+	remoteA := stickyAlloc("A", "complete", "stop", "", "B", "pg-1") // A, looked up: it ran on another node
+	remoteA.NodeID = "other"
 	cases := []struct {
 		name   string
 		class  Class
@@ -133,12 +136,12 @@ func TestPlanParked(t *testing.T) {
 		{name: "a copy for a replacement still to start here: keep", class: migrating,
 			p:      Retained{Dataset: p.Dataset, State: StateReceiving, Holder: "A", Outcome: OutcomeMigrated, Expires: now.Add(time.Hour)},
 			snap:   snapOf(stickyAlloc("B", "pending", "run", "A", "", "pg-2")),
-			looked: map[string]Alloc{"A": {ID: "A", NodeID: "other", ClientStatus: "complete", DesiredStatus: "stop", NextAllocation: "B"}}, want: ParkedKeep},
+			looked: map[string]Alloc{"A": remoteA}, want: ParkedKeep},
 		{name: "a copy whose replacement started here without it: release", class: migrating,
 			p:      Retained{Dataset: p.Dataset, State: StateParked, Holder: "A", Outcome: OutcomeMigrated, Expires: now.Add(time.Hour)},
 			snap:   snapOf(stickyAlloc("B", "running", "run", "A", "", "pg-2")),
 			slots:  []Slot{heldBy("pg-2", "B")},
-			looked: map[string]Alloc{"A": {ID: "A", NodeID: "other", ClientStatus: "complete", DesiredStatus: "stop", NextAllocation: "B"}}, want: ParkedRelease},
+			looked: map[string]Alloc{"A": remoteA}, want: ParkedRelease},
 		{name: "a park a crash interrupted is finished", class: class,
 			p:    Retained{Dataset: p.Dataset, State: StateReleasing, Holder: "A"},
 			snap: snapOf(), want: ParkedFinish},

@@ -446,6 +446,21 @@ func TestSeedRegressions(t *testing.T) {
 			name: "purged before its client pulled it, holding two slots",
 			seed: 415, events: 60, keep: []int{21, 23, 24, 25, 30, 51, 52, 54},
 		},
+		{
+			// A sticky allocation held two slots of a class (main: pg-1,
+			// side: pg-2) and failed in its device hook (the Nomad API
+			// down); its replacement got them swapped (main: pg-2, side:
+			// pg-1), claimed the side data onto pg-1 and failed; the next
+			// replacement (main: pg-3, side: pg-2) claimed main's data onto
+			// pg-3, and the release of pg-1 then took that claim for "the
+			// replacement started on a slot of its own": the side data was
+			// destroyed, and side got a fresh pg-2 (I6). Only the
+			// replacement's slot for the same request (task, position)
+			// now says that (model.TestInheritByRequest).
+			name: "a replacement's claim for one task does not release the data of another",
+			seed: 713553, events: 60,
+			keep: []int{18, 26, 45, 46, 48, 50, 52, 53, 54},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
