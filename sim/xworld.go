@@ -61,6 +61,10 @@ type XWorld struct {
 	blocked chan struct{}
 	// broken: the harness cannot go on (a goroutine that never came back).
 	broken bool
+	// encrypted: the parent is an encryption root, so every dataset below
+	// it is encrypted, and the data travels as raw sends (xrunner reports
+	// it: zfstest does not emulate encryption).
+	encrypted bool
 	// snapContent is the files of every snapshot taken, by guid: what a
 	// received copy holds (X2).
 	snapContent map[string]string
@@ -165,7 +169,8 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 			Release: model.Release{Policy: policy, Retain: xStickyWait, RetainMax: 4},
 			Migrate: model.Migrate{Enabled: true, Timeout: xMigrateTimeout, OnTimeout: onTimeout}},
 	}}
-	w.logf("world: pg migrates, on_timeout = %q, release %s", onTimeout, policy)
+	w.encrypted = w.rng.IntN(2) == 0
+	w.logf("world: pg migrates, on_timeout = %q, release %s, encrypted %v", onTimeout, policy, w.encrypted)
 	w.cluster, err = scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
 	if err != nil {
 		return nil, err
