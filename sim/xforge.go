@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -57,13 +58,68 @@ func (w *XWorld) forge() {
 	if len(as) == 0 {
 		return
 	}
-	a := as[w.rng.IntN(len(as))]
-	o := as[w.rng.IntN(len(as))]
+	// moving are those whose replacement is placed on the other node:
+	// their data is asked for, and has a transfer's snapshots.
+	var moving []*structs.Allocation
+	for _, sa := range as {
+		if b := w.cluster.Alloc(sa.NextAllocation); b != nil && b.NodeID != sa.NodeID {
+			moving = append(moving, sa)
+		}
+	}
+	a, o := as[w.rng.IntN(len(as))], as[w.rng.IntN(len(as))]
 	for kind := range numForges {
+		if kind != forgeReplacement && len(moving) > 0 {
+			a = moving[w.rng.IntN(len(moving))]
+		}
 		w.forgeOne(kind, a, o)
 		if len(w.violations) > 0 {
 			return
 		}
+	}
+	if len(moving) > 0 {
+		w.askStale(moving[w.rng.IntN(len(moving))])
+	}
+}
+
+// askStale asks for a's data as B's node does after its copy lost its
+// newest snapshots (a crash, an aborted receive): with an older base, one
+// of the data's pre-copy snapshots. The sender may stream, or refuse, but
+// "complete" only to the holder of its final snapshot (X6): the sender
+// would take its data for copied, and release it.
+func (w *XWorld) askStale(a *structs.Allocation) {
+	from, b := w.node(a.NodeID), w.cluster.Alloc(a.NextAllocation)
+	if b == nil || from.p == nil || from.p.run.dead {
+		return
+	}
+	slot := ""
+	for _, t := range a.AllocatedResources.Tasks {
+		for _, d := range t.Devices {
+			slot = d.DeviceIDs[0]
+		}
+	}
+	var bases []uint64
+	for _, ds := range []string{w.cfg.SlotDataset("pg", slot), w.cfg.ParkedName("pg", a.ID, slot)} {
+		sets, err := zfs.NewClient(from.fake).List(context.Background(), ds, nil)
+		if err != nil {
+			continue
+		}
+		for _, s := range sets {
+			if n, snap, ok := strings.Cut(s.Name, "@"); ok && n == ds && strings.HasPrefix(snap, "migrate-") && snap != model.MigrateFinal {
+				g, _ := strconv.ParseUint(s.GUID, 10, 64)
+				bases = append(bases, g)
+			}
+		}
+	}
+	if len(bases) == 0 {
+		return
+	}
+	req := transfer.Request{Alloc: a.ID, Replacement: b.ID, Slot: slot, HaveGUID: bases[w.rng.IntN(len(bases))]}
+	by := w.node(b.NodeID)
+	rec := w.post(from, by, req)
+	w.logf("%s asks %s for %s's data from an older base: %d", by.name, from.name, shortID(a.ID), rec.Code)
+	if rec.Code == http.StatusNoContent && !from.holdsFinal(req) {
+		w.violate("X6", "%s answers complete to %s for %s's data, whose newest snapshot (guid %d) is a pre-copy",
+			from.name, by.name, shortID(a.ID), req.HaveGUID)
 	}
 }
 
@@ -97,10 +153,26 @@ func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
 			return
 		}
 		req.Replacement, by = b.ID, w.node(b.NodeID)
-		if kind == forgeToken {
-			req.ResumeToken = from.forgedToken(from.otherSnapshot(parent+"/pg/none@x"), true)
-		} else if w.encrypted {
-			req.ResumeToken = from.forgedToken(from.transferSnapshot(a.ID, slot), false)
+		if from.p == nil || from.p.run.dead {
+			return
+		}
+		switch {
+		case kind == forgeToken:
+			other := from.otherSnapshot(w.cfg.SlotDataset("pg", slot) + "@x")
+			if ds, _, _ := strings.Cut(other, "@"); ds == w.cfg.ParkedName("pg", a.ID, slot) {
+				return // a's own data, parked: its token would be a's own
+			}
+			req.ResumeToken = from.forgedToken(other, true)
+		case w.encrypted:
+			// As B's node may: ask, and hear which snapshot goes (raw);
+			// then ask to resume it without rawok.
+			first := w.post(from, by, req)
+			if first.Code != http.StatusOK {
+				return
+			}
+			guid, _ := strconv.ParseUint(first.Header().Get("Ndz-Snapshot-Guid"), 10, 64)
+			req.ResumeToken = zfstest.EncodeResumeToken(zfs.ResumeToken{ToName: first.Header().Get("Ndz-Snapshot"), ToGUID: guid,
+				CompressOK: true, LargeBlockOK: true})
 		}
 		if req.ResumeToken == "" {
 			return
@@ -110,18 +182,7 @@ func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
 	if from.p == nil || from.p.run.dead {
 		return
 	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		w.violate("harness", "forged request: %v", err)
-		return
-	}
-	hr, err := http.NewRequestWithContext(context.Background(), http.MethodPost,
-		"https://"+netip.AddrPortFrom(from.addr, xTransferPort).String()+"/v1/send", bytes.NewReader(body))
-	if err != nil {
-		w.violate("harness", "forged request: %v", err)
-		return
-	}
-	rec := w.serve(from, by, hr)
+	rec := w.post(from, by, req)
 	if rec.Code == http.StatusOK || rec.Code == http.StatusNoContent {
 		w.violate("X3", "%s answers %d (%s %s) to a forged request for %s's data, %s: replacement %s, from %s",
 			from.name, rec.Code, rec.Header().Get("Ndz-Snapshot"), rec.Header().Get("Ndz-Complete"), shortID(a.ID), kind,
@@ -133,26 +194,21 @@ func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
 		shortID(req.Replacement), by.name, rec.Code, short(fmt.Errorf("%s", strings.TrimSpace(rec.Body.String()))))
 }
 
-// transferSnapshot is the snapshot of allocation alloc's data of slot a
-// transfer would resume now: its parked data's final one, else the newest
-// pre-copy of its slot; "" for none.
-func (n *xnode) transferSnapshot(alloc, slot string) string {
-	out := ""
-	for _, ds := range []string{n.w.cfg.SlotDataset("pg", slot), n.w.cfg.ParkedName("pg", alloc, slot)} {
-		sets, err := zfs.NewClient(n.fake).List(context.Background(), ds, nil)
-		if err != nil {
-			continue
-		}
-		for _, s := range sets {
-			if name, snap, ok := strings.Cut(s.Name, "@"); ok && name == ds && strings.HasPrefix(snap, "migrate-") {
-				out = s.Name
-				if snap == model.MigrateFinal {
-					return out
-				}
-			}
-		}
+// post is req as node by sends it to node from's transfer server, and
+// the server's answer.
+func (w *XWorld) post(from, by *xnode, req transfer.Request) *httptest.ResponseRecorder {
+	body, err := json.Marshal(req)
+	if err != nil {
+		w.violate("harness", "a request: %v", err)
+		return httptest.NewRecorder()
 	}
-	return out
+	hr, err := http.NewRequestWithContext(context.Background(), http.MethodPost,
+		"https://"+netip.AddrPortFrom(from.addr, xTransferPort).String()+"/v1/send", bytes.NewReader(body))
+	if err != nil {
+		w.violate("harness", "a request: %v", err)
+		return httptest.NewRecorder()
+	}
+	return w.serve(from, by, hr)
 }
 
 // forgedToken is a resume token for the whole of snapshot snap of node n,
