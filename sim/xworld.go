@@ -21,10 +21,11 @@ import (
 // the allocations (scheduler.Cluster); each node's Manager, its device
 // plugin's Reserve and its pulls (on goroutines in lock step with the
 // world: xpull.go) run as in the plugin's process; the two plugins talk
-// through a simulated transport below the Fetcher seam (xlink.go), which
-// cuts streams, kills the sending plugin mid-stream, refuses to connect,
-// and lies. Invariants X1-X5 are checked from the tokens the tasks write
-// (xcheck.go).
+// through the transfer package's own Client and Server, joined in memory
+// by a wire (xlink.go) that cuts streams, kills the sending plugin
+// mid-stream, refuses to connect, and lies; forged requests go to the same
+// servers (xforge.go). Invariants X1-X5 are checked from the tokens the
+// tasks write (xcheck.go), X6 on the wire.
 //
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs
