@@ -3,29 +3,37 @@ package sim
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/nomad/nomad/structs"
-
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
-// The transport between the two plugins, below the Fetcher seam: what
-// transfer.Client.Fetch and transfer.Server.ServeHTTP do, step by step,
-// with the sending node's own pieces (its view of Nomad for transfer.Decide,
-// its Manager's Sender, its zfs for the token's check and the send) and
-// the receiving node's zfs for the receive, the stream passed in memory.
-// Faults act on it: a stream cut at a random byte, the sending plugin
-// killed mid-stream, plugins that cannot reach each other, a node down,
-// and a sender that lies.
+// The transport between the two plugins is the transfer package's own:
+// each node's pulls fetch with a transfer.Client (its verification of
+// what came), and each request is answered by the sending node's
+// transfer.Server (its authorization by its own view of Nomad, the plan of
+// its Manager's Sender, its resume-token check, its zfs send), joined in
+// memory by the wire below instead of mutual TLS over TCP (the Client's
+// Transport, transfer.NewHandler). So a bug in any of them shows in this
+// world. The wire's faults act on the server's answer: a stream cut at a
+// random byte, the sending plugin killed mid-stream, plugins that cannot
+// reach each other, a node down, and a sender that lies.
+
+// xTransferPort is the port every node's plugin publishes.
+const xTransferPort = 4680
 
 // xfaults are the transport's faults now armed.
 type xfaults struct {
@@ -36,6 +44,10 @@ type xfaults struct {
 	// downTill: no connection between the plugins until then.
 	downTill time.Time
 	lie      lieKind
+	// told is the lie told in the fetch now running (lieNone for none).
+	told lieKind
+	// lies numbers the liar's datasets.
+	lies int
 }
 
 // lieKind is how a lying sender answers.
@@ -50,208 +62,258 @@ const (
 	lieOther
 	// lieComplete: "you hold the final copy" while the receiver does not.
 	lieComplete
+	// lieName: the stream is a snapshot of the planned name, and the
+	// headers name the planned guid, of data that is no allocation's: only
+	// the snapshot's guid tells it apart.
+	lieName
 	numLies
 )
 
 func (l lieKind) String() string {
-	return [...]string{"none", "a forged guid", "another allocation's data", "complete too early"}[l]
+	return [...]string{"none", "a forged guid", "another allocation's data", "complete too early",
+		"foreign data under the planned name"}[l]
 }
 
-// xlink is the receiving node's Fetcher.
-type xlink struct {
-	w  *XWorld
-	to *xnode
-}
+// xnomad is a node's view of the servers, as the transfer reads it (the
+// Locator on the receiving side, the Authorizer on the sending one): cut
+// off from them, it has no answer.
+type xnomad struct{ n *xnode }
 
-var _ transfer.Fetcher = (*xlink)(nil)
+var _ transfer.Nomad = xnomad{}
 
-func peerErr(code string, err error) error {
-	status := map[string]int{"refused": http.StatusForbidden, "no_data": http.StatusNotFound,
-		"resume_refused": http.StatusConflict, "busy": http.StatusServiceUnavailable, "internal": http.StatusInternalServerError}[code]
-	return &transfer.PeerError{Peer: "sim", Status: status, Code: code, Message: err.Error()}
-}
-
-// Fetch is transfer.Client.Fetch against the node that holds req.Alloc's
-// data, with transfer.Server's checks on that side.
-func (l *xlink) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
-	w := l.w
-	from, err := l.locate(req.Alloc)
-	if err != nil {
-		return transfer.Result{}, err
+func (x xnomad) Allocation(_ context.Context, id string) (transfer.Alloc, error) {
+	if !x.n.connected {
+		return transfer.Alloc{}, errNoServers
 	}
-	if err := from.authorize(req, l.to); err != nil {
-		return transfer.Result{}, peerErr("refused", err)
-	}
-	plan, err := from.p.mgr.Sender().Plan(ctx, req)
-	switch {
-	case errors.Is(err, transfer.ErrNoData):
-		return transfer.Result{}, peerErr("no_data", err)
-	case errors.Is(err, transfer.ErrPeerBusy):
-		return transfer.Result{}, peerErr("busy", err)
-	case err != nil:
-		return transfer.Result{}, peerErr("internal", err)
-	case !plan.Complete && (plan.ToGUID == 0 || (plan.Send.From == "") != (plan.FromGUID == 0)):
-		return transfer.Result{}, peerErr("internal", fmt.Errorf("invalid plan %+v", plan))
-	}
-	if lie := w.link.lie; lie == lieComplete && !plan.Complete {
-		w.link.lie = lieNone
-		w.counts.Lies++
-		w.logf("  link: %s lies: complete (it planned %s)", from.name, plan.Send.Snapshot)
-		return transfer.Result{Complete: true}, nil
-	}
-	if plan.Complete {
-		w.counts.Complete++
-		return transfer.Result{Complete: true}, nil
-	}
-	z := zfs.NewClient(from.p.run)
-	if req.ResumeToken != "" {
-		tok, err := z.DecodeResumeToken(ctx, req.ResumeToken)
-		if err == nil {
-			err = zfs.CheckResumeToken(tok, zfs.ExpectFor(plan.Send, plan.ToGUID, plan.FromGUID, plan.Encrypted))
-		}
-		if err != nil {
-			w.counts.TokensRefused++
-			w.logf("  link: %s refuses the resume token: %v", from.name, short(err))
-			return transfer.Result{}, peerErr("resume_refused", err)
-		}
-		w.counts.Resumes++
-	}
-	var stream bytes.Buffer
-	send := plan.Send
-	lie := w.link.lie
-	if lie == lieOther {
-		if other := from.otherSnapshot(send.Snapshot); other != "" {
-			send = zfs.SendOptions{Snapshot: other, Compressed: true, LargeBlocks: true, Embedded: true}
-			w.logf("  link: %s lies: sends %s for %s", from.name, other, plan.Send.Snapshot)
-		} else {
-			lie = lieNone
-		}
-	}
-	if lie != lieNone {
-		w.link.lie = lieNone
-		w.counts.Lies++
-	}
-	if req.ResumeToken != "" && lie != lieOther {
-		err = z.SendResume(ctx, req.ResumeToken, plan.Send.Raw, &stream)
-	} else {
-		err = z.Send(ctx, send, &stream)
-	}
-	w.counts.Streams++
-	res := transfer.Result{Snapshot: into.Target + "@" + snapName(plan.Send.Snapshot), GUID: plan.ToGUID, FromGUID: plan.FromGUID,
-		Resumed: req.ResumeToken != ""}
-	if lie == lieGUID {
-		res.GUID ^= 0x5a5a
-		w.logf("  link: %s lies: names guid %d", from.name, res.GUID)
-	}
-	body, cutErr := l.cut(from, stream.Bytes(), err)
-	opts := zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}
-	for _, p := range transfer.HostProps {
-		if _, set := into.Props[p]; !set {
-			opts.Exclude = append(opts.Exclude, p)
-		}
-	}
-	if err := zfs.NewClient(l.to.p.run).Receive(ctx, opts, body); err != nil {
-		if cutErr != nil {
-			err = fmt.Errorf("%w (the sender: %v)", err, cutErr)
-		}
-		return res, fmt.Errorf("receiving %s from %s into %s: %w", plan.Send.Snapshot, from.name, into.Target, err)
-	}
-	if err := l.verify(ctx, into.Target, res); err != nil {
-		if lie != lieNone {
-			w.counts.LiesCaught++
-		}
-		return res, err
-	}
-	return res, nil
-}
-
-// locate finds the plugin that holds the allocation's data: its node's,
-// if it runs and the two can reach each other.
-func (l *xlink) locate(alloc string) (*xnode, error) {
-	w := l.w
-	sa := w.cluster.Alloc(alloc)
+	sa := x.n.w.cluster.Alloc(id)
 	if sa == nil {
-		return nil, fmt.Errorf("finding allocation %s's node: %w", alloc, transfer.ErrNoPeer)
+		return transfer.Alloc{}, fmt.Errorf("allocation %s: %w", id, transfer.ErrUnknown)
 	}
-	from := w.node(sa.NodeID)
+	return transfer.Alloc{ID: sa.ID, NodeID: sa.NodeID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup,
+		PreviousAllocation: sa.PreviousAllocation, DesiredStatus: sa.DesiredStatus, ClientStatus: sa.ClientStatus}, nil
+}
+
+func (x xnomad) Node(_ context.Context, id string) (transfer.Node, error) {
+	if !x.n.connected {
+		return transfer.Node{}, errNoServers
+	}
+	n := x.n.w.node(id)
+	if n == nil {
+		return transfer.Node{}, fmt.Errorf("node %s: %w", id, transfer.ErrUnknown)
+	}
+	return transfer.Node{ID: n.id, Name: n.name, Addresses: []netip.Addr{n.addr}, TransferPort: xTransferPort}, nil
+}
+
+// newFetcher is a plugin's receiving side: the transfer's Client over the
+// plugin's zfs, its requests carried by the wire from node n.
+func (n *xnode) newFetcher(p *xplugin) transfer.Fetcher {
+	c, err := transfer.NewClient(transfer.ClientConfig{Locator: transfer.NomadLocator{Nomad: xnomad{n}}, ZFS: zfs.NewClient(p.run),
+		Logger: n.w.logger.Named(n.name).Named("transfer"), Transport: xwire{w: n.w, by: n}})
+	if err != nil {
+		n.w.violate("harness", "transfer client of %s: %v", n.name, err)
+		return nil
+	}
+	return xfetcher{w: n.w, c: c}
+}
+
+// holdsFinal reports whether req's HaveGUID is the guid of the final
+// snapshot (@migrate-final, or @migrated once recorded) of req.Alloc's
+// data on n: what a "complete" answer asserts.
+func (n *xnode) holdsFinal(req transfer.Request) bool {
+	for _, ds := range []string{n.w.cfg.SlotDataset("pg", req.Slot), n.w.cfg.ParkedName("pg", req.Alloc, req.Slot)} {
+		sets, err := zfs.NewClient(n.fake).List(context.Background(), ds, nil)
+		if err != nil {
+			continue
+		}
+		for _, s := range sets {
+			if s.Name == ds+"@"+model.MigrateFinal || s.Name == ds+"@"+model.Migrated {
+				if s.GUID == strconv.FormatUint(req.HaveGUID, 10) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// xfetcher counts the lies the client's checks caught, and holds the
+// client to X6: after a lie about what was sent (a guid, the data), the
+// fetch fails.
+type xfetcher struct {
+	w *XWorld
+	c *transfer.Client
+}
+
+func (f xfetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
+	f.w.link.told = lieNone
+	res, err := f.c.Fetch(ctx, req, into)
+	switch told := f.w.link.told; {
+	case told != lieNone && errors.Is(err, transfer.ErrNotVerified):
+		f.w.counts.LiesCaught++
+	case err == nil && (told == lieGUID || told == lieOther || told == lieName):
+		f.w.violate("X6", "the receiver took %s into %s as verified (%s, guid %d)", told, into.Target, res.Snapshot, res.GUID)
+	}
+	f.w.link.told = lieNone
+	return res, err
+}
+
+// xwire carries node by's requests to the node they are addressed to,
+// whose transfer server answers in memory, as from by's address.
+type xwire struct {
+	w  *XWorld
+	by *xnode
+}
+
+func (x xwire) RoundTrip(r *http.Request) (*http.Response, error) {
+	w := x.w
+	ap, err := netip.ParseAddrPort(r.URL.Host)
+	if err != nil {
+		return nil, fmt.Errorf("dial tcp %s: %w", r.URL.Host, err)
+	}
+	var from *xnode
+	for _, n := range w.nodes {
+		if n.addr == ap.Addr() && ap.Port() == xTransferPort {
+			from = n
+		}
+	}
 	switch {
 	case from == nil:
-		return nil, fmt.Errorf("finding allocation %s's node: %w", alloc, transfer.ErrNoPeer)
-	case !from.connected || !l.to.connected || w.now.Before(w.link.downTill):
-		return nil, fmt.Errorf("asking %s for allocation %s's data: dial tcp %s:4680: i/o timeout", from.name, alloc, from.addr)
+		return nil, fmt.Errorf("dial tcp %s: connect: no route to host", ap)
+	case !from.connected || !x.by.connected || w.now.Before(w.link.downTill):
+		return nil, fmt.Errorf("dial tcp %s: i/o timeout", ap)
 	case from.p == nil || from.p.run.dead:
-		return nil, fmt.Errorf("asking %s for allocation %s's data: dial tcp %s:4680: connect: connection refused", from.name, alloc, from.addr)
+		return nil, fmt.Errorf("dial tcp %s: connect: connection refused", ap)
 	}
-	return from, nil
-}
-
-// authorize is the sending node's rule (transfer.NomadAuthorizer): its
-// own view of Nomad, and the address the request comes from.
-func (n *xnode) authorize(req transfer.Request, by *xnode) error {
-	conv := func(sa *structs.Allocation) transfer.Alloc {
-		if sa == nil {
-			return transfer.Alloc{}
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	var req transfer.Request
+	if err := json.Unmarshal(raw, &req); err != nil {
+		w.violate("harness", "the client's request %q: %v", raw, err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	rec := w.serve(from, x.by, r)
+	resp := rec.Result()
+	resp.Request = r
+	switch resp.StatusCode {
+	case http.StatusOK:
+		w.counts.Streams++
+		if resp.Header.Get("Ndz-Resumed") == "true" {
+			w.counts.Resumes++
 		}
-		return transfer.Alloc{ID: sa.ID, NodeID: sa.NodeID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup,
-			PreviousAllocation: sa.PreviousAllocation, DesiredStatus: sa.DesiredStatus, ClientStatus: sa.ClientStatus}
+		return w.tamper(from, resp), nil
+	case http.StatusNoContent:
+		w.counts.Complete++
+		if !from.holdsFinal(req) {
+			w.violate("X6", "%s answers complete to %s for %s's data, whose newest snapshot (guid %d) is not %s's final one",
+				from.name, x.by.name, shortID(req.Alloc), req.HaveGUID, from.name)
+		}
+	case http.StatusConflict:
+		w.counts.TokensRefused++
+		w.logf("  link: %s refuses the resume token: %s", from.name, short(errors.New(rec.Body.String())))
 	}
-	a, b := n.w.cluster.Alloc(req.Alloc), n.w.cluster.Alloc(req.Replacement)
-	if a == nil || b == nil {
-		return fmt.Errorf("%w: an allocation Nomad does not know", transfer.ErrRefused)
-	}
-	var nodeB transfer.Node
-	if bn := n.w.node(b.NodeID); bn != nil {
-		nodeB = transfer.Node{ID: bn.id, Name: bn.name, Addresses: []netip.Addr{bn.addr}}
-	}
-	return transfer.Decide(n.id, req, conv(a), conv(b), nodeB, by.addr)
+	return resp, nil
 }
 
-// cut passes the stream through the armed faults: cut at a random byte,
-// or cut by the sending plugin's death. The receiver reads what came, then
-// the error a broken connection gives.
-func (l *xlink) cut(from *xnode, stream []byte, sendErr error) (io.Reader, error) {
-	w := l.w
+// serve is node from's transfer server answering r, which comes from node
+// by: a server of the plugin now running there, its Nomad its own view.
+func (w *XWorld) serve(from, by *xnode, r *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	srv, err := transfer.NewHandler(transfer.ServerConfig{
+		Authorizer: &transfer.NomadAuthorizer{Nomad: xnomad{from},
+			Self: func(context.Context) (string, error) { return from.id, nil }},
+		Source: from.p.mgr.Sender(),
+		ZFS:    zfs.NewClient(from.p.run),
+		Logger: w.logger.Named(from.name).Named("transfer"),
+	})
+	if err != nil {
+		w.violate("harness", "transfer server of %s: %v", from.name, err)
+		rec.WriteHeader(http.StatusInternalServerError)
+		return rec
+	}
+	r = r.Clone(r.Context())
+	r.RemoteAddr = netip.AddrPortFrom(by.addr, 40000+uint16(by.i)).String()
+	srv.ServeHTTP(rec, r)
+	return rec
+}
+
+// tamper passes a stream through the armed faults: a lie, then a cut at a
+// random byte or by the sending plugin's death. A cut connection has no
+// trailer; the receiver reads what came, then the error a broken
+// connection gives.
+func (w *XWorld) tamper(from *xnode, resp *http.Response) *http.Response {
+	body, _ := io.ReadAll(resp.Body)
+	planned := resp.Header.Get("Ndz-Snapshot")
+	told := w.link.lie
+	if told != lieComplete && (w.link.killSender || w.link.cuts > 0) {
+		told = lieNone // kept for a stream that arrives whole
+	}
+	switch told {
+	case lieComplete:
+		w.logf("  link: %s lies: complete (it planned %s)", from.name, planned)
+		resp.StatusCode, resp.Status, body = http.StatusNoContent, "204 No Content", nil
+		resp.Header = http.Header{"Ndz-Complete": {"true"}}
+		resp.Trailer = nil
+	case lieGUID:
+		g, _ := strconv.ParseUint(resp.Header.Get("Ndz-Snapshot-Guid"), 10, 64)
+		resp.Header.Set("Ndz-Snapshot-Guid", strconv.FormatUint(g^0x5a5a, 10))
+		w.logf("  link: %s lies: names guid %d", from.name, g^0x5a5a)
+	case lieOther:
+		other := from.otherSnapshot(planned)
+		if other == "" {
+			told = lieNone // kept for the next stream
+			break
+		}
+		var stream bytes.Buffer
+		if err := zfs.NewClient(from.p.run).Send(context.Background(),
+			zfs.SendOptions{Snapshot: other, Compressed: true, LargeBlocks: true, Embedded: true}, &stream); err != nil {
+			told = lieNone
+			break
+		}
+		body = stream.Bytes()
+		w.logf("  link: %s lies: sends %s for %s", from.name, other, planned)
+	case lieName:
+		stream, err := from.foreign(snapName(planned))
+		if err != nil {
+			w.violate("harness", "%s: a liar's stream: %v", from.name, err)
+			told = lieNone
+			break
+		}
+		body = stream
+		w.logf("  link: %s lies: sends foreign data as %s", from.name, planned)
+	}
+	if told != lieNone {
+		w.link.told, w.link.lie = told, lieNone
+		w.counts.Lies++
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body = io.NopCloser(bytes.NewReader(nil))
+		return resp
+	}
+	var rd io.Reader = bytes.NewReader(body)
 	switch {
-	case sendErr != nil:
-		return io.MultiReader(bytes.NewReader(stream), errReader{sendErr}), sendErr
 	case w.link.killSender:
 		w.link.killSender = false
 		w.counts.PeerKills++
 		from.p.run.dead = true
-		at := w.rng.IntN(len(stream) + 1)
-		w.logf("  link: %s's plugin dies at byte %d of %d", from.name, at, len(stream))
-		return io.MultiReader(bytes.NewReader(stream[:at]), errReader{io.ErrUnexpectedEOF}), errKilled
+		at := w.rng.IntN(len(body) + 1)
+		w.logf("  link: %s's plugin dies at byte %d of %d", from.name, at, len(body))
+		rd, resp.Trailer = io.MultiReader(bytes.NewReader(body[:at]), errReader{io.ErrUnexpectedEOF}), nil
 	case w.link.cuts > 0:
 		w.link.cuts--
 		w.counts.Cuts++
-		at := w.rng.IntN(len(stream) + 1)
-		w.logf("  link: stream cut at byte %d of %d", at, len(stream))
-		return io.MultiReader(bytes.NewReader(stream[:at]), errReader{errors.New("read tcp: connection reset by peer")}), nil
+		at := w.rng.IntN(len(body) + 1)
+		w.logf("  link: stream cut at byte %d of %d", at, len(body))
+		rd, resp.Trailer = io.MultiReader(bytes.NewReader(body[:at]), errReader{errors.New("read tcp: connection reset by peer")}), nil
 	}
-	return bytes.NewReader(stream), nil
+	resp.Body = io.NopCloser(rd)
+	return resp
 }
 
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-// verify is transfer.Client's: the snapshot the sender named is on the
-// target with the guid it named.
-func (l *xlink) verify(ctx context.Context, target string, res transfer.Result) error {
-	sets, err := zfs.NewClient(l.to.p.run).List(ctx, target, nil)
-	if err != nil {
-		return fmt.Errorf("verifying %s: %w", res.Snapshot, err)
-	}
-	for _, d := range sets {
-		if d.Name == res.Snapshot {
-			if d.GUID != fmt.Sprint(res.GUID) {
-				return fmt.Errorf("%w: %s has guid %s, the sender's %d", transfer.ErrNotVerified, d.Name, d.GUID, res.GUID)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: no %s after the receive", transfer.ErrNotVerified, res.Snapshot)
-}
 
 // otherSnapshot is a snapshot of another dataset on the node, for a lie.
 func (n *xnode) otherSnapshot(not string) string {
@@ -268,103 +330,31 @@ func (n *xnode) otherSnapshot(not string) string {
 	return ""
 }
 
+// foreign is a liar's full stream of a snapshot named snap of data that no
+// allocation wrote (a token no task holds), taken outside the parent and
+// gone once sent.
+func (n *xnode) foreign(snap string) ([]byte, error) {
+	n.w.link.lies++
+	ds := fmt.Sprintf("%s/liar-%d", pool, n.w.link.lies)
+	ctx := context.Background()
+	z := zfs.NewClient(n.fake)
+	if err := z.Create(ctx, ds, nil); err != nil {
+		return nil, err
+	}
+	defer func() { _, _ = n.fake.Run(ctx, "zfs", "destroy", "-r", ds) }()
+	name := fmt.Sprintf("token-lie-%d", n.w.link.lies)
+	if err := os.WriteFile(filepath.Join(n.fake.Mountpoint(ds), name), []byte(name), 0o644); err != nil {
+		return nil, err
+	}
+	if err := z.Snapshot(ctx, ds+"@"+snap, nil); err != nil {
+		return nil, err
+	}
+	var stream bytes.Buffer
+	err := z.Send(ctx, zfs.SendOptions{Snapshot: ds + "@" + snap}, &stream)
+	return stream.Bytes(), err
+}
+
 func snapName(s string) string {
 	_, n, _ := strings.Cut(s, "@")
 	return n
-}
-
-// forge asks a node, as someone who is not the replacement's node, for an
-// allocation's data: another allocation as the replacement, the right
-// replacement from the wrong node, or a resume token of another
-// dataset's snapshot. The sender must refuse, and send nothing.
-func (w *XWorld) forge() {
-	var as []*structs.Allocation
-	for _, n := range w.nodes {
-		for _, sa := range w.cluster.Allocs(n.id) {
-			if d := w.data[sa.ID]; d != nil && d.started {
-				as = append(as, sa)
-			}
-		}
-	}
-	if len(as) == 0 {
-		return
-	}
-	a := as[w.rng.IntN(len(as))]
-	from := w.node(a.NodeID)
-	slot := ""
-	for _, t := range a.AllocatedResources.Tasks {
-		for _, d := range t.Devices {
-			slot = d.DeviceIDs[0]
-		}
-	}
-	req := transfer.Request{Alloc: a.ID, Slot: slot}
-	by := w.other(from)
-	var b *structs.Allocation
-	if next := w.cluster.Alloc(a.NextAllocation); next != nil {
-		b = next
-	}
-	switch w.rng.IntN(3) {
-	case 0: // some other allocation as the replacement
-		o := as[w.rng.IntN(len(as))]
-		if o.ID == a.ID || o.PreviousAllocation == a.ID {
-			return
-		}
-		req.Replacement = o.ID
-	case 1: // the real replacement, asked from the node it is not on
-		if b == nil {
-			return
-		}
-		req.Replacement = b.ID
-		by = w.node(b.NodeID)
-		by = w.other(by)
-	default: // a token of another dataset's snapshot
-		if b == nil || w.node(b.NodeID) == from {
-			return
-		}
-		other := from.otherSnapshot(parent + "/pg/none@x")
-		if other == "" {
-			return
-		}
-		req.Replacement, by = b.ID, w.node(b.NodeID)
-		if req.ResumeToken = forgedToken(other, from); req.ResumeToken == "" {
-			return
-		}
-	}
-	w.counts.Forged++
-	if from.p == nil || from.p.run.dead {
-		return
-	}
-	err := from.authorize(req, by)
-	if err == nil && req.ResumeToken == "" {
-		w.violate("X3", "%s would send %s's data to %s for %s, which is not its replacement there", from.name, shortID(a.ID), by.name, shortID(req.Replacement))
-		return
-	}
-	if err == nil {
-		// Authorized; the token must still be refused before any stream.
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		plan, perr := from.p.mgr.Sender().Plan(ctx, req)
-		if perr == nil && !plan.Complete {
-			z := zfs.NewClient(from.p.run)
-			tok, derr := z.DecodeResumeToken(ctx, req.ResumeToken)
-			if derr == nil && zfs.CheckResumeToken(tok, zfs.ExpectFor(plan.Send, plan.ToGUID, plan.FromGUID, plan.Encrypted)) == nil {
-				w.violate("X3", "%s accepts a resume token of another dataset's snapshot for %s's data", from.name, shortID(a.ID))
-				return
-			}
-		}
-	}
-	w.counts.ForgedRefused++
-	w.logf("forged request to %s for %s's data (replacement %s, from %s): refused", from.name, shortID(a.ID), shortID(req.Replacement), by.name)
-}
-
-// forgedToken is a resume token for the whole of snapshot snap of node n,
-// as a receiver could forge it: zfs on n decodes it.
-func forgedToken(snap string, n *xnode) string {
-	sets, err := zfs.NewClient(n.fake).List(context.Background(), snap, nil)
-	if err != nil || len(sets) == 0 {
-		return ""
-	}
-	var guid uint64
-	_, _ = fmt.Sscan(sets[0].GUID, &guid)
-	return zfstest.EncodeResumeToken(zfs.ResumeToken{ToName: snap, ToGUID: guid, CompressOK: true, LargeBlockOK: true, EmbedOK: true})
 }

@@ -98,7 +98,7 @@ func (n *xnode) launch(why string) {
 	p.mgr.SetClock(w.clock, func(ctx context.Context, d time.Duration) error { return w.sleep(p, ctx, d) })
 	p.mgr.SetCreateConcurrency(1)
 	p.mgr.SetSpawn(p.spawn)
-	p.mgr.SetFetcher(&xlink{w: w, to: n})
+	p.mgr.SetFetcher(n.newFetcher(p))
 	p.dev = devplugin.NewHosted(w.logger, &devplugin.Settings{Slots: cfg, ReserveTimeout: reserveTO},
 		devplugin.Host{Manager: p.mgr, Now: func() time.Time { return w.now }})
 	n.p = p
@@ -272,7 +272,37 @@ func (r *xrunner) Run(ctx context.Context, cmd string, args ...string) ([]byte, 
 	}
 	out, err := r.n.fake.Run(ctx, cmd, args...)
 	r.after(cmd, args, err)
+	if err == nil && r.n.w.encrypted {
+		out = encrypted(args, out)
+	}
 	return out, err
+}
+
+// encrypted is the output of zfs list (-H, -o) as it reads when the
+// parent is an encryption root: every dataset and snapshot below it says
+// so in its encryption column.
+func encrypted(args []string, out []byte) []byte {
+	if len(args) == 0 || args[0] != "list" {
+		return out
+	}
+	col := -1
+	for i, a := range args[:len(args)-1] {
+		if a == "-o" {
+			col = slices.Index(strings.Split(args[i+1], ","), "encryption")
+		}
+	}
+	if col < 0 {
+		return out
+	}
+	lines := strings.SplitAfter(string(out), "\n")
+	for i, l := range lines {
+		f := strings.Split(strings.TrimSuffix(l, "\n"), "\t")
+		if col < len(f) && (f[0] == parent || strings.HasPrefix(f[0], parent+"/") || strings.HasPrefix(f[0], parent+"@")) {
+			f[col] = "aes-256-gcm"
+			lines[i] = strings.Join(f, "\t") + strings.TrimPrefix(l, strings.TrimSuffix(l, "\n"))
+		}
+	}
+	return []byte(strings.Join(lines, ""))
 }
 
 func (r *xrunner) Stream(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout io.Writer) error {

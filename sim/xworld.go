@@ -21,10 +21,11 @@ import (
 // the allocations (scheduler.Cluster); each node's Manager, its device
 // plugin's Reserve and its pulls (on goroutines in lock step with the
 // world: xpull.go) run as in the plugin's process; the two plugins talk
-// through a simulated transport below the Fetcher seam (xlink.go), which
-// cuts streams, kills the sending plugin mid-stream, refuses to connect,
-// and lies. Invariants X1-X5 are checked from the tokens the tasks write
-// (xcheck.go).
+// through the transfer package's own Client and Server, joined in memory
+// by a wire (xlink.go) that cuts streams, kills the sending plugin
+// mid-stream, refuses to connect, and lies; forged requests go to the same
+// servers (xforge.go). Invariants X1-X5 are checked from the tokens the
+// tasks write (xcheck.go), X6 on the wire.
 //
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs
@@ -61,6 +62,10 @@ type XWorld struct {
 	blocked chan struct{}
 	// broken: the harness cannot go on (a goroutine that never came back).
 	broken bool
+	// encrypted: the parent is an encryption root, so every dataset below
+	// it is encrypted, and the data travels as raw sends (xrunner reports
+	// it: zfstest does not emulate encryption).
+	encrypted bool
 	// snapContent is the files of every snapshot taken, by guid: what a
 	// received copy holds (X2).
 	snapContent map[string]string
@@ -165,7 +170,8 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 			Release: model.Release{Policy: policy, Retain: xStickyWait, RetainMax: 4},
 			Migrate: model.Migrate{Enabled: true, Timeout: xMigrateTimeout, OnTimeout: onTimeout}},
 	}}
-	w.logf("world: pg migrates, on_timeout = %q, release %s", onTimeout, policy)
+	w.encrypted = w.rng.IntN(2) == 0
+	w.logf("world: pg migrates, on_timeout = %q, release %s, encrypted %v", onTimeout, policy, w.encrypted)
 	w.cluster, err = scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
 	if err != nil {
 		return nil, err

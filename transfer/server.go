@@ -86,11 +86,20 @@ type Server struct {
 
 // NewServer checks c and returns a Server; Run starts it.
 func NewServer(c ServerConfig) (*Server, error) {
-	if c.Authorizer == nil || c.Source == nil || c.ZFS == nil {
-		return nil, errors.New("transfer server: Authorizer, Source and ZFS are required")
-	}
 	if err := c.Config.Validate(); err != nil {
 		return nil, err
+	}
+	return NewHandler(c)
+}
+
+// NewHandler is a Server for its ServeHTTP alone, c.Config not checked:
+// what a test or a simulation joins to a Client's Transport in memory, so
+// that the server's own authorization, plan and token checks answer it.
+// Its Run and Serve have no TLS material to serve with; the plugin uses
+// NewServer.
+func NewHandler(c ServerConfig) (*Server, error) {
+	if c.Authorizer == nil || c.Source == nil || c.ZFS == nil {
+		return nil, errors.New("transfer server: Authorizer, Source and ZFS are required")
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

@@ -1,0 +1,234 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/nomad/nomad/structs"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+// forgeKind is how a forged request asks for data it must not get.
+type forgeKind int
+
+const (
+	// forgeReplacement: another allocation named as the replacement.
+	forgeReplacement forgeKind = iota
+	// forgeNode: the real replacement, asked for from the node it is not on.
+	forgeNode
+	// forgeToken: the real replacement's node, with a resume token of
+	// another dataset's snapshot.
+	forgeToken
+	// forgeNotRaw: the real replacement's node, with a token of the
+	// transfer's own snapshot of encrypted data that does not say rawok
+	// (zfs would send it decrypted: OpenZFS #14153).
+	forgeNotRaw
+	numForges
+)
+
+func (k forgeKind) String() string {
+	return [...]string{"another allocation as the replacement", "the replacement from the wrong node",
+		"a token of another dataset's snapshot", "a token without rawok for encrypted data"}[k]
+}
+
+// forge asks a node's transfer server, as someone who must not get it,
+// for a started allocation's data, in every way that applies to it. The
+// server must refuse, and send nothing: not a stream, and not "complete"
+// either (the sender would take its data for copied).
+func (w *XWorld) forge() {
+	var as []*structs.Allocation
+	for _, n := range w.nodes {
+		for _, sa := range w.cluster.Allocs(n.id) {
+			if d := w.data[sa.ID]; d != nil && d.started {
+				as = append(as, sa)
+			}
+		}
+	}
+	if len(as) == 0 {
+		return
+	}
+	// moving are those whose replacement is placed on the other node:
+	// their data is asked for, and has a transfer's snapshots.
+	var moving []*structs.Allocation
+	for _, sa := range as {
+		if b := w.cluster.Alloc(sa.NextAllocation); b != nil && b.NodeID != sa.NodeID {
+			moving = append(moving, sa)
+		}
+	}
+	a, o := as[w.rng.IntN(len(as))], as[w.rng.IntN(len(as))]
+	for kind := range numForges {
+		if kind != forgeReplacement && len(moving) > 0 {
+			a = moving[w.rng.IntN(len(moving))]
+		}
+		w.forgeOne(kind, a, o)
+		if len(w.violations) > 0 {
+			return
+		}
+	}
+	if len(moving) > 0 {
+		w.askStale(moving[w.rng.IntN(len(moving))])
+	}
+}
+
+// askStale asks for a's data as B's node does after its copy lost its
+// newest snapshots (a crash, an aborted receive): with an older base, one
+// of the data's pre-copy snapshots. The sender may stream, or refuse, but
+// "complete" only to the holder of its final snapshot (X6): the sender
+// would take its data for copied, and release it.
+func (w *XWorld) askStale(a *structs.Allocation) {
+	from, b := w.node(a.NodeID), w.cluster.Alloc(a.NextAllocation)
+	if b == nil || from.p == nil || from.p.run.dead {
+		return
+	}
+	slot := ""
+	for _, t := range a.AllocatedResources.Tasks {
+		for _, d := range t.Devices {
+			slot = d.DeviceIDs[0]
+		}
+	}
+	var bases []uint64
+	for _, ds := range []string{w.cfg.SlotDataset("pg", slot), w.cfg.ParkedName("pg", a.ID, slot)} {
+		sets, err := zfs.NewClient(from.fake).List(context.Background(), ds, nil)
+		if err != nil {
+			continue
+		}
+		for _, s := range sets {
+			if n, snap, ok := strings.Cut(s.Name, "@"); ok && n == ds && strings.HasPrefix(snap, "migrate-") && snap != model.MigrateFinal {
+				g, _ := strconv.ParseUint(s.GUID, 10, 64)
+				bases = append(bases, g)
+			}
+		}
+	}
+	if len(bases) == 0 {
+		return
+	}
+	req := transfer.Request{Alloc: a.ID, Replacement: b.ID, Slot: slot, HaveGUID: bases[w.rng.IntN(len(bases))]}
+	by := w.node(b.NodeID)
+	rec := w.post(from, by, req)
+	w.logf("%s asks %s for %s's data from an older base: %d", by.name, from.name, shortID(a.ID), rec.Code)
+	if rec.Code == http.StatusNoContent && !from.holdsFinal(req) {
+		w.violate("X6", "%s answers complete to %s for %s's data, whose newest snapshot (guid %d) is a pre-copy",
+			from.name, by.name, shortID(a.ID), req.HaveGUID)
+	}
+}
+
+// forgeOne is one forged request for a's data (o: some allocation to name
+// as its replacement), if kind applies.
+func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
+	from := w.node(a.NodeID)
+	slot := ""
+	for _, t := range a.AllocatedResources.Tasks {
+		for _, d := range t.Devices {
+			slot = d.DeviceIDs[0]
+		}
+	}
+	req := transfer.Request{Alloc: a.ID, Slot: slot}
+	by := w.other(from)
+	b := w.cluster.Alloc(a.NextAllocation)
+	switch kind {
+	case forgeReplacement:
+		if o.ID == a.ID || o.PreviousAllocation == a.ID {
+			return
+		}
+		req.Replacement = o.ID
+	case forgeNode:
+		if b == nil {
+			return
+		}
+		req.Replacement = b.ID
+		by = w.other(w.node(b.NodeID))
+	case forgeToken, forgeNotRaw:
+		if b == nil || w.node(b.NodeID) == from {
+			return
+		}
+		req.Replacement, by = b.ID, w.node(b.NodeID)
+		if from.p == nil || from.p.run.dead {
+			return
+		}
+		switch {
+		case kind == forgeToken:
+			other := from.otherSnapshot(w.cfg.SlotDataset("pg", slot) + "@x")
+			if ds, _, _ := strings.Cut(other, "@"); ds == w.cfg.ParkedName("pg", a.ID, slot) {
+				return // a's own data, parked: its token would be a's own
+			}
+			req.ResumeToken = from.forgedToken(other, true)
+		case w.encrypted:
+			// As B's node may: ask, and hear which snapshot goes (raw);
+			// then ask to resume it without rawok.
+			first := w.post(from, by, req)
+			if first.Code != http.StatusOK {
+				return
+			}
+			guid, _ := strconv.ParseUint(first.Header().Get("Ndz-Snapshot-Guid"), 10, 64)
+			req.ResumeToken = zfstest.EncodeResumeToken(zfs.ResumeToken{ToName: first.Header().Get("Ndz-Snapshot"), ToGUID: guid,
+				CompressOK: true, LargeBlockOK: true})
+		}
+		if req.ResumeToken == "" {
+			return
+		}
+	}
+	w.counts.Forged++
+	if from.p == nil || from.p.run.dead {
+		return
+	}
+	rec := w.post(from, by, req)
+	if rec.Code == http.StatusOK || rec.Code == http.StatusNoContent {
+		w.violate("X3", "%s answers %d (%s %s) to a forged request for %s's data, %s: replacement %s, from %s",
+			from.name, rec.Code, rec.Header().Get("Ndz-Snapshot"), rec.Header().Get("Ndz-Complete"), shortID(a.ID), kind,
+			shortID(req.Replacement), by.name)
+		return
+	}
+	w.counts.ForgedRefused++
+	w.logf("forged request to %s for %s's data (%s: replacement %s, from %s): %d %s", from.name, shortID(a.ID), kind,
+		shortID(req.Replacement), by.name, rec.Code, short(fmt.Errorf("%s", strings.TrimSpace(rec.Body.String()))))
+}
+
+// post is req as node by sends it to node from's transfer server, and
+// the server's answer.
+func (w *XWorld) post(from, by *xnode, req transfer.Request) *httptest.ResponseRecorder {
+	body, err := json.Marshal(req)
+	if err != nil {
+		w.violate("harness", "a request: %v", err)
+		return httptest.NewRecorder()
+	}
+	hr, err := http.NewRequestWithContext(context.Background(), http.MethodPost,
+		"https://"+netip.AddrPortFrom(from.addr, xTransferPort).String()+"/v1/send", bytes.NewReader(body))
+	if err != nil {
+		w.violate("harness", "a request: %v", err)
+		return httptest.NewRecorder()
+	}
+	return w.serve(from, by, hr)
+}
+
+// forgedToken is a resume token for the whole of snapshot snap of node n,
+// as a receiver could forge it: zfs on n decodes it. Embedded: the token
+// asks for embedded data too (a non-raw send's feature).
+func (n *xnode) forgedToken(snap string, embedded bool) string {
+	if snap == "" {
+		return ""
+	}
+	ds, _, _ := strings.Cut(snap, "@")
+	sets, err := zfs.NewClient(n.fake).List(context.Background(), ds, nil)
+	if err != nil {
+		return ""
+	}
+	for _, s := range sets {
+		if s.Name == snap {
+			guid, _ := strconv.ParseUint(s.GUID, 10, 64)
+			return zfstest.EncodeResumeToken(zfs.ResumeToken{ToName: snap, ToGUID: guid, CompressOK: true, LargeBlockOK: true,
+				EmbedOK: embedded})
+		}
+	}
+	return ""
+}

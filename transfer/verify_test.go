@@ -1,0 +1,118 @@
+package transfer_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
+)
+
+// allowAll is an Authorizer that allows every request: these tests are
+// about what the receiver does with what comes.
+type allowAll struct{}
+
+func (allowAll) Authorize(context.Context, transfer.Request, transfer.Peer) error { return nil }
+
+// fixedLocator says every allocation's data is at one address.
+type fixedLocator struct{ at netip.AddrPort }
+
+func (l fixedLocator) Locate(context.Context, string) (netip.AddrPort, error) { return l.at, nil }
+
+// inMemory is a Transport that hands each request to a Server's
+// ServeHTTP, as from node B's address, and returns what it answered.
+type inMemory struct{ srv *transfer.Server }
+
+func (m inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.RemoteAddr = netip.AddrPortFrom(ipB, 40000).String()
+	rec := httptest.NewRecorder()
+	m.srv.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+// TestFetchVerifiesTheGUID: a received copy is verified by the guid the
+// sender named, not by its snapshot's name. A sender whose headers name
+// another guid than the stream's snapshot has (a lie, or another
+// dataset's snapshot under the planned name) gets ErrNotVerified, though
+// a snapshot of that name is on the target.
+func TestFetchVerifiesTheGUID(t *testing.T) {
+	cases := []struct {
+		name string
+		// plan changes the plan of tank/data/a@t1 the sender answers with.
+		plan    func(p *transfer.Plan)
+		wantErr error
+	}{
+		{name: "the guid the stream has", plan: func(*transfer.Plan) {}},
+		{name: "another guid under the same name", plan: func(p *transfer.Plan) { p.ToGUID ^= 0x5a5a }, wantErr: transfer.ErrNotVerified},
+		{name: "another dataset's snapshot of the same name", wantErr: transfer.ErrNotVerified,
+			plan: func(p *transfer.Plan) { p.Send.Snapshot = "tank/data/other@t1" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			a := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
+			b := zfstest.New(zfstest.Options{MountRoot: t.TempDir(), RandomGUIDs: true})
+			for _, f := range []*zfstest.Fake{a, b} {
+				if err := f.AddPool("tank", 1<<30); err != nil {
+					t.Fatal(err)
+				}
+			}
+			za, zb := zfs.NewClient(a), zfs.NewClient(b)
+			for _, ds := range []string{"tank/data", "tank/data/a", "tank/data/other"} {
+				if err := za.Create(ctx, ds, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := zb.Create(ctx, "tank/in", nil); err != nil {
+				t.Fatal(err)
+			}
+			guids := map[string]uint64{}
+			for _, snap := range []string{"tank/data/a@t1", "tank/data/other@t1"} {
+				if err := za.Snapshot(ctx, snap, nil); err != nil {
+					t.Fatal(err)
+				}
+				ds, _, _ := strings.Cut(snap, "@")
+				sets, err := za.List(ctx, ds, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range sets {
+					if d.Name == snap {
+						guids[snap], _ = strconv.ParseUint(d.GUID, 10, 64)
+					}
+				}
+			}
+			plan := transfer.Plan{Send: zfs.SendOptions{Snapshot: "tank/data/a@t1"}, ToGUID: guids["tank/data/a@t1"]}
+			tc.plan(&plan)
+			src := &planSource{}
+			src.set(plan, nil)
+			srv, err := transfer.NewHandler(transfer.ServerConfig{Authorizer: allowAll{}, Source: src, ZFS: za})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := transfer.NewClient(transfer.ClientConfig{Locator: fixedLocator{netip.AddrPortFrom(ipA, 4680)},
+				ZFS: zb, Transport: inMemory{srv}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Fetch(ctx, reqAB, into)
+			if tc.wantErr == nil {
+				if err != nil || res.Snapshot != into.Target+"@t1" || res.GUID != guids["tank/data/a@t1"] {
+					t.Fatalf("Fetch: %+v, %v", res, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Fetch: %+v, %v; want %v", res, err, tc.wantErr)
+			}
+		})
+	}
+}
