@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -71,7 +72,25 @@ type ServerConfig struct {
 	// MaxSends bounds concurrent sends (default DefaultMaxSends); more
 	// requests are answered busy.
 	MaxSends int
+	// MaxPerPeer bounds the requests one address may have in the server
+	// at once, from its first byte to its last (default DefaultMaxPerPeer);
+	// more are answered busy with Retry-After, before anything is read.
+	MaxPerPeer int
+	// BodyTimeout bounds the reading of a request's body (default
+	// DefaultBodyTimeout): a peer that sends its headers and then stalls
+	// holds a handler that long, not for ever.
+	BodyTimeout time.Duration
 }
+
+// DefaultMaxPerPeer: a node pulls one stream per slot it receives; a few
+// more leave room for a pull that restarts while the old one winds down.
+const DefaultMaxPerPeer = 8
+
+// DefaultBodyTimeout: a request is a few hundred bytes.
+const DefaultBodyTimeout = 10 * time.Second
+
+// retryAfter is what a busy answer asks a peer to wait, in seconds.
+const retryAfter = "5"
 
 // DefaultMaxSends: a few streams at once keep a pool's disks busy without
 // letting a burst of requests run the node out of I/O.
@@ -82,6 +101,9 @@ type Server struct {
 	c      ServerConfig
 	logger hclog.Logger
 	slots  chan struct{}
+
+	mu     sync.Mutex
+	inside map[netip.Addr]int // requests in the server, by peer address
 }
 
 // NewServer checks c and returns a Server; Run starts it.
@@ -107,7 +129,13 @@ func NewHandler(c ServerConfig) (*Server, error) {
 	if c.MaxSends <= 0 {
 		c.MaxSends = DefaultMaxSends
 	}
-	return &Server{c: c, logger: c.Logger, slots: make(chan struct{}, c.MaxSends)}, nil
+	if c.MaxPerPeer <= 0 {
+		c.MaxPerPeer = DefaultMaxPerPeer
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	return &Server{c: c, logger: c.Logger, slots: make(chan struct{}, c.MaxSends), inside: map[netip.Addr]int{}}, nil
 }
 
 // Run listens on Config.Address and serves until ctx ends; then it closes
@@ -166,7 +194,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		peer.Cert = r.TLS.PeerCertificates[0]
 	}
+	if !s.enter(peer.Addr) {
+		s.logger.Warn("too many requests from one peer at once; asked to come back", "remote", peer.Addr, "max_per_peer", s.c.MaxPerPeer)
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, "busy", fmt.Errorf("too many requests from %s at once", peer.Addr))
+		return
+	}
+	defer s.leave(peer.Addr)
 	var req Request
+	// A peer that stalls in its body is cut at BodyTimeout. (A transport
+	// without deadlines, as a test's in memory, has none to set.)
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.c.BodyTimeout))
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -174,11 +213,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "bad_request", fmt.Errorf("reading the request: %w", err))
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	log := s.logger.With("alloc_id", req.Alloc, "replacement_id", req.Replacement, "remote", peer.Addr)
 	if err := s.c.Authorizer.Authorize(ctx, req, peer); err != nil {
 		if errors.Is(err, ErrRefused) {
+			// The reason stays here: it names the replacement's node, its
+			// addresses and both allocations, which a peer that is not
+			// that node has no business learning.
 			log.Warn("refused a transfer request", "reason", err)
-			writeError(w, "refused", err)
+			writeError(w, "refused", errRefusedOnWire)
 			return
 		}
 		log.Error("cannot decide on a transfer request now", "error", err)
@@ -230,6 +273,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.stream(ctx, w, req, plan, log)
+}
+
+// errRefusedOnWire is all a refused peer is told.
+var errRefusedOnWire = errors.New("refused (the sending node's log says why)")
+
+// enter counts a request of peer in; false when peer has MaxPerPeer in
+// already.
+func (s *Server) enter(peer netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inside[peer] >= s.c.MaxPerPeer {
+		return false
+	}
+	s.inside[peer]++
+	return true
+}
+
+func (s *Server) leave(peer netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inside[peer]--; s.inside[peer] <= 0 {
+		delete(s.inside, peer)
+	}
 }
 
 // checkToken decodes a token with zfs and checks it against the plan

@@ -138,8 +138,10 @@ type harness struct {
 	source       *planSource
 	logs         *syncBuffer
 	srvCfg       transfer.Config
-	cancel       context.CancelFunc
-	done         chan error
+	// bodyTimeout, when set, is the server's BodyTimeout.
+	bodyTimeout time.Duration
+	cancel      context.CancelFunc
+	done        chan error
 }
 
 func newHarness(t *testing.T) *harness {
@@ -176,9 +178,10 @@ func (h *harness) start() {
 		Config: h.srvCfg,
 		Authorizer: &transfer.NomadAuthorizer{Nomad: h.nomad,
 			Self: func(context.Context) (string, error) { return nodeA, nil }},
-		Source: h.source,
-		ZFS:    zfs.NewClient(h.aZFS),
-		Logger: hclog.New(&hclog.LoggerOptions{Output: h.logs, Level: hclog.Debug}),
+		Source:      h.source,
+		ZFS:         zfs.NewClient(h.aZFS),
+		Logger:      hclog.New(&hclog.LoggerOptions{Output: h.logs, Level: hclog.Debug}),
+		BodyTimeout: h.bodyTimeout,
 	})
 	if err != nil {
 		h.t.Fatal(err)
