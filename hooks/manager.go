@@ -167,6 +167,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	// retryArmed: a retry is due; the loop's other wake-ups (a recheck
+	// every second or so) must not push it back.
+	retryArmed := false
 	// recheck fires when a waiting slot's clock is due (waits.go).
 	recheck := time.NewTimer(time.Hour)
 	recheck.Stop()
@@ -205,13 +208,18 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-m.wake:
 			m.Settle(ctx)
 		case <-retry.C:
+			retryArmed = false
 			m.Settle(ctx)
 		case <-recheck.C:
 			m.Recheck(ctx)
 		}
-		retry.Stop()
-		if m.failures > 0 {
+		switch {
+		case m.failures == 0 && retryArmed:
+			retry.Stop()
+			retryArmed = false
+		case m.failures > 0 && !retryArmed:
 			retry.Reset(retryWait(m.failures, m.cfg.ScanInterval))
+			retryArmed = true
 		}
 		recheck.Stop()
 		if next, ok := m.NextRecheck(); ok {
