@@ -19,7 +19,7 @@
 #      NDZ_VM_DISK_SIZE  their size (default NDZ_VM_POOL_SIZE)
 #      NDZ_VM_DOCKER=1   boot the docker variant of the image (build-docker.sh):
 #                        dockerd, containerd, runc in /opt/docker/bin; RAM default 3072
-#      NDZ_VM_MEM        guest RAM in MiB (default 2048; 6144 with docker)   NDZ_VM_CPUS (default 2)
+#      NDZ_VM_MEM        guest RAM in MiB (default 2048; 3072 with docker)   NDZ_VM_CPUS (default 2)
 #      NDZ_VM_TIMEOUT    seconds before the VM is killed (default 1800)
 #      NDZ_VM_KVM=1      use KVM if /dev/kvm can be opened (default: TCG)
 #      NDZ_VM_VERBOSE=1  also print the guest console log
@@ -35,11 +35,7 @@ img=${NDZ_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nomad-device-zfs}/vm/img
 initrd=$img/initrd.img mem=${NDZ_VM_MEM:-2048}
 if [ "${NDZ_VM_DOCKER:-}" = 1 ]; then
 	"$here/build-docker.sh" # the same with a Docker engine (about 140 MB more)
-	# 6 GiB: Nomad 1.6's exec driver copies the chroot (/usr with the
-	# Docker engine's binaries) into every task dir, in the guest's tmpfs
-	# (half of its RAM); with 3 GiB, exec tasks of the suite's parallel
-	# tests stayed at "Building Task Directory" for 16 minutes.
-	initrd=${img%/img}/docker/initrd.img mem=${NDZ_VM_MEM:-6144}
+	initrd=${img%/img}/docker/initrd.img mem=${NDZ_VM_MEM:-3072}
 fi
 if ! command -v qemu-system-x86_64 >/dev/null; then # e.g. CI with a restored cache
 	echo "run-in-vm: installing qemu-system-x86" >&2
