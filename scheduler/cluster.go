@@ -250,6 +250,14 @@ func (c *Cluster) UpdateAllocClient(allocID, clientStatus string, tasks map[stri
 // or `nomad system gc` does. Each must be terminal (Nomad GCs nothing
 // else).
 func (c *Cluster) GC(allocIDs ...string) error {
+	return c.deleteAllocs(allocIDs, func(a *structs.Allocation) bool {
+		return a.TerminalStatus() && (a.ClientTerminalStatus() || a.ClientStatus == structs.AllocClientStatusPending)
+	}, "Nomad garbage-collects only terminal allocations")
+}
+
+// deleteAllocs deletes the allocations from the state once each exists
+// and may go; the first that may not is an error saying why not.
+func (c *Cluster) deleteAllocs(allocIDs []string, mayGo func(*structs.Allocation) bool, why string) error {
 	for _, id := range allocIDs {
 		a, err := c.store.AllocByID(nil, id)
 		if err != nil {
@@ -258,8 +266,8 @@ func (c *Cluster) GC(allocIDs ...string) error {
 		if a == nil {
 			return fmt.Errorf("allocation %s not found", id)
 		}
-		if !a.TerminalStatus() || !a.ClientTerminalStatus() && a.ClientStatus != structs.AllocClientStatusPending {
-			return fmt.Errorf("allocation %s is %s/%s: Nomad garbage-collects only terminal allocations", id, a.DesiredStatus, a.ClientStatus)
+		if !mayGo(a) {
+			return fmt.Errorf("allocation %s is %s/%s: %s", id, a.DesiredStatus, a.ClientStatus, why)
 		}
 	}
 	return c.store.DeleteEval(c.nextIndex(), nil, allocIDs, false)
@@ -272,19 +280,9 @@ func (c *Cluster) GC(allocIDs ...string) error {
 // it complete; GC cannot, since it refuses what the client runs). The
 // client then hears of it from no answer: its task ends on its own.
 func (c *Cluster) Forget(allocIDs ...string) error {
-	for _, id := range allocIDs {
-		a, err := c.store.AllocByID(nil, id)
-		if err != nil {
-			return err
-		}
-		if a == nil {
-			return fmt.Errorf("allocation %s not found", id)
-		}
-		if a.DesiredStatus == structs.AllocDesiredStatusRun {
-			return fmt.Errorf("allocation %s is %s/%s: the servers forget only what they told to stop", id, a.DesiredStatus, a.ClientStatus)
-		}
-	}
-	return c.store.DeleteEval(c.nextIndex(), nil, allocIDs, false)
+	return c.deleteAllocs(allocIDs, func(a *structs.Allocation) bool {
+		return a.DesiredStatus != structs.AllocDesiredStatusRun
+	}, "the servers forget only what they told to stop")
 }
 
 // Allocs returns the node's allocations sorted by CreateIndex, oldest
