@@ -239,7 +239,7 @@ func TestStickyClaimInterrupted(t *testing.T) {
 			// The claim, up to its rename.
 			ctx := t.Context()
 			must(t, r.c.Destroy(ctx, "tank/nomad/scratch/scratch-2", zfs.DestroyOptions{}))
-			must(t, r.c.Set(ctx, "tank/nomad/scratch/parked-A-scratch-1", model.ClaimAsProps("tank/nomad/scratch/scratch-2")))
+			must(t, r.c.Set(ctx, "tank/nomad/scratch/parked-A-scratch-1", model.ClaimAsProps("tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2")))
 			must(t, r.c.Rename(ctx, "tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2"))
 			// The plugin restarts.
 			r.m = NewManager(r.m.cfg, r.c, r.allocs, r.m.logger)
@@ -327,7 +327,7 @@ func TestParkedReleaseActsOnTheDataAsItIs(t *testing.T) {
 			// B's claim, up to its rename; then the plugin restarts.
 			ctx := t.Context()
 			must(t, r.c.Destroy(ctx, "tank/nomad/scratch/scratch-2", zfs.DestroyOptions{}))
-			must(t, r.c.Set(ctx, "tank/nomad/scratch/parked-A-scratch-1", model.ClaimAsProps("tank/nomad/scratch/scratch-2")))
+			must(t, r.c.Set(ctx, "tank/nomad/scratch/parked-A-scratch-1", model.ClaimAsProps("tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2")))
 			must(t, r.c.Rename(ctx, "tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2"))
 			r.m = NewManager(r.m.cfg, r.c, r.allocs, r.m.logger)
 			r.m.Reconcile(ctx) // no snapshot yet: scan and publish only

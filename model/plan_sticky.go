@@ -91,7 +91,7 @@ func PlanClaim(s Slot, caller Alloc, p Retained, now time.Time) Plan {
 		ops = append(ops, dropSnapshots(snaps)...)
 	}
 	ops = append(ops, destroy,
-		setOp(p.Dataset, ClaimAsProps(s.Dataset)),
+		setOp(p.Dataset, ClaimAsProps(p.Dataset, s.Dataset)),
 		renameOp(p.Dataset, s.Dataset),
 		setOp(s.Dataset, ClaimedProps(s.Dataset, caller, s.Generation+1, now)))
 	if p.Outcome == OutcomeMigrated {

@@ -156,6 +156,9 @@ func crashCases() []crashCase {
 	}
 	claim := func(w *world) model.Plan {
 		v := w.view()
+		if len(v.Classes[0].Parked) == 0 {
+			w.t.Fatalf("no parked data left to claim:\n%s", w.state())
+		}
 		return model.PlanClaim(w.slot("pg", "pg-2"), pgB, v.Classes[0].Parked[0], w.now)
 	}
 	endOf := func(w *world, as ...model.Alloc) *world {
@@ -273,7 +276,7 @@ func crashCases() []crashCase {
 		},
 		{
 			name: "sticky: the replacement's Reserve claims the parked data",
-			plan: "destroy pg/pg-2; set pg/parked-A-pg-1 {retain_as}; rename pg/parked-A-pg-1 pg/pg-2; set pg/pg-2 {generation,holder,holder_index,owner,since,state}",
+			plan: "destroy pg/pg-2; set pg/parked-A-pg-1 {owner,retain_as,state}; rename pg/parked-A-pg-1 pg/pg-2; set pg/pg-2 {generation,holder,holder_index,owner,since,state}",
 			end:  "pg owned files=[]\npg/pg-1 state=ready holder_index=10 generation=2 owned files=[]\npg/pg-2 state=held holder=B holder_index=20 outcome=complete generation=2 retain_as=pg/pg-2 owned files=[data:A]",
 			crashes: []string{
 				"create pg/pg-2 {generation,owner,since,state}",
@@ -286,6 +289,41 @@ func crashCases() []crashCase {
 				endsThen(replaced...)(w)
 				// The Reserve fails on a crash; the task's restart reserves
 				// again, and claims what is still parked.
+				if s := w.slot("pg", "pg-2"); s.State == model.StateReady {
+					if p, err := w.apply(claim(w), -1, model.Seen{}); err != nil {
+						w.t.Fatalf("the Reserve's retry: ran %d: %v", p, err)
+					}
+				}
+				endsThen(ended(pgA, "complete"), running(pgB))(w)
+			},
+		},
+		{
+			// Seed 960546 of the simulation: the park's last command (the
+			// parked data's own marks) did not run, and the replacement's
+			// Reserve claimed the data as it was; a failed rename then left
+			// it nobody's, for good, before ClaimAsProps wrote its owner.
+			name:    "sticky: the replacement's Reserve claims data a crash left half-parked",
+			plan: "destroy pg/pg-2; set pg/parked-A-pg-1 {owner,retain_as,state}; rename pg/parked-A-pg-1 pg/pg-2; set pg/pg-2 {generation,holder,holder_index,owner,since,state}",
+			end:  "pg owned files=[]\npg/pg-1 state=ready holder_index=10 generation=2 owned files=[]\npg/pg-2 state=held holder=B holder_index=20 outcome=complete generation=2 retain_as=pg/pg-2 owned files=[data:A]",
+			crashes: []string{
+				"create pg/pg-2 {generation,owner,since,state}\nset pg/parked-A-pg-1 {expires,owner,since,state}",
+				"create pg/pg-2 {generation,owner,since,state}",
+				"set pg/pg-2 {generation,holder,holder_index,owner,since,state}",
+			},
+			setup: func(t *testing.T) *world {
+				w := endOf(heldBy(sticky, pgA)(t), replaced...)
+				park := w.pass()[0]
+				if ran, err := w.apply(park, len(park.Ops)-1, model.Seen{}); !errors.Is(err, errCrash) {
+					t.Fatalf("the park: ran %d: %v", ran, err)
+				}
+				if p := w.view().Classes[0].Parked; len(p) != 1 || p[0].State != model.StateReleasing {
+					t.Fatalf("want A's data half-parked, have %+v", p)
+				}
+				return w
+			},
+			step: claim,
+			after: func(w *world) {
+				endsThen(replaced...)(w)
 				if s := w.slot("pg", "pg-2"); s.State == model.StateReady {
 					if p, err := w.apply(claim(w), -1, model.Seen{}); err != nil {
 						w.t.Fatalf("the Reserve's retry: ran %d: %v", p, err)

@@ -154,9 +154,14 @@ func RetainedParkedProps(name string, now, expires time.Time) map[string]string 
 }
 
 // ClaimAsProps mark parked data with the slot it is about to be renamed
-// onto, before the rename.
-func ClaimAsProps(slotDataset string) map[string]string {
-	return map[string]string{PropRetainAs: slotDataset}
+// onto, before the rename; PropOwner names it until the rename, PropRetainAs
+// after it. They also finish data a crash left half-parked (PropOwner still
+// naming the slot it came from, its state the release's): without its own
+// owner mark it would be nobody's once PropRetainAs names the slot, and
+// left for good if the rename then failed; renamed in the releasing state,
+// a pass would take it for a slot to release, not a claim to finish.
+func ClaimAsProps(parked, slotDataset string) map[string]string {
+	return map[string]string{PropOwner: parked, PropState: string(StateParked), PropRetainAs: slotDataset}
 }
 
 // ClaimedProps make claimed data, renamed onto slot dataset, that slot,

@@ -461,6 +461,21 @@ func TestSeedRegressions(t *testing.T) {
 			seed: 713553, events: 60,
 			keep: []int{18, 26, 45, 46, 48, 50, 52, 53, 54},
 		},
+		{
+			// A sticky slot's park ran up to the fresh slot's create, which
+			// timed out and ran: the parked data's own marks were not
+			// written yet (its owner mark still named pg-1). The
+			// replacement's Reserve claimed it onto pg-2 at once, marked it
+			// PropRetainAs=pg-2, and the rename failed (pool I/O
+			// suspended): nothing named the data any more, and it stayed
+			// below the parent for good (I3), its allocation's data lost
+			// to it. ClaimAsProps now writes the data's own owner mark and
+			// state too (model's crash case "claims data a crash left
+			// half-parked").
+			name: "a claim of half-parked data whose rename fails keeps its owner",
+			seed: 960546, events: 60,
+			keep: []int{0, 4, 11, 12, 14, 18, 19, 20, 23, 33, 34, 36},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
