@@ -302,7 +302,7 @@ func crashCases() []crashCase {
 			// parked data's own marks) did not run, and the replacement's
 			// Reserve claimed the data as it was; a failed rename then left
 			// it nobody's, for good, before ClaimAsProps wrote its owner.
-			name:    "sticky: the replacement's Reserve claims data a crash left half-parked",
+			name: "sticky: the replacement's Reserve claims data a crash left half-parked",
 			plan: "destroy pg/pg-2; set pg/parked-A-pg-1 {owner,retain_as,state}; rename pg/parked-A-pg-1 pg/pg-2; set pg/pg-2 {generation,holder,holder_index,owner,since,state}",
 			end:  "pg owned files=[]\npg/pg-1 state=ready holder_index=10 generation=2 owned files=[]\npg/pg-2 state=held holder=B holder_index=20 outcome=complete generation=2 retain_as=pg/pg-2 owned files=[data:A]",
 			crashes: []string{
