@@ -143,6 +143,10 @@ func freePorts() (ports, error) {
 // port is.
 func nodeName(p ports) string { return fmt.Sprintf("nomadtest-%d", p.HTTP) }
 
+// cgroupParent is the client's own cgroup parent, unique as nodeName is. No
+// dash: systemd would read one as a level of slices.
+func cgroupParent(p ports) string { return fmt.Sprintf("nomadtest_%d.slice", p.HTTP) }
+
 // renderConfig returns the agent config file. It is a real (non -dev)
 // config so state survives Restart. The fingerprint denylist keeps the cloud
 // fingerprinters from probing metadata endpoints, which makes the agent fail
@@ -182,6 +186,14 @@ func renderConfig(c Config, p ports) string {
 		b.WriteString("client {\n  enabled = false\n}\n")
 	} else {
 		b.WriteString("client {\n  enabled = true\n")
+		// Each client its own cgroup parent: Nomad 1.6's cpuset manager
+		// removes every empty task cgroup under its parent that is not one
+		// of its own allocations', so with the default nomad.slice shared,
+		// one test agent deleted another's task cgroup between its creation
+		// and the task's start, and that task waited for it for good at
+		// "Building Task Directory" (TaskRunner.runDriver; seen whenever
+		// tests ran side by side in the VM).
+		fmt.Fprintf(&b, "  cgroup_parent = %q\n", cgroupParent(p))
 		if len(c.Servers) > 0 {
 			fmt.Fprintf(&b, "  servers = [%s]\n", quoteList(c.Servers))
 		}

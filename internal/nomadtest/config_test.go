@@ -24,6 +24,9 @@ func TestRenderConfig(t *testing.T) {
 				`"fingerprint.denylist"  = "env_aws,env_gce,env_azure,env_digitalocean"`,
 				"bootstrap_expect = 1",
 				`heartbeat_grace  = "5m"`,
+				// its own: Nomad 1.6 deletes task cgroups under its parent
+				// that are not its own allocations'
+				`cgroup_parent = "nomadtest_4001.slice"`,
 			},
 			notWant: []string{"plugin_dir", "acl {", `plugin "nomad`},
 		},
@@ -49,7 +52,7 @@ func TestRenderConfig(t *testing.T) {
 			name: "client only",
 			cfg:  Config{DataDir: "/tmp/d", Servers: []string{"127.0.0.1:5002"}},
 			want: []string{
-				"client {\n  enabled = true\n  servers = [\"127.0.0.1:5002\"]\n  options {",
+				"client {\n  enabled = true\n  cgroup_parent = \"nomadtest_4001.slice\"\n  servers = [\"127.0.0.1:5002\"]\n  options {",
 				`"driver.raw_exec.enable" = "1"`,
 			},
 			notWant: []string{"server {", "bootstrap_expect"},
@@ -64,7 +67,7 @@ func TestRenderConfig(t *testing.T) {
 				`min_heartbeat_ttl = "2s"`,
 				"client {\n  enabled = false\n}",
 			},
-			notWant: []string{"enabled = true\n  servers", "fingerprint.denylist", `plugin "nomad-device-zfs"`, `"5m"`},
+			notWant: []string{"enabled = true\n  servers", "cgroup_parent", "fingerprint.denylist", `plugin "nomad-device-zfs"`, `"5m"`},
 		},
 	}
 	for _, tc := range tests {

@@ -149,17 +149,41 @@ func (a *Agent) sleep(d time.Duration) {
 
 // cleanup runs at the end of the test that started the agent.
 func (a *Agent) cleanup(t testing.TB) {
-	if err := a.stop(); err != nil {
-		t.Logf("nomadtest: cleanup: %v", err)
-	}
+	var dumped bool
 	if t.Failed() {
 		t.Logf("nomadtest: last %d lines of the agent log %s:\n%s", cleanupTail, a.logPath, a.tail(cleanupTail))
+		dumped = a.dumpGoroutines()
+	}
+	if err := a.stop(); err != nil && !dumped {
+		t.Logf("nomadtest: cleanup: %v", err)
+	}
+	if dumped {
+		t.Logf("nomadtest: the agent's goroutines (SIGQUIT) are at the end of %s", a.logPath)
 	}
 	for _, msg := range reapUnder(a.cfg.DataDir) {
 		t.Logf("nomadtest: cleanup: %s", msg)
 	}
 	if err := unmountUnder(a.cfg.DataDir); err != nil {
 		t.Logf("nomadtest: cleanup: %v", err)
+	}
+}
+
+// dumpGoroutines makes a running agent print every goroutine's stack to its
+// log and exit (Go's default for SIGQUIT, which Nomad does not catch): what a
+// task stuck in its start was waiting on, for a failed test. It reports
+// whether the agent exited so.
+func (a *Agent) dumpGoroutines() bool {
+	a.mu.Lock()
+	p := a.proc
+	a.mu.Unlock()
+	if p == nil || a.signal(syscall.SIGCONT) != nil || a.signal(syscall.SIGQUIT) != nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(30 * time.Second):
+		return false
 	}
 }
 
