@@ -93,8 +93,9 @@ type Send struct {
 	// FromGUID is From's guid (0 for a full stream); Snapshot's guid is
 	// known only once taken.
 	FromGUID uint64
-	// Drop are the data's pre-copy snapshots older than the receiver's
-	// base: no stream will start from them again.
+	// Drop are the data's pre-copy snapshots no stream will start from or
+	// send again: older than the receiver's base, or (before the holder
+	// ends) neither the base nor the one sent.
 	Drop []string
 }
 
@@ -127,23 +128,28 @@ type Resume struct {
 // would only make a second copy, for no one.
 var ErrMigrated = errors.New("the replacement's node holds its final copy already")
 
+// migrationSnap is one of the data's migration snapshots: its name after
+// the @, and its guid.
+type migrationSnap struct {
+	name string
+	guid uint64
+}
+
 // DecideSend decides the send for one request of a migration. The base is
 // the receiver's newest snapshot, found among the data's own migration
 // snapshots by its guid (a base the data no longer has means a full
 // stream: the receiver must then start over). An interrupted receive is
 // resumed only for exactly the snapshot and base this decision names now.
 //
-// While the holder may still write, each request gets a new pre-copy
-// snapshot (@migrate-<n>), so the final increment after the holder ends
-// carries only what changed since. Once the data is parked, the final
+// While the holder may still write, a request that holds the newest
+// pre-copy snapshot (@migrate-<n>) gets a new one, so the final increment
+// after the holder ends carries only what changed since; never more than
+// two are kept (preCopy). Once the data is parked, the final
 // snapshot is taken once; a receiver that names it holds the last state.
 // Once that is recorded (@migrated), a request naming it is still
 // complete, and any other gets ErrMigrated.
 func DecideSend(in SendInput) (Send, error) {
-	type snap struct {
-		name string
-		guid uint64
-	}
+	type snap = migrationSnap
 	var own []snap
 	for _, r := range in.Rows {
 		ds, name, ok := strings.Cut(r.Name, "@")
@@ -204,16 +210,57 @@ func DecideSend(in SendInput) (Send, error) {
 		out.Take = in.Dataset + "@" + MigrateFinal
 		out.Snapshot = out.Take
 	default:
-		n := 0
-		for _, s := range own {
-			if i, err := strconv.Atoi(strings.TrimPrefix(s.name, migratePrefix)); err == nil && i > n {
-				n = i
-			}
-		}
-		out.Take = fmt.Sprintf("%s@%s%d", in.Dataset, migratePrefix, n+1)
-		out.Snapshot = out.Take
+		out = preCopy(in.Dataset, own, out)
 	}
 	return out, nil
+}
+
+// preCopy decides a pre-copy (the holder may still write): the increment
+// from the receiver's base (out.From, "" for none) to a newer pre-copy
+// snapshot. One the data has already that is newer than the base (taken
+// for an earlier request whose stream the receiver did not keep) is sent
+// again rather than another taken, and every other pre-copy snapshot is
+// dropped: at most two are ever on the data, the base and the one sent,
+// however many requests come (a peer asking from nothing again and again
+// would otherwise pile held snapshots on the live slot).
+func preCopy(dataset string, own []migrationSnap, out Send) Send {
+	base := 0
+	if out.From != "" {
+		base = preCopyNumber(out.From[strings.IndexByte(out.From, '@')+1:])
+	}
+	newest, newestName := 0, ""
+	for _, s := range own {
+		if i := preCopyNumber(s.name); i > newest {
+			newest, newestName = i, s.name
+		}
+	}
+	if newest > base {
+		out.Snapshot = dataset + "@" + newestName
+	} else {
+		out.Take = fmt.Sprintf("%s@%s%d", dataset, migratePrefix, newest+1)
+		out.Snapshot = out.Take
+	}
+	out.Drop = nil
+	for _, s := range own {
+		name := dataset + "@" + s.name
+		if preCopyNumber(s.name) > 0 && name != out.From && name != out.Snapshot {
+			out.Drop = append(out.Drop, name)
+		}
+	}
+	return out
+}
+
+// preCopyNumber is n of a pre-copy snapshot's name, migrate-<n>; 0 for any
+// other name (migrate-final, migrated).
+func preCopyNumber(name string) int {
+	if !strings.HasPrefix(name, migratePrefix) {
+		return 0
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(name, migratePrefix))
+	if err != nil || i < 1 {
+		return 0
+	}
+	return i
 }
 
 // PlanDropSnapshots destroys a migration's snapshots no stream needs any

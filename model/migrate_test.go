@@ -1,6 +1,8 @@
 package model
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +27,20 @@ func TestDecideSend(t *testing.T) {
 			in:   SendInput{Dataset: ds, Rows: live[:2]},
 			want: "take @migrate-1 send @migrate-1 from -"},
 		{name: "the receiver holds a pre-copy: the increment from it to a new one",
+			in:   SendInput{Dataset: ds, Rows: live[:3], HaveGUID: 11},
+			want: "take @migrate-2 send @migrate-2 from @migrate-1 drop -"},
+		{name: "the receiver did not keep the newer pre-copy sent last time: sent again, not another taken",
 			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11},
-			want: "take @migrate-3 send @migrate-3 from @migrate-1"},
+			want: "take - send @migrate-2 from @migrate-1 drop -"},
+		{name: "the receiver holds the newest pre-copy: a new one, the older dropped",
+			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 12},
+			want: "take @migrate-3 send @migrate-3 from @migrate-2 drop @migrate-1"},
 		{name: "a base the data no longer has: a full stream",
 			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 99},
-			want: "take @migrate-3 send @migrate-3 from -"},
+			want: "take - send @migrate-2 from - drop @migrate-1"},
 		{name: "the pristine snapshot is never a base: it is not a migration's",
 			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 2},
-			want: "take @migrate-3 send @migrate-3 from -"},
+			want: "take - send @migrate-2 from - drop @migrate-1"},
 		{name: "parked: the final snapshot, from the receiver's pre-copy",
 			in:   SendInput{Dataset: parked, Rows: parkedRows, Final: true, HaveGUID: 12},
 			want: "take @migrate-final send @migrate-final from @migrate-2"},
@@ -47,10 +55,10 @@ func TestDecideSend(t *testing.T) {
 			want: "take - send @migrate-2 from @migrate-1"},
 		{name: "a token from another base is not resumed: a new snapshot",
 			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11, Token: &Resume{ToGUID: 12}},
-			want: "take @migrate-3 send @migrate-3 from @migrate-1"},
+			want: "take - send @migrate-2 from @migrate-1 drop -"},
 		{name: "a token naming a snapshot that is not the data's own is not resumed",
 			in:   SendInput{Dataset: ds, Rows: live, Token: &Resume{ToGUID: 2}},
-			want: "take @migrate-3 send @migrate-3 from -"},
+			want: "take - send @migrate-2 from - drop @migrate-1"},
 		{name: "parked: a token for a pre-copy is not resumed, the final state is sent",
 			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 11, Token: &Resume{ToGUID: 12, FromGUID: 11}},
 			want: "take - send @migrate-final from @migrate-1"},
@@ -91,6 +99,11 @@ func TestDecideSend(t *testing.T) {
 				got = "complete"
 			default:
 				got = "take " + short(s.Take) + " send " + short(s.Snapshot) + " from " + short(s.From)
+				var drop []string
+				for _, d := range s.Drop {
+					drop = append(drop, short(d))
+				}
+				got += " drop " + short(strings.Join(drop, ","))
 			}
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("DecideSend = %q, want %q", got, tc.want)
@@ -182,5 +195,57 @@ func TestMigrations(t *testing.T) {
 				t.Errorf("Migrations = %q, want %q", g, tc.want)
 			}
 		})
+	}
+}
+
+// TestPreCopySnapshotsStayFew: whatever a peer asks while the holder
+// runs (from nothing, from a base it has, from a guid it made up, again
+// and again), the data never carries more than two pre-copy snapshots
+// (issue 28: 50 requests from nothing took and held 50).
+func TestPreCopySnapshotsStayFew(t *testing.T) {
+	const ds = "tank/nomad/pg/pg-1"
+	rows := []zfs.Dataset{{Name: ds, GUID: "1"}}
+	guid := uint64(100)
+	have := uint64(0) // what an honest receiver holds
+	for i := range 200 {
+		var ask uint64
+		switch i % 4 {
+		case 0:
+			ask = 0 // from nothing
+		case 1:
+			ask = have
+		case 2:
+			ask = 7 // a guid of nothing here
+		case 3:
+			ask = have
+		}
+		d, err := DecideSend(SendInput{Dataset: ds, Rows: rows, HaveGUID: ask})
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if d.Take != "" {
+			guid++
+			rows = append(rows, zfs.Dataset{Name: d.Take, GUID: strconv.FormatUint(guid, 10)})
+		}
+		rows = slices.DeleteFunc(rows, func(r zfs.Dataset) bool { return slices.Contains(d.Drop, r.Name) })
+		var sent uint64
+		var pre []string
+		for _, r := range rows {
+			if r.Name == d.Snapshot {
+				sent, _ = strconv.ParseUint(r.GUID, 10, 64)
+			}
+			if strings.Contains(r.Name, "@migrate-") {
+				pre = append(pre, r.Name)
+			}
+		}
+		if sent == 0 {
+			t.Fatalf("request %d: sends %s, which is not there (rows %v)", i, d.Snapshot, rows)
+		}
+		if len(pre) > 2 {
+			t.Fatalf("request %d (from %d): %d pre-copy snapshots: %v", i, ask, len(pre), pre)
+		}
+		if i%4 == 1 || i%4 == 3 {
+			have = sent // the honest receiver kept what it was sent
+		}
 	}
 }
