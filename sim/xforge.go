@@ -34,12 +34,17 @@ const (
 	// transfer's own snapshot of encrypted data that does not say rawok
 	// (zfs would send it decrypted: OpenZFS #14153).
 	forgeNotRaw
+	// forgeBody: the real replacement's node, its headers naming its own
+	// allocations (what the sender authorizes before reading the body),
+	// its body asking for another allocation's data.
+	forgeBody
 	numForges
 )
 
 func (k forgeKind) String() string {
 	return [...]string{"another allocation as the replacement", "the replacement from the wrong node",
-		"a token of another dataset's snapshot", "a token without rawok for encrypted data"}[k]
+		"a token of another dataset's snapshot", "a token without rawok for encrypted data",
+		"headers naming the replacement's own allocations, a body naming another's"}[k]
 }
 
 // forge asks a node's transfer server, as someone who must not get it,
@@ -136,7 +141,19 @@ func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
 	req := transfer.Request{Alloc: a.ID, Slot: slot}
 	by := w.other(from)
 	b := w.cluster.Alloc(a.NextAllocation)
+	var claim *transfer.Request // the headers, when they differ from req
 	switch kind {
+	case forgeBody:
+		if b == nil || w.node(b.NodeID) == from || o.ID == a.ID || o.NodeID != a.NodeID {
+			return
+		}
+		claim = &transfer.Request{Alloc: a.ID, Replacement: b.ID}
+		req.Alloc, req.Replacement, by = o.ID, b.ID, w.node(b.NodeID)
+		for _, t := range o.AllocatedResources.Tasks {
+			for _, d := range t.Devices {
+				req.Slot = d.DeviceIDs[0] // o's own slot: what its data is asked by
+			}
+		}
 	case forgeReplacement:
 		if o.ID == a.ID || o.PreviousAllocation == a.ID {
 			return
@@ -182,7 +199,7 @@ func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
 	if from.p == nil || from.p.run.dead {
 		return
 	}
-	rec := w.post(from, by, req)
+	rec := w.postAs(from, by, req, claim)
 	if rec.Code == http.StatusOK || rec.Code == http.StatusNoContent {
 		w.violate("X3", "%s answers %d (%s %s) to a forged request for %s's data, %s: replacement %s, from %s",
 			from.name, rec.Code, rec.Header().Get("Ndz-Snapshot"), rec.Header().Get("Ndz-Complete"), shortID(a.ID), kind,
@@ -197,6 +214,15 @@ func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
 // post is req as node by sends it to node from's transfer server, and
 // the server's answer.
 func (w *XWorld) post(from, by *xnode, req transfer.Request) *httptest.ResponseRecorder {
+	return w.postAs(from, by, req, nil)
+}
+
+// postAs is post with headers that name claim's allocations instead of
+// req's (nil: req's, as the transfer's Client sends them).
+func (w *XWorld) postAs(from, by *xnode, req transfer.Request, claim *transfer.Request) *httptest.ResponseRecorder {
+	if claim == nil {
+		claim = &req
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		w.violate("harness", "a request: %v", err)
@@ -208,6 +234,8 @@ func (w *XWorld) post(from, by *xnode, req transfer.Request) *httptest.ResponseR
 		w.violate("harness", "a request: %v", err)
 		return httptest.NewRecorder()
 	}
+	hr.Header.Set("Ndz-Alloc", claim.Alloc)
+	hr.Header.Set("Ndz-Replacement", claim.Replacement)
 	return w.serve(from, by, hr)
 }
 

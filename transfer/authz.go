@@ -44,7 +44,7 @@ var _ Authorizer = (*NomadAuthorizer)(nil)
 // Authorize looks A, B and B's node up and applies Decide. An allocation
 // or node Nomad does not know is a refusal; a lookup that failed is not.
 func (a *NomadAuthorizer) Authorize(ctx context.Context, req Request, peer Peer) error {
-	if err := req.validate(); err != nil {
+	if err := req.validateIDs(); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	self, err := a.Self(ctx)

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,53 +18,81 @@ import (
 )
 
 // TestTransferPeerCannotPinTheSender: a peer with a cluster certificate
-// (any node's, node C's here) cannot hold the sender's handlers: a request
-// whose body stalls is cut at BodyTimeout, one address gets at most
-// DefaultMaxPerPeer requests in at once (more are answered busy, with
-// Retry-After, before anything is read), and a refusal tells the peer
-// nothing of B's node or of the allocations (issue 28: 100 half-sent
-// requests held 100 handlers for 55 s and more, and a refusal named B's
-// node, its addresses and both allocations).
+// (any node's, node C's here) cannot hold the sender's handlers. Its
+// request is authorized on its headers before a byte of its body is read,
+// so one that may not have the data is refused at once however slowly it
+// sends; one without the headers is turned away as malformed. Even the
+// replacement's own node (B) stalling its bodies holds a handler at most
+// BodyTimeout each, and at most DefaultMaxPerPeer at once (more are
+// answered busy, with Retry-After, before anything is read). A refusal
+// tells the peer nothing of B's node or of the allocations (issue 28: 100
+// half-sent requests held 100 handlers for 55 s and more, and a refusal
+// named B's node, its addresses and both allocations).
 func TestTransferPeerCannotPinTheSender(t *testing.T) {
 	h := newHarness(t)
 	h.stop()
 	h.bodyTimeout = 2 * time.Second
 	h.start()
 	h.source.set(h.snapshot("t1", "first", 4<<10, ""), nil)
-	c := rawClient(t, h, ipC)
 	url := "https://" + h.srvCfg.Address + "/v1/send"
-
-	// DefaultMaxPerPeer requests that send their headers and stall.
-	type answer struct {
-		code  int
-		took  time.Duration
-		retry string
+	// post sends headers naming alloc and repl (none when alloc is "")
+	// and then body, as slowly as body gives it.
+	post := func(c *http.Client, body io.Reader, alloc, repl string) (*http.Response, error) {
+		req, err := http.NewRequest(http.MethodPost, url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if alloc != "" {
+			req.Header.Set("Ndz-Alloc", alloc)
+			req.Header.Set("Ndz-Replacement", repl)
+		}
+		return c.Do(req)
 	}
-	stalled := make(chan answer, transfer.DefaultMaxPerPeer)
-	var writers []*io.PipeWriter
-	start := time.Now()
-	for range transfer.DefaultMaxPerPeer {
+	stall := func() io.Reader {
 		r, w := io.Pipe()
-		writers = append(writers, w)
+		t.Cleanup(func() { w.Close() })
+		return r
+	}
+	c := rawClient(t, h, ipC)
+	for _, tc := range []struct {
+		name        string
+		alloc, repl string
+		want        int
+	}{
+		{name: "node C names A and B and stalls its body", alloc: allocA, repl: allocB, want: http.StatusForbidden},
+		{name: "no allocations in the headers", want: http.StatusBadRequest},
+	} {
+		start := time.Now()
+		resp, err := post(c, stall(), tc.alloc, tc.repl)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode != tc.want || took >= h.bodyTimeout {
+			t.Errorf("%s: %d after %s; want %d at once (before BodyTimeout %s)", tc.name, resp.StatusCode, took, tc.want, h.bodyTimeout)
+		}
+	}
+
+	// DefaultMaxPerPeer requests from B's node that send their headers
+	// and stall.
+	b := rawClient(t, h, ipB)
+	stalled := make(chan int, transfer.DefaultMaxPerPeer)
+	for range transfer.DefaultMaxPerPeer {
+		body := stall()
 		go func() {
-			resp, err := c.Post(url, "application/json", r)
-			a := answer{took: time.Since(start)}
-			if err == nil {
-				a.code = resp.StatusCode
+			code := 0
+			if resp, err := post(b, body, allocA, allocB); err == nil {
+				code = resp.StatusCode
 				resp.Body.Close()
 			}
-			stalled <- a
+			stalled <- code
 		}()
 	}
-	defer func() {
-		for _, w := range writers {
-			w.Close()
-		}
-	}()
 	waitInside(t, h, transfer.DefaultMaxPerPeer)
 
 	// One more from the same address: busy at once, nothing read.
-	resp, err := c.Post(url, "application/json", strings.NewReader(`{}`))
+	resp, err := post(b, strings.NewReader(`{}`), allocA, allocB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +105,8 @@ func TestTransferPeerCannotPinTheSender(t *testing.T) {
 	// The stalled ones are cut at the body timeout, not held.
 	for range transfer.DefaultMaxPerPeer {
 		select {
-		case a := <-stalled:
-			if a.code == http.StatusOK {
+		case code := <-stalled:
+			if code == http.StatusOK {
 				t.Errorf("a stalled request was served")
 			}
 		case <-time.After(30 * h.bodyTimeout):
@@ -96,6 +125,61 @@ func TestTransferPeerCannotPinTheSender(t *testing.T) {
 		}
 	}
 	waitLog(t, h.logs, "refused a transfer request")
+}
+
+// TestTransferDecisionsAreCachedAndLimited: each decision costs Nomad
+// lookups, and any certificate holder can ask for one. The same request
+// refused again and again is decided once; requests for ever new pairs of
+// allocations get decisions up to the limit's burst, then busy with
+// Retry-After and no lookup (issue 28: 200 refused requests made 600
+// lookups).
+func TestTransferDecisionsAreCachedAndLimited(t *testing.T) {
+	h := newHarness(t)
+	url := "https://" + h.srvCfg.Address + "/v1/send"
+	c := rawClient(t, h, ipC)
+	ask := func(alloc, repl string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Ndz-Alloc", alloc)
+		req.Header.Set("Ndz-Replacement", repl)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	before := h.nomad.Calls()
+	for i := range 50 {
+		if resp := ask(allocA, allocB); resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("request %d from node C: %d, want 403", i, resp.StatusCode)
+		}
+	}
+	if n := h.nomad.Calls() - before; n < 1 || n > 3 {
+		t.Errorf("50 refusals of one request made %d Nomad lookups, want one decision's (1-3)", n)
+	}
+
+	before = h.nomad.Calls()
+	busy := 0
+	for i := range 200 {
+		switch resp := ask(fmt.Sprintf("a11ca11c-0000-0000-0000-%012d", 1000+i), allocB); resp.StatusCode {
+		case http.StatusForbidden:
+		case http.StatusServiceUnavailable:
+			busy++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Errorf("a busy answer without Retry-After")
+			}
+		default:
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	lookups := h.nomad.Calls() - before
+	if bound := 3 * (2*transfer.DefaultLookups + 5); lookups > bound || busy == 0 {
+		t.Errorf("200 requests for new pairs: %d lookups (want at most %d), %d answered busy (want some)", lookups, bound, busy)
+	}
+	t.Logf("200 requests for new pairs: %d lookups, %d answered busy", lookups, busy)
 }
 
 // waitInside gives the n stalled requests a moment to arrive, and checks
@@ -134,4 +218,42 @@ func rawClient(t *testing.T, h *harness, from netip.Addr) *http.Client {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
+}
+
+// TestTransferBodyMustNameTheAuthorizedAllocations: the sender authorizes
+// the allocations a request's headers name; a body that asks for another
+// allocation's data is refused, whoever sends it (B's own node here).
+func TestTransferBodyMustNameTheAuthorizedAllocations(t *testing.T) {
+	h := newHarness(t)
+	h.source.set(h.snapshot("t1", "first", 4<<10, ""), nil)
+	url := "https://" + h.srvCfg.Address + "/v1/send"
+	b := rawClient(t, h, ipB)
+	for _, tc := range []struct {
+		name string
+		body string
+		want int
+	}{
+		{name: "the body names another allocation's data",
+			body: fmt.Sprintf(`{"alloc_id": %q, "replacement_id": %q, "slot": "data-1"}`, allocC, allocB), want: http.StatusForbidden},
+		{name: "the body names another replacement",
+			body: fmt.Sprintf(`{"alloc_id": %q, "replacement_id": %q, "slot": "data-1"}`, allocA, allocC), want: http.StatusForbidden},
+		{name: "the body names the headers' allocations",
+			body: fmt.Sprintf(`{"alloc_id": %q, "replacement_id": %q, "slot": "data-1"}`, allocA, allocB), want: http.StatusOK},
+	} {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Ndz-Alloc", allocA)
+		req.Header.Set("Ndz-Replacement", allocB)
+		resp, err := b.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+	}
 }

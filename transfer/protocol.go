@@ -14,6 +14,8 @@ import (
 // The wire, over HTTP/2 and mutual TLS:
 //
 //	POST /v1/send   Content-Type: application/json   {Request}
+//	                Ndz-Alloc: <Request.Alloc>        authorized on these
+//	                Ndz-Replacement: <Request.Replacement>  before the body
 //
 //	204  Ndz-Complete: true                           the requester holds the final
 //	                                                  copy already: nothing comes
@@ -31,6 +33,13 @@ import (
 
 // sendPath is the one endpoint.
 const sendPath = "/v1/send"
+
+// Request headers: the allocations the body names, for the authorization
+// that comes before it is read.
+const (
+	hdrAlloc       = "Ndz-Alloc"
+	hdrReplacement = "Ndz-Replacement"
+)
 
 // Response headers and trailer.
 const (
@@ -65,7 +74,8 @@ type Request struct {
 	ResumeToken string `json:"resume_token,omitempty"`
 }
 
-func (r Request) validate() error {
+// validateIDs checks the two allocation IDs, all an authorization needs.
+func (r Request) validateIDs() error {
 	switch {
 	case !isUUID(r.Alloc):
 		return fmt.Errorf("alloc_id %q is not an allocation ID", r.Alloc)
@@ -73,6 +83,15 @@ func (r Request) validate() error {
 		return fmt.Errorf("replacement_id %q is not an allocation ID", r.Replacement)
 	case r.Alloc == r.Replacement:
 		return fmt.Errorf("alloc_id and replacement_id are both %s", r.Alloc)
+	}
+	return nil
+}
+
+func (r Request) validate() error {
+	if err := r.validateIDs(); err != nil {
+		return err
+	}
+	switch {
 	case zfs.ValidateComponent(r.Slot) != nil || strings.ContainsAny(r.Slot, "@#%"):
 		return fmt.Errorf("slot %q is not a device ID", r.Slot)
 	}

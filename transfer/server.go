@@ -80,7 +80,21 @@ type ServerConfig struct {
 	// DefaultBodyTimeout): a peer that sends its headers and then stalls
 	// holds a handler that long, not for ever.
 	BodyTimeout time.Duration
+	// DecisionTTL is how long the Authorizer's decision for one pair of
+	// allocations, peer address and certificate is kept (default
+	// DefaultDecisionTTL); Lookups the decisions a second it is asked for
+	// beyond those (default DefaultLookups, in bursts of twice that).
+	DecisionTTL time.Duration
+	Lookups     float64
 }
+
+// DefaultDecisionTTL: a pull asks again within seconds while it resumes;
+// a replacement that ends meanwhile is refused that much later at most.
+const DefaultDecisionTTL = 5 * time.Second
+
+// DefaultLookups: a node moves a few slots at a time; each decision is
+// three Nomad lookups.
+const DefaultLookups = 10
 
 // DefaultMaxPerPeer: a node pulls one stream per slot it receives; a few
 // more leave room for a pull that restarts while the old one winds down.
@@ -104,6 +118,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	inside map[netip.Addr]int // requests in the server, by peer address
+
+	decisions *decisions // the Authorizer, cached and rate-limited
 }
 
 // NewServer checks c and returns a Server; Run starts it.
@@ -135,7 +151,14 @@ func NewHandler(c ServerConfig) (*Server, error) {
 	if c.BodyTimeout <= 0 {
 		c.BodyTimeout = DefaultBodyTimeout
 	}
-	return &Server{c: c, logger: c.Logger, slots: make(chan struct{}, c.MaxSends), inside: map[netip.Addr]int{}}, nil
+	if c.DecisionTTL <= 0 {
+		c.DecisionTTL = DefaultDecisionTTL
+	}
+	if c.Lookups <= 0 {
+		c.Lookups = DefaultLookups
+	}
+	return &Server{c: c, logger: c.Logger, slots: make(chan struct{}, c.MaxSends), inside: map[netip.Addr]int{},
+		decisions: newDecisions(c.Authorizer, c.DecisionTTL, c.Lookups, int(2*c.Lookups))}, nil
 }
 
 // Run listens on Config.Address and serves until ctx ends; then it closes
@@ -201,21 +224,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.leave(peer.Addr)
-	var req Request
-	// A peer that stalls in its body is cut at BodyTimeout. (A transport
-	// without deadlines, as a test's in memory, has none to set.)
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(s.c.BodyTimeout))
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		s.logger.Warn("unreadable transfer request", "remote", peer.Addr, "error", err)
-		writeError(w, "bad_request", fmt.Errorf("reading the request: %w", err))
+	// Authorized on the headers, before a byte of the body is read: a
+	// peer that may not have the data holds no handler while it sends.
+	claim := Request{Alloc: r.Header.Get(hdrAlloc), Replacement: r.Header.Get(hdrReplacement)}
+	if err := claim.validateIDs(); err != nil {
+		s.logger.Warn("transfer request without its allocations in the headers", "remote", peer.Addr, "error", err)
+		writeError(w, "bad_request", fmt.Errorf("headers %s and %s: %w", hdrAlloc, hdrReplacement, err))
 		return
 	}
-	_ = rc.SetReadDeadline(time.Time{})
-	log := s.logger.With("alloc_id", req.Alloc, "replacement_id", req.Replacement, "remote", peer.Addr)
-	if err := s.c.Authorizer.Authorize(ctx, req, peer); err != nil {
+	log := s.logger.With("alloc_id", claim.Alloc, "replacement_id", claim.Replacement, "remote", peer.Addr)
+	if err := s.decisions.Authorize(ctx, claim, peer); err != nil {
 		if errors.Is(err, ErrRefused) {
 			// The reason stays here: it names the replacement's node, its
 			// addresses and both allocations, which a peer that is not
@@ -224,8 +242,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, "refused", errRefusedOnWire)
 			return
 		}
-		log.Error("cannot decide on a transfer request now", "error", err)
-		writeError(w, "busy", err)
+		log.Warn("cannot decide on a transfer request now; asked to come back", "error", err)
+		w.Header().Set("Retry-After", retryAfter)
+		writeError(w, "busy", errors.New("cannot decide now"))
+		return
+	}
+	var req Request
+	// A peer that stalls in its body is cut at BodyTimeout. (A transport
+	// without deadlines, as a test's in memory, has none to set.)
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.c.BodyTimeout))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		log.Warn("unreadable transfer request", "error", err)
+		writeError(w, "bad_request", fmt.Errorf("reading the request: %w", err))
+		return
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	if req.Alloc != claim.Alloc || req.Replacement != claim.Replacement {
+		log.Warn("refused a transfer request whose body names other allocations than its headers",
+			"body_alloc_id", req.Alloc, "body_replacement_id", req.Replacement)
+		writeError(w, "refused", errRefusedOnWire)
+		return
+	}
+	if err := req.validate(); err != nil {
+		log.Warn("invalid transfer request", "error", err)
+		writeError(w, "bad_request", err)
 		return
 	}
 	select {
