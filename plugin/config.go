@@ -72,6 +72,10 @@ var transferSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("region", "string", false),
 		hclspec.NewLiteral(`"global"`),
 	),
+	"require_node_identity": hclspec.NewDefault(
+		hclspec.NewAttr("require_node_identity", "bool", false),
+		hclspec.NewLiteral(`false`),
+	),
 })
 
 // The release block's defaults, written once: the block's own keys and the
@@ -176,6 +180,8 @@ type TransferConfig struct {
 	CertFile string `codec:"cert_file"`
 	KeyFile  string `codec:"key_file"`
 	Region   string `codec:"region"`
+	// RequireNodeIdentity: see transfer.Config.
+	RequireNodeIdentity bool `codec:"require_node_identity"`
 }
 
 // NomadConfig is the decoded `nomad` block.

@@ -26,7 +26,8 @@ func (p *Plugin) startTransfer(ctx context.Context, s *Settings, mgr *hooks.Mana
 	logger := p.logger.Named("transfer")
 	srv, err := transfer.NewServer(transfer.ServerConfig{
 		Config:     *s.Transfer,
-		Authorizer: &transfer.NomadAuthorizer{Nomad: nomad, Self: mgr.NodeID},
+		Authorizer: &transfer.NomadAuthorizer{Nomad: nomad, Self: mgr.NodeID,
+			RequireNodeIdentity: s.Transfer.RequireNodeIdentity, Region: s.Transfer.Region},
 		Source:     mgr.Sender(),
 		ZFS:        z,
 		Logger:     logger,

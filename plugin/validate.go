@@ -449,7 +449,8 @@ func (tc *TransferConfig) resolve() (*transfer.Config, []string) {
 	if tc == nil {
 		return nil, nil
 	}
-	cfg := &transfer.Config{Address: tc.Address, CAFile: tc.CAFile, CertFile: tc.CertFile, KeyFile: tc.KeyFile, Region: tc.Region}
+	cfg := &transfer.Config{Address: tc.Address, CAFile: tc.CAFile, CertFile: tc.CertFile, KeyFile: tc.KeyFile, Region: tc.Region,
+		RequireNodeIdentity: tc.RequireNodeIdentity}
 	err := cfg.Validate()
 	if err == nil {
 		return cfg, nil

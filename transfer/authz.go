@@ -37,6 +37,10 @@ type NomadAuthorizer struct {
 	Nomad Nomad
 	// Self returns this node's ID (the allocation watcher discovers it).
 	Self func(ctx context.Context) (string, error)
+	// RequireNodeIdentity, with Region, also asks the peer's certificate
+	// to name the replacement's node (identity.go).
+	RequireNodeIdentity bool
+	Region              string
 }
 
 var _ Authorizer = (*NomadAuthorizer)(nil)
@@ -71,7 +75,15 @@ func (a *NomadAuthorizer) Authorize(ctx context.Context, req Request, peer Peer)
 			return lookup("the replacement's node", err)
 		}
 	}
-	return Decide(self, req, allocA, allocB, nodeB, peer.Addr)
+	if err := Decide(self, req, allocA, allocB, nodeB, peer.Addr); err != nil {
+		return err
+	}
+	if a.RequireNodeIdentity {
+		if err := checkNodeIdentity(peer.Cert, nodeB.Name, a.Region); err != nil {
+			return fmt.Errorf("%w: the request comes from node %s's address, and %w", ErrRefused, nodeB.Name, err)
+		}
+	}
+	return nil
 }
 
 // Decide is the rule, pure: the node self may send allocation a's data to

@@ -35,6 +35,10 @@ type Config struct {
 	// Region names the certificates accepted from a peer, as Nomad's RPC
 	// accepts a client's: client.<Region>.nomad or server.<Region>.nomad.
 	Region string
+	// RequireNodeIdentity accepts a request only from a certificate that
+	// also names the replacement's node, <node name>.<Region>.nomad
+	// (identity.go); this side's certificate must then name a node too.
+	RequireNodeIdentity bool
 }
 
 // Validate checks c without the network, naming the key and value of each
@@ -81,6 +85,10 @@ func (c Config) Validate() error {
 		if len(leaf.ExtKeyUsage) > 0 && !slices.Contains(leaf.ExtKeyUsage, u) && !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageAny) {
 			bad("cert_file", c.CertFile, "not usable for %s; a transfer uses it as server and client", usageName(u))
 		}
+	}
+	if c.RequireNodeIdentity && len(nodeNames(leaf, c.Region)) == 0 {
+		bad("cert_file", c.CertFile, "require_node_identity is set and the certificate names no node (a DNS name <node name>.%s.nomad); "+
+			"make it with `nomad tls cert create -client -region %s -additional-dnsname <node name>.%s.nomad`", c.Region, c.Region, c.Region)
 	}
 	if time.Now().After(leaf.NotAfter) {
 		bad("cert_file", c.CertFile, "expired on %s", leaf.NotAfter.Format(time.RFC3339))

@@ -140,6 +140,8 @@ type harness struct {
 	srvCfg       transfer.Config
 	// bodyTimeout, when set, is the server's BodyTimeout.
 	bodyTimeout time.Duration
+	// requireIdentity is the server's require_node_identity.
+	requireIdentity bool
 	cancel      context.CancelFunc
 	done        chan error
 }
@@ -177,7 +179,8 @@ func (h *harness) start() {
 	srv, err := transfer.NewServer(transfer.ServerConfig{
 		Config: h.srvCfg,
 		Authorizer: &transfer.NomadAuthorizer{Nomad: h.nomad,
-			Self: func(context.Context) (string, error) { return nodeA, nil }},
+			Self:                func(context.Context) (string, error) { return nodeA, nil },
+			RequireNodeIdentity: h.requireIdentity, Region: h.srvCfg.Region},
 		Source:      h.source,
 		ZFS:         zfs.NewClient(h.aZFS),
 		Logger:      hclog.New(&hclog.LoggerOptions{Output: h.logs, Level: hclog.Debug}),
