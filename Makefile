@@ -92,7 +92,7 @@ bench-scan: ## The scan's cost column by column, on real OpenZFS in the VM (abou
 bench-cutover: nomad ## A migration's cutover (old allocation's end to the replacement's Reserve), 10 MiB and 1 GiB, on a real cluster in the VM (about 30 min). docs/performance.md.
 	bench/cutover.sh
 
-bench-handover: nomad ## A sticky slot's handover of 10 MiB and of 1 GiB (a rename, not a copy) on real OpenZFS in the VM (about 10 min). README "Sticky data".
+bench-handover: nomad ## A sticky slot's handover of 10 MiB and of 1 GiB (a rename, not a copy) on real OpenZFS in the VM (about 10 min). docs/sticky-and-migration.md.
 	scripts/e2e.sh -test.run '^TestStickyHandoverTimeIndependentOfSize$$'
 
 bench-churn: nomad ## The churn run of make bench alone (10 min; NDZ_BENCH_CHURN=2m for less): allocations a minute, the plugin's CPU.

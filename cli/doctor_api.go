@@ -13,7 +13,8 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 )
 
-// The policy lines the README gives for each capability the plugin needs.
+// The policy lines docs/security.md gives for each capability the plugin
+// needs.
 const (
 	nodeReadRule  = `node { policy = "read" }`
 	readJobRule   = `namespace "*" { capabilities = ["read-job"] }`

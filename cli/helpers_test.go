@@ -224,7 +224,7 @@ const (
 )
 
 // newFakeNomad is the local agent of node nodeID, ACLs on, with the
-// README's least-privilege token (tokenFull) and that token less each of
+// least-privilege token of docs/security.md (tokenFull) and that token less each of
 // its three rights in turn.
 func newFakeNomad(t testing.TB) *nomadfake.Server {
 	t.Helper()

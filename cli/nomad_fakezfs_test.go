@@ -2,7 +2,8 @@ package cli
 
 // The CLI as an operator runs it — the built binary, in a subprocess — on a
 // node where a real Nomad v1.11.3 agent (ACLs on) runs the same binary as
-// its plugin, from its plugin_dir, with the README's least-privilege token.
+// its plugin, from its plugin_dir, with the least-privilege token of
+// docs/security.md.
 // ZFS below the seam is zfstest's fake, installed as zfs and zpool
 // executables on the PATH of the agent, the plugin and the CLI.
 
@@ -24,7 +25,7 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
-// policyExample is the README's least-privilege policy.
+// policyExample is the least-privilege policy of docs/security.md.
 const policyExample = "../examples/nomad-device-zfs.policy.hcl"
 
 // cliAgent is a real agent running the plugin, and the CLI binary.

@@ -16,7 +16,7 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 )
 
-// The docker tests run the README's docker example job
+// The docker tests run the docker example job of docs/jobs.md
 // (examples/job-docker.nomad.hcl) on a real Docker engine in the guest
 // (docker_engine_test.go), as it is or with another script, and check what
 // the docker driver made of the slot: bind-mounted at the class's mount,

@@ -24,7 +24,7 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfsexec"
 )
 
-// The plugin's user properties, as the README documents them.
+// The plugin's user properties, as docs/how-it-works.md documents them.
 const (
 	propOwner  = "nomad-device-zfs:owner"
 	propState  = "nomad-device-zfs:state"

@@ -14,8 +14,8 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer/transfertest"
 )
 
-// Data that follows its allocation to another node (README: "Data that
-// follows the allocation"), on a real cluster in the guest: a server and two
+// Data that follows its allocation to another node
+// (docs/sticky-and-migration.md, "Data that follows the allocation"), on a real cluster in the guest: a server and two
 // client nodes, each with the plugin, its own pool and a transfer block
 // (certificates made as operators make them, `nomad tls`). The data is
 // checked in the datasets and by what the replacement's task reads, not

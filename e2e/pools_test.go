@@ -136,7 +136,7 @@ func nodeGroup(t testing.TB, a *nomadtest.Agent, name string) *api.NodeDeviceRes
 
 // ctl runs the operator CLI's command against agent a's configuration,
 // checks its exit status and returns its output, which it logs: the real
-// output the README shows.
+// output docs/cli.md shows.
 func ctl(t testing.TB, a *nomadtest.Agent, wantCode int, command string) string {
 	t.Helper()
 	cmd := exec.Command(ctlBin, command, "-config", a.ConfigFile())

@@ -19,7 +19,8 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-// More of the plugin's user properties (README: the slot lifecycle).
+// More of the plugin's user properties (docs/how-it-works.md: the slot
+// lifecycle).
 const (
 	propGeneration = "nomad-device-zfs:generation"
 	propOutcome    = "nomad-device-zfs:outcome"
@@ -27,7 +28,8 @@ const (
 	propExpires    = "nomad-device-zfs:expires"
 )
 
-// holdTag is the zfs hold the README says retained snapshots carry.
+// holdTag is the zfs hold docs/configuration.md says retained snapshots
+// carry (class.release.policy).
 const holdTag = "nomad-device-zfs"
 
 // releaseTimeout bounds a release from the allocation's end to the slot's

@@ -10,7 +10,8 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
-// TestStickyEphemeralDiskKeepsReplacementOnNode: the README's way to keep
+// TestStickyEphemeralDiskKeepsReplacementOnNode: docs/sticky-and-migration.md's
+// way to keep
 // a replacement on its predecessor's node, `ephemeral_disk { sticky =
 // true }`, on a real two-node cluster (the first agent runs the server and
 // a client, the second is a client only; each node has the plugin and its

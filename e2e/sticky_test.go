@@ -194,7 +194,8 @@ func TestStickyFailedDataWaitsThenGoes(t *testing.T) {
 	runExampleCounter(t, a)
 }
 
-// runExampleCounter runs the README's example, examples/job-sticky.nomad.hcl,
+// runExampleCounter runs docs/sticky-and-migration.md's example,
+// examples/job-sticky.nomad.hcl,
 // on class "state", and updates it (VERSION=2, a destructive update): the
 // new allocation goes on counting from where the old one stopped.
 func runExampleCounter(t *testing.T, a *nomadtest.Agent) {

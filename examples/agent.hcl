@@ -13,7 +13,7 @@ plugin "nomad-device-zfs" {
     parent = "tank/nomad"
 
     # Optional: a Prometheus endpoint at http://127.0.0.1:9646/metrics
-    # (README, Metrics; examples/grafana-dashboard.json).
+    # (docs/metrics.md; examples/grafana-dashboard.json).
     metrics {
       address = "127.0.0.1:9646"
     }

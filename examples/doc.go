@@ -1,5 +1,5 @@
 // Package examples holds the example agent configurations and jobs the
-// README points to, embedded so that the tests run these very files: the
+// README and docs/ point to, embedded so that the tests run these very files: the
 // end-to-end docker tests run job-docker.nomad.hcl on a real Docker engine,
 // and the metrics tests hold the Grafana dashboard to the endpoint's output.
 package examples

@@ -11,7 +11,8 @@ import (
 )
 
 // configSpec is the plugin's HCL schema. Defaults live here and only here;
-// the README's configuration reference is checked against it by a test.
+// docs/configuration.md's key table is checked against it by a test
+// (configdoc_test.go).
 var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"parent": hclspec.NewAttr("parent", "string", true),
 	"scan_interval": hclspec.NewDefault(

@@ -1,7 +1,7 @@
 package plugin_test
 
 // The slot lifecycle on a real Nomad v1.11.3 agent with ACLs on, the plugin
-// talking to it with a token of the README's least-privilege policy. ZFS
+// talking to it with a token of the least-privilege policy of docs/security.md. ZFS
 // below the seam is the fake (real files), as in nomad_fakezfs_test.go.
 
 import (
@@ -21,7 +21,7 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
 
-// leastPrivilege is the README's policy, with client_id_file so agent:read
+// leastPrivilege is docs/security.md's policy, with client_id_file so agent:read
 // is not needed.
 const leastPrivilege = `
 node { policy = "read" }

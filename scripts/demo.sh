@@ -249,7 +249,7 @@ echo "$ds released (generation $gen -> $(zfs get -H -o value nomad-device-zfs:ge
 [ ! -e "$mnt/hello.txt" ] || fail "$mnt/hello.txt is still there after the release"
 echo "\$ ls -A $mnt"
 ls -A "$mnt" | sed 's/^/  /'
-echo "(empty: the default release policy destroys the holder's data; see README, class.release)"
+echo "(empty: the default release policy destroys the holder's data; see docs/configuration.md, class.release)"
 zfs list -o name,used,quota,mountpoint,nomad-device-zfs:state -r "$parent/scratch"
 stop_agent
 echo

@@ -37,7 +37,7 @@ job "pg" {
 }
 
 // TestAPINomad runs the lookups and the rules over them against a real
-// agent, with a token of the least privilege the README documents
+// agent, with a token of the least privilege docs/security.md documents
 // (node:read, read-job): a destructive update gives the replacement B of
 // A, as Nomad records it.
 func TestAPINomad(t *testing.T) {

@@ -31,8 +31,8 @@ const (
 	unknownSecret = "deadbeef-0000-4000-8000-000000000000"
 )
 
-// conformanceTokens are the tokens asked with, by name: the README's
-// least-privilege policy, each of its three rights taken away, read-job in
+// conformanceTokens are the tokens asked with, by name: the
+// least-privilege policy of docs/security.md, each of its three rights taken away, read-job in
 // one namespace only, a secret the cluster does not know, and none.
 var conformanceTokens = []struct {
 	name string
@@ -75,7 +75,7 @@ var conformanceRequests = []struct {
 	{"leader", "/v1/status/leader", leader},
 }
 
-// TestConformanceACL: ACLs on, the README's policy and its variants.
+// TestConformanceACL: ACLs on, docs/security.md's policy and its variants.
 func TestConformanceACL(t *testing.T) {
 	t.Parallel()
 	agent, fake := twoWorlds(t, true)

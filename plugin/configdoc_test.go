@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 )
 
-// specEntry is one documented key: its type and default as the README
-// writes them.
+// specEntry is one documented key: its type and default as
+// docs/configuration.md writes them.
 type specEntry struct{ typ, def string }
 
 // flattenSpec lists every key of the plugin's schema with its type and
@@ -48,26 +48,35 @@ func flattenSpec(prefix string, s *hclspec.Spec, out map[string]specEntry) {
 	}
 }
 
-var readmeRow = regexp.MustCompile("^\\| `([^`]+)` \\| ([a-z]+) \\| ([^|]+) \\|")
+// configDocRow is a row of the key table: key, type, default.
+var configDocRow = regexp.MustCompile("^\\| `([^`]+)` \\| ([a-z]+) \\| ([^|]+) \\|")
 
-// TestREADMEDocumentsEveryKey keeps the README's configuration reference and
-// the hclspec in agreement: same keys, same types, same defaults.
-func TestREADMEDocumentsEveryKey(t *testing.T) {
+// configDoc is the configuration reference, and keysHeading the section of
+// it that holds the key table (up to the next "## " heading).
+const (
+	configDoc   = "../docs/configuration.md"
+	keysHeading = "\n## Keys\n"
+)
+
+// TestConfigDocDocumentsEveryKey keeps the configuration reference
+// (docs/configuration.md, section "Keys") and the hclspec in agreement: same
+// keys, same types, same defaults.
+func TestConfigDocDocumentsEveryKey(t *testing.T) {
 	want := map[string]specEntry{}
 	flattenSpec("", configSpec, want)
 
-	src, err := os.ReadFile("../README.md")
+	src, err := os.ReadFile(configDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(src), "## Configuration reference")
+	_, section, ok := strings.Cut(string(src), keysHeading)
 	if !ok {
-		t.Fatal("README has no Configuration reference section")
+		t.Fatalf("%s has no %q section", configDoc, strings.TrimSpace(keysHeading))
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	got := map[string]specEntry{}
 	for _, line := range strings.Split(section, "\n") {
-		if m := readmeRow.FindStringSubmatch(line); m != nil {
+		if m := configDocRow.FindStringSubmatch(line); m != nil {
 			got[m[1]] = specEntry{typ: m[2], def: strings.TrimSpace(m[3])}
 		}
 	}
@@ -86,14 +95,14 @@ func TestREADMEDocumentsEveryKey(t *testing.T) {
 	sort.Strings(sorted)
 	for _, k := range sorted {
 		w, inSpec := want[k]
-		g, inREADME := got[k]
+		g, inDoc := got[k]
 		switch {
-		case !inREADME:
-			t.Errorf("README does not document %q (%s, default %s)", k, w.typ, w.def)
+		case !inDoc:
+			t.Errorf("%s does not document %q (%s, default %s)", configDoc, k, w.typ, w.def)
 		case !inSpec:
-			t.Errorf("README documents %q, which the spec does not have", k)
+			t.Errorf("%s documents %q, which the spec does not have", configDoc, k)
 		case w != g:
-			t.Errorf("%q: README says %s, default %s; spec says %s, default %s", k, g.typ, g.def, w.typ, w.def)
+			t.Errorf("%q: %s says %s, default %s; spec says %s, default %s", k, configDoc, g.typ, g.def, w.typ, w.def)
 		}
 	}
 }
