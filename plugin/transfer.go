@@ -25,12 +25,12 @@ func (p *Plugin) startTransfer(ctx context.Context, s *Settings, mgr *hooks.Mana
 	}
 	logger := p.logger.Named("transfer")
 	srv, err := transfer.NewServer(transfer.ServerConfig{
-		Config:     *s.Transfer,
+		Config: *s.Transfer,
 		Authorizer: &transfer.NomadAuthorizer{Nomad: nomad, Self: mgr.NodeID,
 			RequireNodeIdentity: s.Transfer.RequireNodeIdentity, Region: s.Transfer.Region},
-		Source:     mgr.Sender(),
-		ZFS:        z,
-		Logger:     logger,
+		Source: mgr.Sender(),
+		ZFS:    z,
+		Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -142,8 +142,8 @@ type harness struct {
 	bodyTimeout time.Duration
 	// requireIdentity is the server's require_node_identity.
 	requireIdentity bool
-	cancel      context.CancelFunc
-	done        chan error
+	cancel          context.CancelFunc
+	done            chan error
 }
 
 func newHarness(t *testing.T) *harness {
