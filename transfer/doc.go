@@ -47,17 +47,24 @@
 //     gives for B's node) proves the same thing, an address Nomad lists
 //     for B's node, at the cost of a listener on both sides and a second
 //     connection; it is no stronger against an attacker on the path.
-//   - A certificate per node (a SAN naming the node) would prove the node
-//     cryptographically, but `nomad tls cert create` makes no such
-//     certificate and every operator would have to issue and rotate one
-//     per node. Authorizer is an interface so that such a rule can be
-//     added without touching the transport.
+//   - A certificate per node (a SAN naming the node) proves the node
+//     cryptographically, but `nomad tls cert create` makes none by
+//     default, and every operator would have to issue and rotate one per
+//     node. It is therefore an option, Config.RequireNodeIdentity
+//     (identity.go): the address rule, and the certificate naming B's
+//     node as <node name>.<region>.nomad.
 //
-// What the address check leaves open: an attacker that holds an agent's
-// certificate and key (a compromised client; the CLI's certificate,
-// cli.<region>.nomad, is refused) and can send from B's node's address,
-// that is, runs on B's node or sits on the path with its address. Such an
-// attacker can already read B's data once it arrives there.
+// What the address check alone leaves open: an attacker that holds an
+// agent's certificate and key (a compromised client; the CLI's
+// certificate, cli.<region>.nomad, is refused) and can send from B's
+// node's address, that is, runs on B's node or sits on the path with its
+// address. Such an attacker can already read B's data once it arrives
+// there. With node identity it also needs B's node's own key.
+//
+// The sender authorizes on the request's headers before reading its body
+// (a refused peer holds no handler while it sends), keeps each decision a
+// few seconds and rate-limits the Nomad lookups behind them
+// (decisions.go).
 //
 // # Resume tokens
 //
