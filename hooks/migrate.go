@@ -24,6 +24,9 @@ import (
 type migrations struct {
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
+	// refused are the copies refused whole (errCopyRefused), not pulled
+	// again while the Manager runs.
+	refused map[string]bool
 	wg      sync.WaitGroup
 	// spawn starts a pull (nil: on a goroutine of its own; SetSpawn).
 	spawn func(fn func())
@@ -41,6 +44,11 @@ const busyWait = time.Second
 // errFinalArrived is pullOnce's news that the increment it received is the
 // final one: the pull asks again at once for the sender's "complete".
 var errFinalArrived = errors.New("the final snapshot arrived")
+
+// errCopyRefused is pullOnce's news that the copy is whole and cannot
+// become a slot of its class (model.CopyOverLimits); it was dropped, and
+// the pull ends for good.
+var errCopyRefused = errors.New("the copy was refused")
 
 // SetFetcher gives the Manager the transport's receiving side: without
 // one, no copy is pulled (a class with migrate set starts its
@@ -71,7 +79,7 @@ func (m *Manager) driveMigrations(ctx context.Context) {
 	wanted := map[string]bool{}
 	for _, mg := range migs {
 		wanted[mg.ParkedName] = true
-		if _, ok := m.pulls.running[mg.ParkedName]; ok {
+		if _, ok := m.pulls.running[mg.ParkedName]; ok || m.pulls.refused[mg.ParkedName] {
 			continue
 		}
 		pctx, cancel := context.WithCancel(ctx)
@@ -131,6 +139,15 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 		switch {
 		case done:
 			m.Trigger()
+			return
+		case errors.Is(err, errCopyRefused):
+			log.Error("refused the copy of the data; the replacement starts as the class's migrate on_timeout says", "error", err)
+			m.pulls.mu.Lock()
+			if m.pulls.refused == nil {
+				m.pulls.refused = map[string]bool{}
+			}
+			m.pulls.refused[mg.ParkedName] = true
+			m.pulls.mu.Unlock()
 			return
 		case errors.Is(err, errFinalArrived):
 			// The final snapshot is here: ask at once for the "complete"
@@ -210,6 +227,15 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		// of a copy whose newest snapshot is the final one it sent.
 		return false, fmt.Errorf("the sending node says %s is complete, but its newest snapshot is not the final one", mg.ParkedName)
 	case err == nil && res.Complete:
+		// Whole now; claimable once marked received, so checked first.
+		for _, r := range rows {
+			if why := model.CopyOverLimits(c, r); r.Name == mg.ParkedName && why != "" {
+				if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, rows)); derr != nil {
+					return false, fmt.Errorf("%s; dropping it: %w", why, derr)
+				}
+				return false, fmt.Errorf("%w: %s", errCopyRefused, why)
+			}
+		}
 		return true, m.run(ctx, model.PlanReceived(mg.ParkedName, now, now.Add(c.StickyWait)))
 	case err == nil:
 		if rows, err = m.zfs.List(ctx, mg.ParkedName, model.UserProps); err != nil {

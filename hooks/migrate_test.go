@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -385,5 +387,70 @@ func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
 	}
 	if got := state(); got != string(model.StateReceiving) {
 		t.Errorf("after a complete over a pre-copy the copy is %q, want %q: never claimable", got, model.StateReceiving)
+	}
+}
+
+// TestCopyOverTheClassQuotaIsRefused: a whole copy that references more
+// than the receiving class's quota (node 2's class is stricter than node
+// 1's here) is dropped before it can be claimed, said once in the log,
+// and not pulled again; the replacement then starts as the class's
+// migrate on_timeout says (issue 28: a copy larger than the quota would
+// have left the replacement unable to write).
+func TestCopyOverTheClassQuotaIsRefused(t *testing.T) {
+	loose := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
+		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateStartEmpty}}
+	strict := loose
+	strict.Properties = map[string]string{"quota": "1M"}
+	c := &cluster{}
+	n1 := newMigrationNode(t, c, "node-1", loose)
+	n2 := newMigrationNode(t, c, "node-2", strict)
+	logs := &testrig.LockedBuffer{}
+	n2.m.logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
+	fetches := &countingFetcher{next: directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}}
+	n2.m.SetFetcher(fetches)
+	ctx := t.Context()
+
+	on := func(id, node string, index uint64, client, desired string) model.Alloc {
+		return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
+			ClientStatus: client, DesiredStatus: desired,
+			Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
+	}
+	a := on("A", "node-1", 10, "running", "run")
+	c.set(a)
+	n1.settle(t, c, "node-1")
+	write(t, n1.f, "tank/nomad/pg/pg-1", "data", strings.Repeat("x", 3<<20))
+
+	a.DesiredStatus, a.NextAllocation, a.ClientStatus = "stop", "B", "complete"
+	b := on("B", "node-2", 20, "pending", "run")
+	b.PreviousAllocation = "A"
+	c.set(a, b)
+	waitUntil(t, 30*time.Second, "A's data parked on node 1", func() bool {
+		n1.settle(t, c, "node-1")
+		rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", model.UserProps)
+		return len(rows) > 0 && rows[0].User.Get(model.PropState) == string(model.StateParked)
+	})
+	n2.settle(t, c, "node-2") // starts the pull
+	copyName := "tank/nomad/pg/parked-A-pg-1"
+	waitUntil(t, 30*time.Second, "the copy refused and dropped on node 2", func() bool {
+		rows, _ := n2.c.List(ctx, copyName, nil)
+		return strings.Contains(logs.String(), "refused the copy") && len(rows) == 0
+	})
+	if !strings.Contains(logs.String(), "more than the class's quota 1M") {
+		t.Errorf("the log does not say why:\n%s", logs)
+	}
+	calls := fetches.calls.Load()
+	for range 3 {
+		n2.settle(t, c, "node-2")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := fetches.calls.Load(); n != calls {
+		t.Errorf("the refused copy was asked for again: %d requests after the refusal", n-calls)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if grants, err := n2.m.Reserve(rctx, []string{"pg-1"}); err == nil {
+		if _, rerr := os.Stat(filepath.Join(n2.f.Mountpoint(grants[0].Slot.Dataset), "data")); rerr == nil {
+			t.Fatal("B's slot holds the refused data")
+		}
 	}
 }

@@ -311,6 +311,28 @@ func ReceiveProps(c Class, name, holder string, now, expires time.Time) map[stri
 	return props
 }
 
+// CopyOverLimits says why received copy d cannot become a slot of class
+// c: it references more than the class's refquota or quota, so its
+// replacement would start over its limit, unable to write ("" when it
+// fits, or the class sets neither). The copy's own migration snapshots go
+// at the claim, so what it references is what the slot will use.
+func CopyOverLimits(c Class, d zfs.Dataset) string {
+	for _, p := range []string{"refquota", "quota"} {
+		v, ok := c.Properties[p]
+		if !ok {
+			continue
+		}
+		limit, err := zfs.ParseSize(v)
+		if err != nil || limit == 0 {
+			continue // "none"; the configuration refuses anything else
+		}
+		if d.Referenced > limit {
+			return fmt.Sprintf("the copy references %s, more than the class's %s %s", humanBytes(d.Referenced), p, v)
+		}
+	}
+	return ""
+}
+
 // CreateOnlyProps are native properties set only when a dataset is made
 // (or, for encryption's, by zfs change-key): a receive cannot set them.
 var CreateOnlyProps = []string{"casesensitivity", "encryption", "keyformat", "keylocation",

@@ -249,3 +249,30 @@ func TestPreCopySnapshotsStayFew(t *testing.T) {
 		}
 	}
 }
+
+func TestCopyOverLimits(t *testing.T) {
+	withProps := func(p map[string]string) Class { return Class{Name: "pg", Properties: p} }
+	cases := []struct {
+		name  string
+		class Class
+		ref   uint64
+		want  string
+	}{
+		{name: "no limits", class: withProps(nil), ref: 1 << 40},
+		{name: "under the quota", class: withProps(map[string]string{"quota": "100M"}), ref: 99 << 20},
+		{name: "at the quota", class: withProps(map[string]string{"quota": "100M"}), ref: 100 << 20},
+		{name: "over the quota", class: withProps(map[string]string{"quota": "100M"}), ref: 101 << 20,
+			want: "more than the class's quota 100M"},
+		{name: "over the refquota", class: withProps(map[string]string{"refquota": "1G", "quota": "10G"}), ref: 2 << 30,
+			want: "more than the class's refquota 1G"},
+		{name: "quota none", class: withProps(map[string]string{"quota": "none"}), ref: 1 << 40},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CopyOverLimits(tc.class, zfs.Dataset{Name: "tank/nomad/pg/parked-A-pg-1", Referenced: tc.ref})
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("CopyOverLimits = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
