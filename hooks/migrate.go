@@ -45,9 +45,10 @@ const busyWait = time.Second
 // final one: the pull asks again at once for the sender's "complete".
 var errFinalArrived = errors.New("the final snapshot arrived")
 
-// errCopyRefused is pullOnce's news that the copy is whole and cannot
-// become a slot of its class (model.CopyOverLimits); it was dropped, and
-// the pull ends for good.
+// errCopyRefused is pullOnce's news that the copy cannot become a slot of
+// its class: whole and larger than its limits (model.CopyOverLimits; it
+// was dropped), or not one filesystem (model.CopyNotOneFilesystem; left
+// for the operator). The pull ends for good.
 var errCopyRefused = errors.New("the copy was refused")
 
 // SetFetcher gives the Manager the transport's receiving side: without
@@ -228,6 +229,9 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		return false, fmt.Errorf("the sending node says %s is complete, but its newest snapshot is not the final one", mg.ParkedName)
 	case err == nil && res.Complete:
 		// Whole now; claimable once marked received, so checked first.
+		if why := model.CopyNotOneFilesystem(mg.ParkedName, rows); why != "" {
+			return false, fmt.Errorf("%w: %s", errCopyRefused, why)
+		}
 		for _, r := range rows {
 			if why := model.CopyOverLimits(c, r); r.Name == mg.ParkedName && why != "" {
 				if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, rows)); derr != nil {
@@ -240,6 +244,9 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 	case err == nil:
 		if rows, err = m.zfs.List(ctx, mg.ParkedName, model.UserProps); err != nil {
 			return false, err
+		}
+		if why := model.CopyNotOneFilesystem(mg.ParkedName, rows); why != "" {
+			return false, fmt.Errorf("%w: %s", errCopyRefused, why)
 		}
 		if older := model.OlderCopied(mg.ParkedName, rows); len(older) > 0 {
 			if err := m.run(ctx, model.PlanDropSnapshots(older)); err != nil {

@@ -454,3 +454,70 @@ func TestCopyOverTheClassQuotaIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// childFetcher receives as next does, then puts a dataset below the copy,
+// as a replication stream (zfs send -R) from a hostile sender would.
+type childFetcher struct {
+	next transfer.Fetcher
+	to   *zfs.Client
+}
+
+func (c childFetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
+	res, err := c.next.Fetch(ctx, req, into)
+	if err == nil {
+		_ = c.to.Create(ctx, into.Target+"/evil", nil)
+	}
+	return res, err
+}
+
+// TestCopyWithDatasetsBelowIsRefused: a stream that brings datasets below
+// the copy (a replication stream, not one filesystem) makes the copy
+// unclaimable: it is never marked received, the pull stops, and the log
+// says what to destroy; the plugin destroys nothing that carries no mark
+// of its own (issue 28).
+func TestCopyWithDatasetsBelowIsRefused(t *testing.T) {
+	class := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
+		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateStartEmpty}}
+	c := &cluster{}
+	n1 := newMigrationNode(t, c, "node-1", class)
+	n2 := newMigrationNode(t, c, "node-2", class)
+	logs := &testrig.LockedBuffer{}
+	n2.m.logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
+	fetches := &countingFetcher{next: childFetcher{next: directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}, to: n2.c}}
+	n2.m.SetFetcher(fetches)
+	ctx := t.Context()
+	on := func(id, node string, index uint64, client, desired string) model.Alloc {
+		return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
+			ClientStatus: client, DesiredStatus: desired,
+			Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
+	}
+	a := on("A", "node-1", 10, "running", "run")
+	c.set(a)
+	n1.settle(t, c, "node-1")
+	write(t, n1.f, "tank/nomad/pg/pg-1", "data", "A's")
+	a.DesiredStatus, a.NextAllocation = "stop", "B"
+	b := on("B", "node-2", 20, "pending", "run")
+	b.PreviousAllocation = "A"
+	c.set(a, b)
+	n1.settle(t, c, "node-1")
+	n2.settle(t, c, "node-2") // starts the pull
+	copyName := "tank/nomad/pg/parked-A-pg-1"
+	waitUntil(t, 30*time.Second, "the copy refused on node 2", func() bool {
+		return strings.Contains(logs.String(), "refused the copy")
+	})
+	if !strings.Contains(logs.String(), "zfs destroy -r "+copyName) {
+		t.Errorf("the log does not say what to destroy:\n%s", logs)
+	}
+	calls := fetches.calls.Load()
+	for range 3 {
+		n2.settle(t, c, "node-2")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := fetches.calls.Load(); n != calls {
+		t.Errorf("the refused copy was asked for again: %d requests after the refusal", n-calls)
+	}
+	rows, err := n2.c.List(ctx, copyName, model.UserProps)
+	if err != nil || len(rows) < 2 || rows[0].User.Get(model.PropState) != string(model.StateReceiving) {
+		t.Fatalf("the copy after the refusal: %v, %v; want it left as it came (receiving, never claimable), with what is below it", rows, err)
+	}
+}

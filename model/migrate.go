@@ -311,6 +311,27 @@ func ReceiveProps(c Class, name, holder string, now, expires time.Time) map[stri
 	return props
 }
 
+// CopyNotOneFilesystem says why the received copy name, as listed (rows,
+// `zfs list -r`), is not what a transfer receives, one filesystem and its
+// snapshots: a replication stream (zfs send -R) brings datasets below it,
+// which no slot may have. "" when it is one filesystem. The datasets below
+// carry no mark of the plugin's own (they inherit the copy's), so the
+// plugin does not destroy them: the operator does, with the copy.
+func CopyNotOneFilesystem(name string, rows []zfs.Dataset) string {
+	var below []string
+	for _, r := range rows {
+		if strings.HasPrefix(r.Name, name+"/") && !r.IsSnapshot() {
+			below = append(below, r.Name)
+		}
+	}
+	if len(below) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the stream brought %d dataset(s) below the copy (%s): a replication stream, not one filesystem; "+
+		"the plugin never destroys what carries no mark of its own: destroy the copy with them (zfs destroy -r %s)",
+		len(below), below[0], name)
+}
+
 // CopyOverLimits says why received copy d cannot become a slot of class
 // c: it references more than the class's refquota or quota, so its
 // replacement would start over its limit, unable to write ("" when it

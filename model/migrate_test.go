@@ -276,3 +276,30 @@ func TestCopyOverLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestCopyNotOneFilesystem(t *testing.T) {
+	const name = "tank/nomad/pg/parked-A-pg-1"
+	row := func(n, typ string) zfs.Dataset { return zfs.Dataset{Name: n, Type: typ} }
+	cases := []struct {
+		name string
+		rows []zfs.Dataset
+		want string
+	}{
+		{name: "one filesystem and its snapshots",
+			rows: []zfs.Dataset{row(name, zfs.DatasetFilesystem), row(name+"@migrate-1", zfs.DatasetSnapshot)}},
+		{name: "a child from a replication stream",
+			rows: []zfs.Dataset{row(name, zfs.DatasetFilesystem), row(name+"/evil", zfs.DatasetFilesystem),
+				row(name+"/evil@migrate-1", zfs.DatasetSnapshot)},
+			want: "1 dataset(s) below the copy (" + name + "/evil)"},
+		{name: "a sibling whose name starts alike is not below it",
+			rows: []zfs.Dataset{row(name, zfs.DatasetFilesystem), row(name+"x", zfs.DatasetFilesystem)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CopyNotOneFilesystem(name, tc.rows)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("CopyNotOneFilesystem = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
