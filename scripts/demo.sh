@@ -18,8 +18,8 @@ cd "$root"
 t0=$SECONDS
 die() { printf 'demo: FAILED: %s\n' "$*" >&2; exit 1; }
 
-# The work dir is shared into the VM at the same path.  It holds the two
-# binaries (plugin_dir) and the guest script, not the guest's /usr: Nomad's
+# The work dir is shared into the VM at the same path.  It holds the plugin
+# (plugins/, the plugin_dir), Nomad and the guest script, not the guest's /usr: Nomad's
 # exec driver copies /usr into every task dir.
 work=$(mktemp -d "${TMPDIR:-/tmp}/ndz-demo.XXXXXX")
 pool=
@@ -32,7 +32,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 printf '==> build\n'
-CGO_ENABLED=0 go build -trimpath -o "$work/nomad-device-zfs" ./cmd/nomad-device-zfs ||
+# The plugin alone in plugin_dir: Nomad 1.6 launches every file there.
+mkdir -p "$work/plugins"
+CGO_ENABLED=0 go build -trimpath -o "$work/plugins/nomad-device-zfs" ./cmd/nomad-device-zfs ||
 	die "building the plugin (go build ./cmd/nomad-device-zfs)"
 nomad=$(tools/nomad-bin.sh) || die "getting the Nomad binary (tools/nomad-bin.sh)"
 cp "$nomad" "$work/nomad"
@@ -108,7 +110,7 @@ zfs create "$parent" || fail "zfs create $parent"
 cat >"$data/agent.hcl" <<HCL
 name                 = "ndz-demo"
 data_dir             = "$data"
-plugin_dir           = "$dir"
+plugin_dir           = "$dir/plugins"
 bind_addr            = "127.0.0.1"
 log_level            = "INFO"
 disable_update_check = true
@@ -129,7 +131,6 @@ server {
 client {
   enabled           = true
   network_interface = "lo"
-  alloc_mounts_dir  = "$data/alloc_mounts"
   options {
     "fingerprint.denylist"   = "env_aws,env_gce,env_azure,env_digitalocean"
     "driver.raw_exec.enable" = "1"
