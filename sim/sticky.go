@@ -116,8 +116,8 @@ func (w *World) checkInherited(a *localAlloc, t *localTask, i int, from string) 
 	}
 	class, _, _ := strings.Cut(t.ids[i], "-")
 	prevClass, _, _ := strings.Cut(prevID, "-")
-	if prevID == "" || prevClass != class {
-		return
+	if prevID == "" || prevClass != class || !w.cfg.Class(class).Sticky {
+		return // a class no longer sticky hands nothing over: its parked data goes by its policy
 	}
 	name := w.cfg.ParkedName(class, a.prev, prevID)
 	sets, err := w.cliZFS().List(context.Background(), name, []string{model.PropState})
