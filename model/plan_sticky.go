@@ -134,6 +134,12 @@ func PlanReleaseParked(cfg *Config, c Class, p Retained, why string, now time.Ti
 		plan.Ops = []Op{snapshotOp(snap), holdOp(snap), setOp(p.Dataset, RetainedParkedProps(p.Dataset, now, now.Add(c.Release.Retain)))}
 		return plan, nil
 	}
+	// The decision first, on the data itself: what it was made from may
+	// go with the snapshots (@migrated, the mark that the replacement's
+	// node holds the final copy), and a destroy refused after them (a
+	// busy dataset, seen on real agents right after the last send) must
+	// be retried by the next pass, not forgotten until sticky_wait ends.
+	plan.Ops = append(plan.Ops, setOp(p.Dataset, map[string]string{PropExpires: unix(now.Add(-time.Second))}))
 	if p.Outcome == OutcomeMigrated {
 		plan.Ops = append(plan.Ops, abortReceiveOp(p.Dataset))
 	}

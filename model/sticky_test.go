@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -208,5 +209,45 @@ func TestClaimedOrphanIsAnOrphan(t *testing.T) {
 		fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow("tank/nomad/scratch/scratch-1", StateReady), claimed}}, nil)
 	if o := v.Classes[0].Orphans; len(o) != 1 || o[0].ID != "scratch-2" || o[0].Holder != "B" {
 		t.Fatalf("orphans: %+v", o)
+	}
+}
+
+// TestMigratedReleaseSurvivesABusyDestroy: node 1 releases A's parked data
+// because B's node holds the final copy (@migrated). The release drops the
+// snapshots, @migrated with them, then destroys the data; a destroy
+// refused as busy (seen on real agents right after the last send) left
+// data that no longer showed why it was to go, kept until sticky_wait
+// ended. The release now records its decision first (an expiry passed),
+// so the next pass releases it again.
+func TestMigratedReleaseSurvivesABusyDestroy(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	c := Class{Name: "pg", Sticky: true, StickyWait: time.Hour, Migrate: Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: MigrateFail}}
+	name := "tank/nomad/pg/parked-A-pg-1"
+	p := Retained{Dataset: name, State: StateParked, Holder: "A", Outcome: OutcomeComplete, Expires: now.Add(time.Hour),
+		OwnSnapshots: []string{name + "@" + Migrated}}
+	a := stickyAlloc("A", "complete", "stop", "", "B", "pg-1")
+	b := stickyAlloc("B", "running", "run", "A", "", "pg-1")
+	b.NodeID = "node-2"
+	snap := &Snapshot{NodeID: "node", Allocs: []Alloc{a}}
+	looked := map[string]Alloc{"B": b}
+	if st := PlanParked(c, p, nil, snap, looked, now); st.Kind != ParkedRelease {
+		t.Fatalf("migrated: %v %q, want a release", st.Kind, st.Reason)
+	}
+	plan, err := PlanReleaseParked(&Config{Parent: "tank/nomad"}, c, p, "its replacement's node holds its final copy", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every command up to the destroy ran; the destroy was refused.
+	after := p
+	after.OwnSnapshots = nil
+	for _, op := range plan.Ops[:len(plan.Ops)-1] {
+		if op.Command.Verb == zfs.VerbSet {
+			if secs, err := strconv.ParseInt(op.Command.Props[PropExpires], 10, 64); err == nil {
+				after.Expires = time.Unix(secs, 0)
+			}
+		}
+	}
+	if st := PlanParked(c, after, nil, snap, looked, now.Add(time.Second)); st.Kind != ParkedRelease {
+		t.Fatalf("after a busy destroy (plan %v): %v %q, want the release again", plan.Ops, st.Kind, st.Reason)
 	}
 }
