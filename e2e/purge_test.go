@@ -22,6 +22,9 @@ import (
 // the slot stayed held for minutes, or for good (issue 31).
 const purgeReleaseBound = 30 * time.Second
 
+// purgeScan is the test's scan_interval: far beyond purgeReleaseBound.
+const purgeScan = 10 * time.Minute
+
 // stubbornKill is the task's kill_timeout: it ignores SIGINT and SIGTERM,
 // so it outlives the stop by this much and dies of the SIGKILL that
 // follows; the servers may forget it meanwhile.
@@ -50,7 +53,12 @@ func TestPurgeReleasesWithoutOtherJobs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := newPool(t, tc.pool, false)
-			a := startAgentScan(t, p, releaseScan, `class "svc" {
+			// A scan every ten minutes: a pass of the periodic scan also
+			// asks about a stopping holder, so with a short scan_interval
+			// the scan, not the slot's own clock, released it (the test
+			// passed with the clock never scheduled, mutant
+			// recheck-never-scheduled).
+			a := startAgentScan(t, p, purgeScan, `class "svc" {
   slots = 1
   mount = "/data"
   release {
