@@ -145,6 +145,28 @@ func (n *migrationNode) settle(t *testing.T, c *cluster, node string) {
 	n.m.Reconcile(t.Context())
 }
 
+// pgAlloc is allocation id of job db on node, holding slot pg-1 of class pg.
+func pgAlloc(id, node string, index uint64, client, desired string) model.Alloc {
+	return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
+		ClientStatus: client, DesiredStatus: desired,
+		Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
+}
+
+// placeReplacement runs A on node 1, writes content into its slot, then
+// has Nomad stop A and place B on node 2 to replace it (A still running).
+func placeReplacement(t *testing.T, c *cluster, n1 *migrationNode, content string) (a, b model.Alloc) {
+	t.Helper()
+	a = pgAlloc("A", "node-1", 10, "running", "run")
+	c.set(a)
+	n1.settle(t, c, "node-1")
+	write(t, n1.f, "tank/nomad/pg/pg-1", "data", content)
+	a.DesiredStatus, a.NextAllocation = "stop", "B"
+	b = pgAlloc("B", "node-2", 20, "pending", "run")
+	b.PreviousAllocation = "A"
+	c.set(a, b)
+	return a, b
+}
+
 // TestDataFollowsToAnotherNode: B, placed on node 2 to replace A on node 1,
 // gets A's data: a pre-copy while A still stops, the last increment once A
 // has ended and its data is parked on node 1, and B's Reserve claims the
@@ -163,12 +185,7 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 
-	on := func(id, node string, index uint64, client, desired string) model.Alloc {
-		return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
-			ClientStatus: client, DesiredStatus: desired,
-			Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
-	}
-	a := on("A", "node-1", 10, "running", "run")
+	a := pgAlloc("A", "node-1", 10, "running", "run")
 	c.set(a)
 	n1.settle(t, c, "node-1")
 	slot1 := "tank/nomad/pg/pg-1"
@@ -176,7 +193,7 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 
 	// The drain: A is to stop, B placed on node 2.
 	a.DesiredStatus, a.NextAllocation = "stop", "B"
-	b := on("B", "node-2", 20, "pending", "run")
+	b := pgAlloc("B", "node-2", 20, "pending", "run")
 	b.PreviousAllocation = "A"
 	c.set(a, b)
 	n1.settle(t, c, "node-1")
@@ -340,19 +357,7 @@ func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
 	n1 := newMigrationNode(t, c, "node-1", class)
 	n2 := newMigrationNode(t, c, "node-2", class)
 	ctx := t.Context()
-	on := func(id, node string, index uint64, client, desired string) model.Alloc {
-		return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
-			ClientStatus: client, DesiredStatus: desired,
-			Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
-	}
-	a := on("A", "node-1", 10, "running", "run")
-	c.set(a)
-	n1.settle(t, c, "node-1")
-	write(t, n1.f, "tank/nomad/pg/pg-1", "data", "A's")
-	a.DesiredStatus, a.NextAllocation = "stop", "B"
-	b := on("B", "node-2", 20, "pending", "run")
-	b.PreviousAllocation = "A"
-	c.set(a, b)
+	placeReplacement(t, c, n1, "A's")
 	n1.settle(t, c, "node-1")
 	n2.m.storeSnapshot(nodeAllocs{c: c, node: "node-2"}.snap())
 	n2.m.lookupPredecessors(ctx)
@@ -410,19 +415,8 @@ func TestCopyOverTheClassQuotaIsRefused(t *testing.T) {
 	n2.m.SetFetcher(fetches)
 	ctx := t.Context()
 
-	on := func(id, node string, index uint64, client, desired string) model.Alloc {
-		return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
-			ClientStatus: client, DesiredStatus: desired,
-			Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
-	}
-	a := on("A", "node-1", 10, "running", "run")
-	c.set(a)
-	n1.settle(t, c, "node-1")
-	write(t, n1.f, "tank/nomad/pg/pg-1", "data", strings.Repeat("x", 3<<20))
-
-	a.DesiredStatus, a.NextAllocation, a.ClientStatus = "stop", "B", "complete"
-	b := on("B", "node-2", 20, "pending", "run")
-	b.PreviousAllocation = "A"
+	a, b := placeReplacement(t, c, n1, strings.Repeat("x", 3<<20))
+	a.ClientStatus = "complete"
 	c.set(a, b)
 	waitUntil(t, 30*time.Second, "A's data parked on node 1", func() bool {
 		n1.settle(t, c, "node-1")
@@ -486,19 +480,7 @@ func TestCopyWithDatasetsBelowIsRefused(t *testing.T) {
 	fetches := &countingFetcher{next: childFetcher{next: directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}, to: n2.c}}
 	n2.m.SetFetcher(fetches)
 	ctx := t.Context()
-	on := func(id, node string, index uint64, client, desired string) model.Alloc {
-		return model.Alloc{ID: id, Namespace: "default", JobID: "db", TaskGroup: "g", NodeID: node, CreateIndex: index,
-			ClientStatus: client, DesiredStatus: desired,
-			Devices: []model.Device{{Task: "t", Vendor: model.Vendor, Type: model.DeviceType, Name: "pg", IDs: []string{"pg-1"}}}}
-	}
-	a := on("A", "node-1", 10, "running", "run")
-	c.set(a)
-	n1.settle(t, c, "node-1")
-	write(t, n1.f, "tank/nomad/pg/pg-1", "data", "A's")
-	a.DesiredStatus, a.NextAllocation = "stop", "B"
-	b := on("B", "node-2", 20, "pending", "run")
-	b.PreviousAllocation = "A"
-	c.set(a, b)
+	placeReplacement(t, c, n1, "A's")
 	n1.settle(t, c, "node-1")
 	n2.settle(t, c, "node-2") // starts the pull
 	copyName := "tank/nomad/pg/parked-A-pg-1"
