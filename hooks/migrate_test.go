@@ -432,6 +432,20 @@ func TestCopyOverTheClassQuotaIsRefused(t *testing.T) {
 	if !strings.Contains(logs.String(), "more than the class's quota 1M") {
 		t.Errorf("the log does not say why:\n%s", logs)
 	}
+	checkNotPulledAgain(t, c, n2, fetches)
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if grants, err := n2.m.Reserve(rctx, []string{"pg-1"}); err == nil {
+		if _, rerr := os.Stat(filepath.Join(n2.f.Mountpoint(grants[0].Slot.Dataset), "data")); rerr == nil {
+			t.Fatal("B's slot holds the refused data")
+		}
+	}
+}
+
+// checkNotPulledAgain: after a refusal, node 2's passes start no pull of
+// the refused copy.
+func checkNotPulledAgain(t *testing.T, c *cluster, n2 *migrationNode, fetches *countingFetcher) {
+	t.Helper()
 	calls := fetches.calls.Load()
 	for range 3 {
 		n2.settle(t, c, "node-2")
@@ -439,13 +453,6 @@ func TestCopyOverTheClassQuotaIsRefused(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if n := fetches.calls.Load(); n != calls {
 		t.Errorf("the refused copy was asked for again: %d requests after the refusal", n-calls)
-	}
-	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if grants, err := n2.m.Reserve(rctx, []string{"pg-1"}); err == nil {
-		if _, rerr := os.Stat(filepath.Join(n2.f.Mountpoint(grants[0].Slot.Dataset), "data")); rerr == nil {
-			t.Fatal("B's slot holds the refused data")
-		}
 	}
 }
 
@@ -490,14 +497,7 @@ func TestCopyWithDatasetsBelowIsRefused(t *testing.T) {
 	if !strings.Contains(logs.String(), "zfs destroy -r "+copyName) {
 		t.Errorf("the log does not say what to destroy:\n%s", logs)
 	}
-	calls := fetches.calls.Load()
-	for range 3 {
-		n2.settle(t, c, "node-2")
-	}
-	time.Sleep(200 * time.Millisecond)
-	if n := fetches.calls.Load(); n != calls {
-		t.Errorf("the refused copy was asked for again: %d requests after the refusal", n-calls)
-	}
+	checkNotPulledAgain(t, c, n2, fetches)
 	rows, err := n2.c.List(ctx, copyName, model.UserProps)
 	if err != nil || len(rows) < 2 || rows[0].User.Get(model.PropState) != string(model.StateReceiving) {
 		t.Fatalf("the copy after the refusal: %v, %v; want it left as it came (receiving, never claimable), with what is below it", rows, err)
