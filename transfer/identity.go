@@ -29,7 +29,8 @@ func NodeDNSName(node, region string) string {
 
 // nodeNames are the node names cert carries for region: its DNS names of
 // the form <node>.<region>.nomad, other than the agents' own
-// (client.<region>.nomad, server.<region>.nomad).
+// (client.<region>.nomad, server.<region>.nomad). A node's name may hold
+// dots (a host's full name): host.example.com.<region>.nomad.
 func nodeNames(cert *x509.Certificate, region string) []string {
 	if cert == nil {
 		return nil
@@ -38,7 +39,7 @@ func nodeNames(cert *x509.Certificate, region string) []string {
 	suffix := "." + region + ".nomad"
 	for _, n := range cert.DNSNames {
 		n = strings.ToLower(n)
-		if strings.HasSuffix(n, suffix) && !slices.Contains(peerNames(region), n) && !strings.Contains(strings.TrimSuffix(n, suffix), ".") {
+		if strings.HasSuffix(n, suffix) && !slices.Contains(peerNames(region), n) {
 			out = append(out, n)
 		}
 	}

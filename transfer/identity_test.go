@@ -2,6 +2,7 @@ package transfer_test
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -20,6 +21,8 @@ func TestTransferRequireNodeIdentity(t *testing.T) {
 		require  bool
 		certArgs []string
 		refused  bool
+		// nodeName is B's node's name, "b" when empty.
+		nodeName string
 	}{
 		{name: "required, B's own certificate", require: true,
 			certArgs: []string{"-client", "-additional-dnsname", "b.global.nomad"}},
@@ -30,12 +33,17 @@ func TestTransferRequireNodeIdentity(t *testing.T) {
 		{name: "required, another node's certificate", require: true,
 			certArgs: []string{"-client", "-additional-dnsname", "c.global.nomad"}, refused: true},
 		{name: "not required, the common certificate", certArgs: []string{"-client"}},
+		{name: "required, a node named with dots", require: true, nodeName: "b.example.com",
+			certArgs: []string{"-client", "-additional-dnsname", "b.example.com.global.nomad"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.stop()
 			h.requireIdentity = tc.require
+			if tc.nodeName != "" {
+				h.nomad.SetNode(transfer.Node{ID: nodeB, Name: tc.nodeName, Addresses: []netip.Addr{ipB}})
+			}
 			h.start()
 			h.source.set(h.snapshot("t1", "first", 4<<10, ""), nil)
 			_, err := h.client(ipB, tc.certArgs...).Fetch(t.Context(), reqAB, into)
