@@ -90,6 +90,10 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 func TestHTTPRunDropsDuplicatesAndWakeups(t *testing.T) {
 	t.Parallel()
 	f := nomadfake.New(t, id(9))
+	// The token reads the default namespace only, from the start: a query
+	// already blocked when the tokens changed would answer with what the
+	// old token could see (CI: alloc 2 delivered).
+	f.SetTokens(map[string]nomadfake.Token{"": {Node: true, Agent: true, ReadJob: []string{"default"}}})
 	f.Upsert(apiAlloc(1, "running"))
 	w := overHTTP(t, f, Config{}, nil)
 	snaps, _ := runWatcher(t, w)
@@ -100,7 +104,6 @@ func TestHTTPRunDropsDuplicatesAndWakeups(t *testing.T) {
 	// raises the index and returns an unchanged list: nothing delivered.
 	before := f.Requests(kindNodeAllocs)
 	f.Touch()
-	f.SetTokens(map[string]nomadfake.Token{"": {Node: true, Agent: true, ReadJob: []string{"default"}}})
 	f.Upsert(apiAlloc(2, "running", inNamespace("hidden")))
 	none(t, snaps, 300*time.Millisecond)
 	if after := f.Requests(kindNodeAllocs); after <= before {
