@@ -161,6 +161,18 @@ func crashCases() []crashCase {
 		}
 		return model.PlanClaim(w.slot("pg", "pg-2"), pgB, v.Classes[0].Parked[0], w.now)
 	}
+	// claimed is the end of a claim: the Reserve fails on a crash, the
+	// task's restart reserves again and claims what is still parked, and
+	// B runs.
+	claimed := func(w *world) {
+		endsThen(replaced...)(w)
+		if s := w.slot("pg", "pg-2"); s.State == model.StateReady {
+			if p, err := w.apply(claim(w), -1, model.Seen{}); err != nil {
+				w.t.Fatalf("the Reserve's retry: ran %d: %v", p, err)
+			}
+		}
+		endsThen(ended(pgA, "complete"), running(pgB))(w)
+	}
 	endOf := func(w *world, as ...model.Alloc) *world {
 		w.snap = snapshot(as...)
 		return w
@@ -285,17 +297,7 @@ func crashCases() []crashCase {
 			},
 			setup: parkedFor(sticky),
 			step:  claim,
-			after: func(w *world) {
-				endsThen(replaced...)(w)
-				// The Reserve fails on a crash; the task's restart reserves
-				// again, and claims what is still parked.
-				if s := w.slot("pg", "pg-2"); s.State == model.StateReady {
-					if p, err := w.apply(claim(w), -1, model.Seen{}); err != nil {
-						w.t.Fatalf("the Reserve's retry: ran %d: %v", p, err)
-					}
-				}
-				endsThen(ended(pgA, "complete"), running(pgB))(w)
-			},
+			after: claimed,
 		},
 		{
 			// Seed 960546 of the simulation: the park's last command (the
@@ -321,16 +323,8 @@ func crashCases() []crashCase {
 				}
 				return w
 			},
-			step: claim,
-			after: func(w *world) {
-				endsThen(replaced...)(w)
-				if s := w.slot("pg", "pg-2"); s.State == model.StateReady {
-					if p, err := w.apply(claim(w), -1, model.Seen{}); err != nil {
-						w.t.Fatalf("the Reserve's retry: ran %d: %v", p, err)
-					}
-				}
-				endsThen(ended(pgA, "complete"), running(pgB))(w)
-			},
+			step:  claim,
+			after: claimed,
 		},
 		{
 			name: "sticky: parked data no replacement claimed in time, kept by the snapshot policy",
