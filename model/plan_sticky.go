@@ -18,21 +18,26 @@ import (
 // rename, so a crash between any two commands resumes: the release again,
 // or the pass finishing the renamed data (PlanFinishParked).
 //
-// The parked name is taken when the data was parked already and a crash
-// came before the fresh slot was created: the rename asks to plan again,
-// and with the name seen to hold the holder's parked data, the slot made
-// since (which holds nothing of the holder's: it ended before the park) is
-// released as an ordinary one.
+// The parked name is taken when the holder's data was parked before and
+// the holder was then recorded on the fresh slot the park left: it ran
+// again there (the servers' state restored from before its replacement).
+// Its data in the slot is the newer (sticky data is the holder's last
+// life's), so the older parked data goes first, then the park as usual;
+// the rename asks to plan again when it finds the name taken unlooked.
 func planPark(in ReleaseInput, s Slot, holderIndex uint64, p Plan) (Plan, error) {
 	aside := in.Config.ParkedName(s.Class, in.Holder.ID, s.ID)
 	p.Doing, p.Policy = fmt.Sprintf("parking %s for the replacement of %s", s.Dataset, in.Holder.ID), string(PolicyPark)
-	if rows, looked := in.Seen[aside]; looked {
-		if pk := ParkedFromRows(aside, rows); pk == nil || pk.Holder != in.Holder.ID {
+	if in.Seen.Taken(aside) {
+		older := ParkedFromRows(aside, in.Seen[aside])
+		if older == nil || older.Holder != in.Holder.ID {
 			return Plan{}, fmt.Errorf("%s: cannot park %s as %s: it exists and is not %s's parked data", p.Doing, s.Dataset, aside, in.Holder.ID)
 		}
-		p.Notes = append(p.Notes, Note{Msg: "data already parked; releasing the slot made since", KV: []any{"slot", s.ID, "parked", aside}})
-		p.Ops = append(p.Ops, destroyAndRecreateOps(in.Config, in.Class, s, holderIndex, in.Now)...)
-		return p, nil
+		if err := CheckDestroyRetained(in.Config, *older); err != nil {
+			return Plan{}, fmt.Errorf("%s: %s holds %s's older parked data, %w", p.Doing, aside, in.Holder.ID, err)
+		}
+		p.Notes = append(p.Notes, Note{Msg: "destroying older parked data: the allocation ran again on the slot since", Warn: true,
+			KV: []any{"slot", s.ID, "alloc_id", in.Holder.ID, "parked", aside}})
+		p.Ops = append(append(p.Ops, dropSnapshots(older.OwnSnapshots)...), destroyOp(aside))
 	}
 	rename := renameOp(s.Dataset, aside)
 	rename.Done, rename.Replan, rename.Check = []error{zfs.ErrNotExist}, []error{zfs.ErrExists}, aside

@@ -414,3 +414,54 @@ func TestRetainedNameTaken(t *testing.T) {
 		t.Errorf("end:\n got %s\nwant %s", indent(got), indent(end))
 	}
 }
+
+// TestParkedAgainAfterTheHolderRanAgain: seed 902768 of the simulation. A's
+// data was parked for B; the servers' state was then restored from before
+// B, so A ran again on the fresh pg-1 the park had left, and was replaced
+// by C. C's Reserve waits for A's newer data in pg-1 instead of claiming
+// the older parked data, and the park of pg-1 for C destroys the older
+// parked data under the name first: C gets A's last life's data.
+func TestParkedAgainAfterTheHolderRanAgain(t *testing.T) {
+	sticky := model.Class{Name: "pg", Slots: 2, Sticky: true, StickyWait: time.Hour}
+	a := alloc("A", 10, "running", "run", "pg", "pg-1")
+	b := alloc("B", 20, "pending", "run", "pg", "pg-2")
+	a.NextAllocation, b.PreviousAllocation = "B", "A"
+	stopped := ended(a, "complete")
+	stopped.DesiredStatus = "stop"
+	w := heldBy(sticky, a)(t)
+	w.settle(snapshot(stopped, b), 5)
+
+	// The servers' state restored from before B: A runs again, on the
+	// fresh pg-1, and writes its second life's data.
+	again := alloc("A", 10, "running", "run", "pg", "pg-1")
+	w.settle(snapshot(again), 5)
+	w.write(w.cfg.SlotDataset("pg", "pg-1"), "data", "A again")
+	replaced := ended(again, "failed")
+	c := alloc("C", 30, "pending", "run", "pg", "pg-2")
+	replaced.NextAllocation, c.PreviousAllocation = "C", "A"
+
+	inherit := func() model.InheritKind {
+		parked := w.view().Classes[0].Parked
+		if len(parked) != 1 {
+			t.Fatalf("want A's parked data, have %+v", parked)
+		}
+		prevSlot := w.slot("pg", "pg-1")
+		d := model.DecideInherit(model.InheritInput{Class: sticky, Slot: w.slot("pg", "pg-2"), Caller: c, Prev: replaced,
+			PrevSlot: &prevSlot, Parked: &parked[0]})
+		return d.Kind
+	}
+	if got := inherit(); got != model.InheritWait {
+		t.Fatalf("C's Reserve while A's newer data is in pg-1: %v, want it to wait", got)
+	}
+	w.settle(snapshot(replaced, c), 5)
+	const end = "pg owned files=[]\n" +
+		"pg/parked-A-pg-1 state=parked holder=A holder_index=10 outcome=failed generation=2 retain_as=pg/parked-A-pg-1 owned files=[data:A again]\n" +
+		"pg/pg-1 state=ready holder_index=10 generation=3 owned files=[]\n" +
+		"pg/pg-2 state=ready generation=1 owned files=[]"
+	if got := w.state(); got != end {
+		t.Errorf("after the park for C:\n got %s\nwant %s", indent(got), indent(end))
+	}
+	if got := inherit(); got != model.InheritClaim {
+		t.Errorf("C's Reserve once pg-1 is parked: %v, want the claim", got)
+	}
+}

@@ -237,6 +237,10 @@ func DecideInherit(in InheritInput) InheritDecision {
 	s, prev, parked, prevSlot := in.Slot, in.Prev, in.Parked, in.PrevSlot
 	remote := prev.NodeID != "" && in.NodeID != "" && prev.NodeID != in.NodeID
 	switch {
+	case parked != nil && parked.Holder == prev.ID && ranAgain(prev, prevSlot, *parked):
+		return InheritDecision{Kind: InheritWait, Reason: fmt.Sprintf(
+			"%s ran again on %s after its data was parked as %s; waiting for its newer data there to be parked",
+			short(prev.ID), prevSlot.ID, parked.Dataset)}
 	case parked != nil && parked.Holder == prev.ID && len(parked.Strangers) > 0:
 		return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf("parked data %s is not handed over: %s",
 			parked.Dataset, strangersAdvice(zfsParent2(parked.Dataset), parked.Dataset, parked.Strangers))}
@@ -261,6 +265,16 @@ func DecideInherit(in InheritInput) InheritDecision {
 			"the data of %s, which %s replaces, is still in %s; waiting for it to be parked", short(prev.ID), short(in.Caller.ID), prevSlot.ID)}
 	}
 	return InheritDecision{Kind: InheritNone}
+}
+
+// ranAgain reports whether prev was recorded on the slot its parked data
+// came from after the park: a park leaves a fresh slot there, holding
+// nothing, so prev holding it means prev ran again (the servers' state
+// restored from before its replacement) and the slot's data is newer than
+// the parked data. planPark releases the older one when it parks the slot.
+func ranAgain(prev Alloc, prevSlot *Slot, parked Retained) bool {
+	return prevSlot != nil && prevSlot.Exists && prevSlot.ID == parkedOrigin(parked) && prevSlot.Holder == prev.ID &&
+		(prevSlot.State == StateHeld || prevSlot.State == StateReleasing)
 }
 
 // waitForCopy waits for a copy from the predecessor's node, until the

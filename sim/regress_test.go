@@ -487,6 +487,21 @@ func TestSeedRegressions(t *testing.T) {
 			seed: 960546, events: 60,
 			keep: []int{0, 4, 11, 12, 14, 18, 19, 20, 23, 33, 34, 36},
 		},
+		{
+			// 0001's data was parked for 0002; the servers' state was then
+			// restored from before 0002, so 0001 ran again on the fresh
+			// pg-2 the park had left, failed, and 0004 replaced it. 0004's
+			// Reserve claimed the older parked data (0001's first life),
+			// and the park of pg-2 for 0004, finding the name taken, took
+			// it for a crash's and destroyed pg-2 with 0001's newer data
+			// (I6; make sim-node SCHEDULES=3000 SEED=900001). The
+			// replacement now waits for the slot the holder ran again on,
+			// and the park destroys the older parked data first
+			// (model.TestParkedAgainAfterTheHolderRanAgain).
+			name: "a holder that ran again after a restore hands over its last life's data",
+			seed: 902768, events: 60,
+			keep: []int{18, 25, 27, 28, 29, 32, 33, 35, 37, 38, 50, 54},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
