@@ -22,7 +22,9 @@ import (
 // in the plugin's records.
 
 // migrateCluster starts the cluster with class "state" sticky and migrating
-// on both nodes, and returns it with its two nodes' IDs.
+// on both nodes, and returns it with its two nodes' IDs. Each node gives
+// the class limits of its own (classLimits), so that a copy's limits say
+// which node set them.
 func migrateCluster(t *testing.T, name string) (*testCluster, string, string) {
 	t.Helper()
 	pki := transfertest.NewPKI(t, nomadBin)
@@ -31,8 +33,10 @@ func migrateCluster(t *testing.T, name string) (*testCluster, string, string) {
 		cfg := pki.Config(t, "127.0.0.1:"+freePort(t))
 		transferHCL := fmt.Sprintf("transfer {\n  address   = %q\n  ca_file   = %q\n  cert_file = %q\n  key_file  = %q\n}\n",
 			cfg.Address, cfg.CAFile, cfg.CertFile, cfg.KeyFile)
+		l := classLimits[i-1]
+		props := fmt.Sprintf("  properties {\n    quota       = %q\n    compression = %q\n  }\n", l.quota, l.compression)
 		specs = append(specs, nodeSpec{Pool: fmt.Sprintf("%s%d", name, i),
-			Classes: transferHCL + stickyClass(2, "  migrate {\n    timeout = \"30m\"\n  }\n")})
+			Classes: transferHCL + stickyClass(2, props+"  migrate {\n    timeout = \"30m\"\n  }\n")})
 	}
 	c := startCluster(t, heartbeats{}, specs...)
 	n1, n2 := c.Nodes[0].NodeID(), c.Nodes[1].NodeID()
@@ -40,6 +44,36 @@ func migrateCluster(t *testing.T, name string) (*testCluster, string, string) {
 		n.WaitForNodeDevice(t, "zfs", "dataset", "state", 2, deviceTimeout)
 	}
 	return c, n1, n2
+}
+
+// classLimits are class "state"'s limits on node 1 and node 2.
+var classLimits = [2]struct {
+	quota       string
+	quotaBytes  uint64
+	compression string
+}{{"64M", 64 << 20, "off"}, {"48M", 48 << 20, "lz4"}}
+
+// checkKeepsClassLimits: the slot a replacement claimed on node 2 with a
+// copy of node 1's data has node 2's limits for the class, set on this
+// node (not node 1's, and not none: issue 28's moved slot had no quota),
+// and no property of the plugin's came with the stream from node 1.
+func checkKeepsClassLimits(t *testing.T, ds string) {
+	t.Helper()
+	want := classLimits[1]
+	d := dataset(t, ds)
+	if d.Quota != want.quotaBytes || d.Compression != want.compression {
+		t.Errorf("%s (claimed from node 1's copy): quota=%d compression=%s, want node 2's class: %d %s",
+			ds, d.Quota, d.Compression, want.quotaBytes, want.compression)
+	}
+	sources := run(t, "zfs", "get", "-H", "-o", "property,source", "quota,compression", ds)
+	for _, line := range strings.Split(strings.TrimSpace(sources), "\n") {
+		if f := strings.Fields(line); len(f) != 2 || f[1] != "local" {
+			t.Errorf("%s: %q, want the property set on node 2 (source local)", ds, line)
+		}
+	}
+	if received := strings.TrimSpace(run(t, "zfs", "get", "-H", "-o", "property,value", "-s", "received", "all", ds)); strings.Contains(received, "nomad-device-zfs:") {
+		t.Errorf("%s: properties of the plugin's received from node 1:\n%s", ds, received)
+	}
 }
 
 // freePort is a TCP port free on loopback now.
@@ -88,6 +122,7 @@ func TestMigrateUpdateMovedByAffinity(t *testing.T) {
 	dsB := c.Nodes[1].Pool.Parent + "/state/" + deviceID(t, b)
 	waitHolder(t, dsB, b.ID)
 	checkDataOnlyIn(t, c.Nodes[1].Pool, dsB, historyLine("1", a), historyLine("2", b))
+	checkKeepsClassLimits(t, dsB)
 	// Node 1 gives v1's data to the release policy (destroy) once node 2
 	// has said it holds the final copy.
 	waitFor(t, releaseTimeout, "v1's data gone from node 1", func() (bool, string) {
@@ -98,7 +133,9 @@ func TestMigrateUpdateMovedByAffinity(t *testing.T) {
 }
 
 // TestMigrateNodeDrain: `nomad node drain` of the node that holds the
-// data; the service's replacement on the other node starts with it.
+// data; the service's replacement on the other node starts with it, in a
+// slot with node 2's limits for the class (TestMigratedSlotKeepsClassLimits
+// of issue 28, on real ZFS: checkKeepsClassLimits).
 func TestMigrateNodeDrain(t *testing.T) {
 	t.Parallel()
 	c, n1, n2 := migrateCluster(t, "e2emigdrain")
@@ -125,6 +162,7 @@ func TestMigrateNodeDrain(t *testing.T) {
 	dsB := c.Nodes[1].Pool.Parent + "/state/" + deviceID(t, b)
 	waitHolder(t, dsB, b.ID)
 	checkDataOnlyIn(t, c.Nodes[1].Pool, dsB, historyLine("1", a), historyLine("1", b))
+	checkKeepsClassLimits(t, dsB)
 	t.Logf("drain of node 1: %s", cutover(c.Nodes[1].Logs(), b.ID))
 }
 
