@@ -1,14 +1,11 @@
 package allocwatch
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/nomad/nomad/mock"
-	"github.com/hashicorp/nomad/nomad/structs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
@@ -42,7 +39,7 @@ func BenchmarkRequestsPerStateChange(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			f := nomadfake.New(b, id(9))
 			f.Upsert(apiAlloc(1, "pending"))
-			w, err := New(Config{Address: f.URL(), NodeID: id(9), MinInterval: tc.minInterval, WaitTime: time.Minute}, nil)
+			w, err := New(Config{Config: nomadapi.Config{Address: f.URL()}, NodeID: id(9), MinInterval: tc.minInterval, WaitTime: time.Minute}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -78,7 +75,7 @@ func BenchmarkRequestsIdle(b *testing.B) {
 	const wait = 20 * time.Millisecond
 	f := nomadfake.New(b, id(9))
 	f.Upsert(apiAlloc(1, "running"))
-	w, err := New(Config{Address: f.URL(), NodeID: id(9), MinInterval: time.Millisecond, WaitTime: wait}, nil)
+	w, err := New(Config{Config: nomadapi.Config{Address: f.URL()}, NodeID: id(9), MinInterval: time.Millisecond, WaitTime: wait}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,48 +106,5 @@ func waitFor(b *testing.B, snaps <-chan model.Snapshot, pred func(model.Snapshot
 		case <-timeout:
 			b.Fatal("no matching snapshot")
 		}
-	}
-}
-
-// BenchmarkDecodeNodeAllocs: one answer of GET /v1/node/<id>/allocations,
-// 200 allocations as Nomad encodes them (nomad/mock's, each with its whole
-// job and four task events), decoded the way the api package would
-// (encoding/json into nodeAlloc) and the way the watcher does. Run with
-//
-//	go test -run '^$' -bench DecodeNodeAllocs -benchmem ./allocwatch
-func BenchmarkDecodeNodeAllocs(b *testing.B) {
-	const n = 200
-	allocs := make([]*structs.Allocation, 0, n)
-	for range n {
-		a := mock.Alloc()
-		a.TaskStates = map[string]*structs.TaskState{"web": {State: "dead", Events: []*structs.TaskEvent{
-			{Type: "Received"}, {Type: "Task Setup"}, {Type: "Started"}, {Type: "Terminated"}}}}
-		allocs = append(allocs, a)
-	}
-	body, err := json.Marshal(allocs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("%d allocations, %d bytes", n, len(body))
-	for _, d := range []struct {
-		name   string
-		decode func([]byte) ([]*nodeAlloc, error)
-	}{
-		{"encoding/json", func(body []byte) ([]*nodeAlloc, error) {
-			var out []*nodeAlloc
-			err := json.NewDecoder(bytes.NewReader(body)).Decode(&out)
-			return out, err
-		}},
-		{"decodeNodeAllocs", func(body []byte) ([]*nodeAlloc, error) { return decodeNodeAllocs(bytes.NewReader(body)) }},
-	} {
-		b.Run(d.name, func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			for b.Loop() {
-				out, err := d.decode(body)
-				if err != nil || len(out) != n {
-					b.Fatalf("%d allocations, %v", len(out), err)
-				}
-			}
-		})
 	}
 }

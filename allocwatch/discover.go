@@ -3,6 +3,8 @@ package allocwatch
 import (
 	"context"
 	"fmt"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 )
 
 // discoverLoop finds the node ID, retrying with backoff until it succeeds
@@ -51,13 +53,16 @@ func (w *Watcher) discover(ctx context.Context) (string, error) {
 		}
 		from = w.cfg.ClientIDFile
 	default:
-		var err error
-		if id, err = w.src.AgentNodeID(ctx); err != nil {
+		self, err := w.src.AgentSelf(ctx)
+		if err != nil {
 			return "", err
 		}
-		from = "/v1/agent/self"
+		id, from = self.Stats["client"]["node_id"], "/v1/agent/self"
+		if !nomadapi.IsUUID(id) {
+			return "", fmt.Errorf("%w: /v1/agent/self stats.client.node_id = %q; is the agent a client?", errNoClientNode, id)
+		}
 	}
-	if err := w.src.Node(ctx, id); err != nil {
+	if _, err := w.src.Node(ctx, id); err != nil {
 		return "", err
 	}
 

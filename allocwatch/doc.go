@@ -12,10 +12,11 @@
 //     consul-template's watch/view.go (nextWaitIndex), the jittered backoff,
 //     the delivery decision (first answer, changed content, resync), and the
 //     conversion of api.Allocation into Alloc.
-//   - source, the seam: nomadSource implements it with
-//     github.com/hashicorp/nomad/api and classifies errors once (a definite
+//   - source, the seam: the calls of internal/nomadapi's Client, the
+//     project's one Nomad API client, which builds the requests, re-reads
+//     Config.TokenFile on 401/403 and classifies errors once (a definite
 //     "alloc not found", a definite "unknown allocation" on the client,
-//     ErrPermissionDenied). It re-reads Config.TokenFile on 401/403.
+//     nomadapi.ErrPermissionDenied). Tests answer from a script instead.
 //
 // What an answer means. Every successful answer is a complete list of the
 // node's allocations that the token can see. An error is never read as
@@ -26,15 +27,6 @@
 // confirms the node exists (GET /v1/node/<id>) before its first query, and
 // the lifecycle must cross-check with Lookup before destroying data.
 //
-// Behaviour of Nomad 1.11.3 seen on a real agent (see nomad_test.go):
-//
-//   - GET /v1/allocation/<unknown or GC'd id>: 404 "alloc not found".
-//   - GET /v1/allocation/<id> with a token lacking read-job in the
-//     allocation's namespace: 500 `Unknown allocation "<id>"`, not 403.
-//     Lookup reports it as ErrPermissionDenied.
-//   - GET /v1/client/allocation/<id>/stats for an allocation the local
-//     client does not have: 404 `Unknown allocation "<id>"`. Without
-//     read-job: 403 "Permission denied". For an allocation that has
-//     finished but is not yet garbage-collected by the servers it is still
-//     200 (the client keeps its alloc runner, even after a client-side GC).
+// What Nomad answers to each request, seen on a real agent (nomad_test.go
+// here holds it), is listed in internal/nomadapi's doc.go.
 package allocwatch

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -72,20 +73,14 @@ func FuzzDecodeAllocs(f *testing.F) {
 		if c := cloneSnapshot(s); !sameContent(s, c) {
 			t.Fatal("a clone differs from its snapshot")
 		}
-		// What the watcher decodes (nodeAlloc, the job skipped, with
-		// decodeNodeAllocs) converts to what encoding/json makes of the
-		// whole allocation, as the api package decodes it.
-		partial, err := decodeNodeAllocs(bytes.NewReader(body))
+		// What the watcher decodes (nomadapi.DecodeNodeAllocations: the
+		// fields it reads, the job skipped) converts to what encoding/json
+		// makes of the whole allocation, as the api package decodes it.
+		partial, err := nomadapi.DecodeNodeAllocations(bytes.NewReader(body))
 		if err != nil {
-			t.Fatalf("decodes as []*api.Allocation but not with decodeNodeAllocs: %v", err)
+			t.Fatalf("decodes as []*api.Allocation but not with DecodeNodeAllocations: %v", err)
 		}
-		var converted []*api.Allocation
-		for _, n := range partial {
-			if n != nil {
-				converted = append(converted, n.allocation())
-			}
-		}
-		if p := newSnapshot("node", 7, converted, time.Unix(0, 0)); !sameContent(p, s) {
+		if p := newSnapshot("node", 7, partial, time.Unix(0, 0)); !sameContent(p, s) {
 			t.Fatalf("decoding only what the watcher reads gives %+v, the whole allocation %+v", p.Allocs, s.Allocs)
 		}
 	})
@@ -103,7 +98,7 @@ func FuzzAgentSelfNodeID(f *testing.F) {
 			return
 		}
 		id := self.Stats["client"]["node_id"]
-		if !isUUID(id) {
+		if !nomadapi.IsUUID(id) {
 			return
 		}
 		if strings.ContainsAny(id, "/.?#% ") || len(id) != 36 {

@@ -23,7 +23,7 @@ type chanSource struct {
 	run, refresh chan answer
 }
 
-func (s *chanSource) NodeAllocs(ctx context.Context, _ string, _ uint64, wait time.Duration) ([]*api.Allocation, uint64, error) {
+func (s *chanSource) NodeAllocations(ctx context.Context, _ string, _ uint64, wait time.Duration) ([]*api.Allocation, uint64, error) {
 	ch := s.refresh
 	if wait > 0 {
 		ch = s.run
@@ -47,7 +47,7 @@ func (s *chanSource) NodeAllocs(ctx context.Context, _ string, _ uint64, wait ti
 // minutes later.
 func TestRunDeliversWhatDiffersFromRefresh(t *testing.T) {
 	src := &chanSource{run: make(chan answer), refresh: make(chan answer)}
-	w := newWatcher(Config{NodeID: id(9)}.withDefaults(), testLogger(t, nil), src, &counter{})
+	w := newWatcher(Config{NodeID: id(9)}.withDefaults(), testLogger(t, nil), src)
 	w.cfg.MinInterval = time.Millisecond
 	snaps, _ := runWatcher(t, w)
 	send := func(ch chan answer, a answer) {

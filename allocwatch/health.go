@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 )
 
 // health logs the API's condition when it changes, not on every retry:
@@ -54,7 +56,7 @@ func (h *health) ok() {
 func condition(err error) string {
 	r := Reason(err)
 	if r == ReasonClientError {
-		status, _ := httpStatus(err)
+		status, _ := nomadapi.HTTPStatus(err)
 		return fmt.Sprintf("nomad API answered %d", status)
 	}
 	return conditions[r]
@@ -86,17 +88,17 @@ const (
 
 // Reason names the kind of a failed query, as condition does for the log.
 func Reason(err error) string {
-	status, _ := httpStatus(err)
+	status, _ := nomadapi.HTTPStatus(err)
 	switch {
-	case errors.Is(err, ErrPermissionDenied):
+	case errors.Is(err, nomadapi.ErrPermissionDenied):
 		return ReasonDenied
-	case errors.Is(err, errNodeNotFound):
+	case errors.Is(err, nomadapi.ErrNodeNotFound):
 		return ReasonNotRegistered
 	case errors.Is(err, errClientIDFile):
 		return ReasonClientIDFile
 	case errors.Is(err, errNoClientNode):
 		return ReasonNoClientNode
-	case errors.Is(err, errNoIndex):
+	case errors.Is(err, nomadapi.ErrNoIndex):
 		return ReasonNoIndex
 	case status >= http.StatusInternalServerError:
 		return ReasonServerError

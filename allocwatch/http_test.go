@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
@@ -62,7 +63,7 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 
 	// Let the next query reach the fake before stopping, so both counts
 	// include it.
-	for deadline := time.Now().Add(testTimeout); f.Requests(kindNodeAllocs) < int(w.Requests()[kindNodeAllocs]); {
+	for deadline := time.Now().Add(testTimeout); f.Requests(nomadapi.KindNodeAllocations) < int(w.Requests()[nomadapi.KindNodeAllocations]); {
 		if time.Now().After(deadline) {
 			t.Fatal("the watcher's last query never reached the fake")
 		}
@@ -81,7 +82,7 @@ func TestHTTPRunFollowsAllocations(t *testing.T) {
 	// that the stop cancelled before it reached the fake.
 	for kind, n := range f.RequestCounts() {
 		got := w.Requests()[kind]
-		if got != uint64(n) && (kind != kindNodeAllocs || got != uint64(n)+1) {
+		if got != uint64(n) && (kind != nomadapi.KindNodeAllocations || got != uint64(n)+1) {
 			t.Errorf("Requests()[%s] = %d, fake saw %d", kind, got, n)
 		}
 	}
@@ -102,11 +103,11 @@ func TestHTTPRunDropsDuplicatesAndWakeups(t *testing.T) {
 	// A write that leaves this node's allocations alone keeps the query
 	// blocked, as Nomad does; one in a namespace the token cannot see
 	// raises the index and returns an unchanged list: nothing delivered.
-	before := f.Requests(kindNodeAllocs)
+	before := f.Requests(nomadapi.KindNodeAllocations)
 	f.Touch()
 	f.Upsert(apiAlloc(2, "running", inNamespace("hidden")))
 	none(t, snaps, 300*time.Millisecond)
-	if after := f.Requests(kindNodeAllocs); after <= before {
+	if after := f.Requests(nomadapi.KindNodeAllocations); after <= before {
 		t.Errorf("node allocation queries %d → %d: the writes should have woken the watcher", before, after)
 	}
 }
@@ -163,10 +164,10 @@ func TestHTTPDiscovery(t *testing.T) {
 			if s.NodeID != id(9) || len(s.Allocs) != 1 {
 				t.Errorf("snapshot %s of node %s, want alloc 1 on %s", describe(s), s.NodeID, id(9))
 			}
-			if got := f.Requests(kindAgentSelf) > 0; got != tc.wantAgent {
+			if got := f.Requests(nomadapi.KindAgentSelf) > 0; got != tc.wantAgent {
 				t.Errorf("agent self used: %t, want %t", got, tc.wantAgent)
 			}
-			if f.Requests(kindNode) == 0 {
+			if f.Requests(nomadapi.KindNode) == 0 {
 				t.Error("node registration not confirmed")
 			}
 			// Waiting at start is normal: logged at Info, no warning.
@@ -191,11 +192,11 @@ func TestHTTPUnknownNode(t *testing.T) {
 	w := overHTTP(t, f, Config{NodeID: id(8)}, nil)
 	snaps, _ := runWatcher(t, w)
 	none(t, snaps, 300*time.Millisecond)
-	if n := f.Requests(kindNodeAllocs); n != 0 {
+	if n := f.Requests(nomadapi.KindNodeAllocations); n != 0 {
 		t.Errorf("%d node allocation queries for an unregistered node, want 0", n)
 	}
-	if _, err := w.Refresh(context.Background()); !errors.Is(err, errNodeNotFound) {
-		t.Errorf("Refresh = %v, want errNodeNotFound", err)
+	if _, err := w.Refresh(context.Background()); !errors.Is(err, nomadapi.ErrNodeNotFound) {
+		t.Errorf("Refresh = %v, want nomadapi.ErrNodeNotFound", err)
 	}
 }
 
@@ -224,12 +225,12 @@ func TestHTTPOutage(t *testing.T) {
 			f.SetStatus(id(1), "complete")
 			// Several retries, none delivered: wait for the retries, not
 			// for a fixed time a busy machine may not give them.
-			before := f.Requests(kindNodeAllocs)
+			before := f.Requests(nomadapi.KindNodeAllocations)
 			deadline := time.Now().Add(30 * time.Second)
-			for f.Requests(kindNodeAllocs) < before+3 && time.Now().Before(deadline) {
+			for f.Requests(nomadapi.KindNodeAllocations) < before+3 && time.Now().Before(deadline) {
 				none(t, snaps, 20*time.Millisecond)
 			}
-			failed := f.Requests(kindNodeAllocs)
+			failed := f.Requests(nomadapi.KindNodeAllocations)
 			f.SetFault(nomadfake.FaultNone, 0)
 			s := next(t, snaps, "alloc 1 complete", func(s model.Snapshot) bool { return statusOf(s, id(1)) == "complete" })
 			if len(s.Allocs) != 1 {
@@ -258,8 +259,8 @@ func TestHTTPLookup(t *testing.T) {
 	f.SetTokens(map[string]nomadfake.Token{
 		"narrow": {Node: true, ReadJob: []string{"default"}},
 	})
-	w := overHTTP(t, f, Config{NodeID: id(9), Token: "narrow"}, nil)
-	anon := overHTTP(t, f, Config{NodeID: id(9), Token: "revoked"}, nil)
+	w := overHTTP(t, f, Config{Config: nomadapi.Config{Token: "narrow"}, NodeID: id(9)}, nil)
+	anon := overHTTP(t, f, Config{Config: nomadapi.Config{Token: "revoked"}, NodeID: id(9)}, nil)
 	downF := nomadfake.New(t, id(9))
 	downF.SetFault(nomadfake.FaultNoLeader, -1)
 	noLeader := overHTTP(t, downF, Config{NodeID: id(9)}, nil)
@@ -274,9 +275,9 @@ func TestHTTPLookup(t *testing.T) {
 	}{
 		{name: "found", w: w, allocID: id(1), wantFound: true},
 		{name: "never existed or GC'd: 404 alloc not found", w: w, allocID: id(3)},
-		{name: "namespace without read-job: 500 Unknown allocation is an error", w: w, allocID: id(2), wantErr: ErrPermissionDenied},
-		{name: "revoked token: 403 is an error", w: anon, allocID: id(1), wantErr: ErrPermissionDenied},
-		{name: "revoked token, unknown allocation: still an error", w: anon, allocID: id(3), wantErr: ErrPermissionDenied},
+		{name: "namespace without read-job: 500 Unknown allocation is an error", w: w, allocID: id(2), wantErr: nomadapi.ErrPermissionDenied},
+		{name: "revoked token: 403 is an error", w: anon, allocID: id(1), wantErr: nomadapi.ErrPermissionDenied},
+		{name: "revoked token, unknown allocation: still an error", w: anon, allocID: id(3), wantErr: nomadapi.ErrPermissionDenied},
 		{name: "no leader: an error", w: noLeader, allocID: id(1), anyErr: true},
 	}
 	for _, tc := range cases {
@@ -308,7 +309,7 @@ func TestHTTPRunningLocally(t *testing.T) {
 	f.Upsert(apiAlloc(3, "lost"))
 	f.SetLocal(id(3), false) // the client already dropped it
 	f.SetTokens(map[string]nomadfake.Token{"narrow": {Node: true, ReadJob: []string{"default"}}})
-	w := overHTTP(t, f, Config{NodeID: id(9), Token: "narrow"}, nil)
+	w := overHTTP(t, f, Config{Config: nomadapi.Config{Token: "narrow"}, NodeID: id(9)}, nil)
 	downF := nomadfake.New(t, id(9))
 	downF.SetFault(nomadfake.FaultReset, -1)
 	down := overHTTP(t, downF, Config{NodeID: id(9)}, nil)
@@ -324,7 +325,7 @@ func TestHTTPRunningLocally(t *testing.T) {
 		{name: "the client has it", w: w, allocID: id(1), wantRunning: true},
 		{name: "the client dropped it: 404 Unknown allocation", w: w, allocID: id(3)},
 		{name: "never existed: 404 Unknown allocation", w: w, allocID: id(4)},
-		{name: "namespace without read-job: 403", w: w, allocID: id(2), wantErr: ErrPermissionDenied},
+		{name: "namespace without read-job: 403", w: w, allocID: id(2), wantErr: nomadapi.ErrPermissionDenied},
 		{name: "agent down", w: down, allocID: id(1), anyErr: true},
 	}
 	for _, tc := range cases {
@@ -364,7 +365,7 @@ func TestHTTPHiddenNamespace(t *testing.T) {
 		{name: "read-job in default only", token: "narrow", want: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := overHTTP(t, f, Config{NodeID: id(9), Token: tc.token}, nil)
+			w := overHTTP(t, f, Config{Config: nomadapi.Config{Token: tc.token}, NodeID: id(9)}, nil)
 			s, err := w.Refresh(context.Background())
 			if err != nil {
 				t.Fatalf("Refresh = %v, want a (partial) snapshot", err)
@@ -390,13 +391,13 @@ func TestHTTPTokenFile(t *testing.T) {
 	}
 	write("t1")
 	logs := &logBuffer{}
-	w := overHTTP(t, f, Config{TokenFile: path}, logs)
+	w := overHTTP(t, f, Config{Config: nomadapi.Config{TokenFile: path}}, logs)
 
 	// The file still holds the revoked token: a plain permission error.
-	if _, err := w.Refresh(context.Background()); !errors.Is(err, ErrPermissionDenied) {
-		t.Fatalf("Refresh with a revoked token = %v, want ErrPermissionDenied", err)
+	if _, err := w.Refresh(context.Background()); !errors.Is(err, nomadapi.ErrPermissionDenied) {
+		t.Fatalf("Refresh with a revoked token = %v, want nomadapi.ErrPermissionDenied", err)
 	}
-	if n := w.Requests()[kindAgentSelf]; n != 1 {
+	if n := w.Requests()[nomadapi.KindAgentSelf]; n != 1 {
 		t.Errorf("%d agent self requests, want 1 (no retry when the file did not change)", n)
 	}
 
@@ -405,7 +406,7 @@ func TestHTTPTokenFile(t *testing.T) {
 	if _, err := w.Refresh(context.Background()); err != nil {
 		t.Fatalf("Refresh after rotation = %v", err)
 	}
-	if n := w.Requests()[kindAgentSelf]; n != 3 {
+	if n := w.Requests()[nomadapi.KindAgentSelf]; n != 3 {
 		t.Errorf("%d agent self requests, want 3", n)
 	}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
@@ -129,7 +130,7 @@ func TestNomadDiscovery(t *testing.T) {
 			if s.NodeID != a.NodeID() || s.Index == 0 {
 				t.Errorf("snapshot of node %s at index %d, want node %s", s.NodeID, s.Index, a.NodeID())
 			}
-			if got := w.Requests()[kindAgentSelf]; got != tc.wantAgent {
+			if got := w.Requests()[nomadapi.KindAgentSelf]; got != tc.wantAgent {
 				t.Errorf("%d agent self requests, want %d", got, tc.wantAgent)
 			}
 		})
@@ -141,7 +142,7 @@ func TestNomadDiscovery(t *testing.T) {
 func TestNomadBatchJob(t *testing.T) {
 	t.Parallel()
 	a := startAgent(t, nomadtest.Config{})
-	w, err := New(Config{Address: a.Address(), ClientIDFile: clientIDFile(a), MinInterval: 100 * time.Millisecond}, testLogger(t, nil))
+	w, err := New(Config{Config: nomadapi.Config{Address: a.Address()}, ClientIDFile: clientIDFile(a), MinInterval: 100 * time.Millisecond}, testLogger(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestNomadBatchJob(t *testing.T) {
 		{"GET /v1/allocation/<unknown>", infoErr, 404, "alloc not found"},
 		{"GET /v1/client/allocation/<unknown>/stats", statsErr, 404, fmt.Sprintf("Unknown allocation %q", unknown)},
 	} {
-		status, body := httpStatus(c.err)
+		status, body := nomadapi.HTTPStatus(c.err)
 		t.Logf("%s → %d %q", c.what, status, body)
 		if status != c.status || body != c.body {
 			t.Errorf("%s → %d %q, want %d %q", c.what, status, body, c.status, c.body)
@@ -246,7 +247,7 @@ func TestNomadAgentRestart(t *testing.T) {
 	t.Parallel()
 	a := startAgent(t, nomadtest.Config{})
 	logs := &logBuffer{}
-	w, err := New(Config{Address: a.Address(), ClientIDFile: clientIDFile(a), MinInterval: 100 * time.Millisecond}, testLogger(t, logs))
+	w, err := New(Config{Config: nomadapi.Config{Address: a.Address()}, ClientIDFile: clientIDFile(a), MinInterval: 100 * time.Millisecond}, testLogger(t, logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,22 +322,22 @@ func TestNomadACL(t *testing.T) {
 		{name: "namespace policy read works as read-job",
 			policy: nodeRead + nsRead, want: outcome{allocs: 2, lookup: both, running: both}},
 		{name: "agent self without agent read: denied",
-			policy: nodeRead + readJob, agentIDs: true, want: outcome{discoverErr: ErrPermissionDenied, lookup: both, running: both}},
+			policy: nodeRead + readJob, agentIDs: true, want: outcome{discoverErr: nomadapi.ErrPermissionDenied, lookup: both, running: both}},
 		{name: "without node read: denied (Lookup and stats need only read-job)",
-			policy: readJob, want: outcome{discoverErr: ErrPermissionDenied, lookup: both, running: both}},
+			policy: readJob, want: outcome{discoverErr: nomadapi.ErrPermissionDenied, lookup: both, running: both}},
 		{name: "read-job in default only: hidden allocations vanish, cross-checks error",
 			policy: nodeRead + dfltOnly, want: outcome{allocs: 1,
-				lookup:  map[string]error{visible: nil, secret: ErrPermissionDenied},
-				running: map[string]error{visible: nil, secret: ErrPermissionDenied}}},
+				lookup:  map[string]error{visible: nil, secret: nomadapi.ErrPermissionDenied},
+				running: map[string]error{visible: nil, secret: nomadapi.ErrPermissionDenied}}},
 		{name: "node read alone: every allocation vanishes, without error",
 			policy: nodeRead, want: outcome{allocs: 0,
-				lookup:  map[string]error{visible: ErrPermissionDenied, secret: ErrPermissionDenied},
-				running: map[string]error{visible: ErrPermissionDenied, secret: ErrPermissionDenied}}},
+				lookup:  map[string]error{visible: nomadapi.ErrPermissionDenied, secret: nomadapi.ErrPermissionDenied},
+				running: map[string]error{visible: nomadapi.ErrPermissionDenied, secret: nomadapi.ErrPermissionDenied}}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			token := a.CreateToken(t, fmt.Sprintf("watcher-%d", i), tc.policy)
-			cfg := Config{Address: a.Address(), Token: token}
+			cfg := Config{Config: nomadapi.Config{Address: a.Address(), Token: token}}
 			if !tc.agentIDs {
 				cfg.ClientIDFile = clientIDFile(a)
 			}
@@ -380,7 +381,7 @@ func TestNomadACL(t *testing.T) {
 	t.Run("token file re-read after rotation", func(t *testing.T) {
 		mgmt := a.Client()
 		old, fresh, path := twoTokens(t, mgmt, "rotating", nodeRead+readJob)
-		w, err := New(Config{Address: a.Address(), TokenFile: path, ClientIDFile: clientIDFile(a)}, testLogger(t, nil))
+		w, err := New(Config{Config: nomadapi.Config{Address: a.Address(), TokenFile: path}, ClientIDFile: clientIDFile(a)}, testLogger(t, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,7 +399,7 @@ func TestNomadACL(t *testing.T) {
 			t.Fatalf("Refresh after rotation = %s, %v; want both allocations", describe(s), err)
 		}
 		// node_allocations: the first Refresh, then the 403 and its retry.
-		if n := w.Requests()[kindNodeAllocs]; n != 3 {
+		if n := w.Requests()[nomadapi.KindNodeAllocations]; n != 3 {
 			t.Errorf("%d node allocation requests, want 3", n)
 		}
 	})
@@ -418,7 +419,7 @@ func TestNomadACL(t *testing.T) {
 		{"GET /v1/client/allocation/<hidden ns>/stats", statsErr, 403, "Permission denied"},
 		{"GET /v1/agent/self without agent:read", selfErr, 403, "Permission denied"},
 	} {
-		status, body := httpStatus(c.err)
+		status, body := nomadapi.HTTPStatus(c.err)
 		t.Logf("%s → %d %q", c.what, status, body)
 		if status != c.status || body != c.body {
 			t.Errorf("%s → %d %q, want %d %q", c.what, status, body, c.status, c.body)

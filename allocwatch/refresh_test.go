@@ -146,7 +146,7 @@ type blockingAllocs struct {
 	release chan struct{}
 }
 
-func (b *blockingAllocs) NodeAllocs(ctx context.Context, _ string, _ uint64, _ time.Duration) ([]*api.Allocation, uint64, error) {
+func (b *blockingAllocs) NodeAllocations(ctx context.Context, _ string, _ uint64, _ time.Duration) ([]*api.Allocation, uint64, error) {
 	b.mu.Lock()
 	b.calls++
 	n := b.calls
@@ -164,7 +164,7 @@ func (b *blockingAllocs) NodeAllocs(ctx context.Context, _ string, _ uint64, _ t
 // under way share one query to Nomad.
 func TestWatcherRefreshesShareARequest(t *testing.T) {
 	src := &blockingAllocs{scriptSource: newScriptSource(newFakeClock()), started: make(chan struct{}, 16), release: make(chan struct{})}
-	w := newWatcher(Config{NodeID: id(9)}.withDefaults(), testLogger(t, nil), src, &counter{})
+	w := newWatcher(Config{NodeID: id(9)}.withDefaults(), testLogger(t, nil), src)
 	var wg sync.WaitGroup
 	refresh := func() {
 		defer wg.Done()

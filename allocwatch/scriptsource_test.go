@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 )
 
 // scriptSource is the fake above the seam: it answers the watcher's
@@ -17,7 +19,7 @@ type scriptSource struct {
 
 	mu         sync.Mutex
 	steps      []step
-	agentSteps []idStep // answers of AgentNodeID, then the last one again
+	agentSteps []idStep // answers of AgentSelf, then the last one again
 	nodeErrs   []error  // answers of Node, then nil
 	queries    []query
 	done       chan struct{}
@@ -50,7 +52,7 @@ func newScriptSource(clock *fakeClock, steps ...step) *scriptSource {
 	return &scriptSource{clock: clock, steps: steps, done: make(chan struct{})}
 }
 
-func (s *scriptSource) NodeAllocs(ctx context.Context, nodeID string, waitIndex uint64, wait time.Duration) ([]*api.Allocation, uint64, error) {
+func (s *scriptSource) NodeAllocations(ctx context.Context, nodeID string, waitIndex uint64, wait time.Duration) ([]*api.Allocation, uint64, error) {
 	s.mu.Lock()
 	s.queries = append(s.queries, query{nodeID, waitIndex, wait})
 	if len(s.steps) == 0 {
@@ -69,35 +71,45 @@ func (s *scriptSource) NodeAllocs(ctx context.Context, nodeID string, waitIndex 
 	return st.allocs, st.index, st.err
 }
 
-func (s *scriptSource) Node(context.Context, string) error {
+func (s *scriptSource) Node(context.Context, string) (*api.Node, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.nodeErrs) == 0 {
-		return nil
+		return &api.Node{}, nil
 	}
 	err := s.nodeErrs[0]
 	s.nodeErrs = s.nodeErrs[1:]
-	return err
+	return nil, err
 }
 
-func (s *scriptSource) AgentNodeID(context.Context) (string, error) {
+// AgentSelf answers with the next agent step's node ID; without steps, an
+// agent that runs no client.
+func (s *scriptSource) AgentSelf(context.Context) (*api.AgentSelf, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.agentSteps) == 0 {
-		return "", errNoClientNode
+		return &api.AgentSelf{}, nil
 	}
 	st := s.agentSteps[0]
 	if len(s.agentSteps) > 1 {
 		s.agentSteps = s.agentSteps[1:]
 	}
-	return st.id, st.err
+	if st.err != nil {
+		return nil, st.err
+	}
+	return &api.AgentSelf{Stats: map[string]map[string]string{"client": {"node_id": st.id}}}, nil
 }
 
-func (s *scriptSource) Alloc(context.Context, string) (*api.Allocation, error) {
-	return nil, errAllocNotFound
+func (s *scriptSource) Allocation(context.Context, string) (*api.Allocation, error) {
+	return nil, nomadapi.ErrAllocNotFound
 }
 
-func (s *scriptSource) AllocStats(context.Context, string) error { return errUnknownAlloc }
+func (s *scriptSource) AllocationStats(context.Context, string) error {
+	return nomadapi.ErrUnknownAlloc
+}
+
+// Requests: a script counts no requests.
+func (s *scriptSource) Requests() map[string]uint64 { return map[string]uint64{} }
 
 func (s *scriptSource) recorded() []query {
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 )
 
@@ -73,24 +74,24 @@ func TestWatcherTLS(t *testing.T) {
 	mgmt, idFile := a.ManagementToken(), clientIDFile(a)
 
 	runTLSCases(t, []tlsCase{
-		{name: "CA in the config", cfg: Config{Address: a.Address(), CAFile: ca.CAFile, Token: mgmt, ClientIDFile: idFile},
+		{name: "CA in the config", cfg: Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile, Token: mgmt}, ClientIDFile: idFile},
 			wantLog: "tls_verify=true"},
 		{name: "CA from NOMAD_CACERT, address and token from the environment",
 			env: map[string]string{"NOMAD_ADDR": a.Address(), "NOMAD_CACERT": ca.CAFile, "NOMAD_TOKEN": mgmt},
 			cfg: Config{ClientIDFile: idFile}, wantLog: "ca=" + ca.CAFile},
 		{name: "the config's CA wins over NOMAD_CACERT",
 			env: map[string]string{"NOMAD_CACERT": wrong.CAFile},
-			cfg: Config{Address: a.Address(), CAFile: ca.CAFile, Token: mgmt, ClientIDFile: idFile}},
-		{name: "wrong CA", cfg: Config{Address: a.Address(), CAFile: wrong.CAFile, Token: mgmt, ClientIDFile: idFile},
+			cfg: Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile, Token: mgmt}, ClientIDFile: idFile}},
+		{name: "wrong CA", cfg: Config{Config: nomadapi.Config{Address: a.Address(), CAFile: wrong.CAFile, Token: mgmt}, ClientIDFile: idFile},
 			wantErr: []string{"x509: certificate signed by unknown authority"}},
-		{name: "system roots only", cfg: Config{Address: a.Address(), Token: mgmt, ClientIDFile: idFile},
+		{name: "system roots only", cfg: Config{Config: nomadapi.Config{Address: a.Address(), Token: mgmt}, ClientIDFile: idFile},
 			wantErr: []string{"x509: certificate signed by unknown authority"}},
 		{name: "NOMAD_SKIP_VERIFY with a wrong CA connects and warns",
 			env:     map[string]string{"NOMAD_SKIP_VERIFY": "true"},
-			cfg:     Config{Address: a.Address(), CAFile: wrong.CAFile, Token: mgmt, ClientIDFile: idFile},
+			cfg:     Config{Config: nomadapi.Config{Address: a.Address(), CAFile: wrong.CAFile, Token: mgmt}, ClientIDFile: idFile},
 			wantLog: "WITHOUT verifying"},
 		{name: "server name the certificate does not hold",
-			cfg:     Config{Address: a.Address(), CAFile: ca.CAFile, TLSServerName: "other.global.nomad", Token: mgmt, ClientIDFile: idFile},
+			cfg:     Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile, TLSServerName: "other.global.nomad", Token: mgmt}, ClientIDFile: idFile},
 			wantErr: []string{"x509", "other.global.nomad"}},
 	})
 
@@ -98,7 +99,7 @@ func TestWatcherTLS(t *testing.T) {
 		c := a.Client()
 		old, fresh, path := twoTokens(t, c, "tls-rotating", `node { policy = "read" }`)
 		var logs logBuffer
-		w, err := New(Config{Address: a.Address(), CAFile: ca.CAFile, TokenFile: path, ClientIDFile: idFile}, testLogger(t, &logs))
+		w, err := New(Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile, TokenFile: path}, ClientIDFile: idFile}, testLogger(t, &logs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,18 +138,18 @@ func TestWatcherMutualTLS(t *testing.T) {
 	idFile := clientIDFile(a)
 
 	runTLSCases(t, []tlsCase{
-		{name: "client certificate in the config", cfg: Config{Address: a.Address(), CAFile: ca.CAFile, CertFile: cli, KeyFile: cliKey, ClientIDFile: idFile},
+		{name: "client certificate in the config", cfg: Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile, CertFile: cli, KeyFile: cliKey}, ClientIDFile: idFile},
 			wantLog: "client_cert=true"},
 		{name: "client certificate from NOMAD_CLIENT_CERT and NOMAD_CLIENT_KEY",
 			env: map[string]string{"NOMAD_CLIENT_CERT": cli, "NOMAD_CLIENT_KEY": cliKey},
-			cfg: Config{Address: a.Address(), CAFile: ca.CAFile, ClientIDFile: idFile}},
-		{name: "no client certificate", cfg: Config{Address: a.Address(), CAFile: ca.CAFile, ClientIDFile: idFile},
+			cfg: Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile}, ClientIDFile: idFile}},
+		{name: "no client certificate", cfg: Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile}, ClientIDFile: idFile},
 			wantErr: []string{"tls: certificate required"}},
-		{name: "expired client certificate", cfg: Config{Address: a.Address(), CAFile: ca.CAFile, CertFile: expired, KeyFile: expiredKey, ClientIDFile: idFile},
+		{name: "expired client certificate", cfg: Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile, CertFile: expired, KeyFile: expiredKey}, ClientIDFile: idFile},
 			wantErr: []string{"tls: expired certificate"}},
 		// Go's client offers only a certificate of a CA the server asks
 		// for, so the agent sees none.
-		{name: "client certificate of another CA", cfg: Config{Address: a.Address(), CAFile: ca.CAFile, CertFile: foreign, KeyFile: foreignKey, ClientIDFile: idFile},
+		{name: "client certificate of another CA", cfg: Config{Config: nomadapi.Config{Address: a.Address(), CAFile: ca.CAFile, CertFile: foreign, KeyFile: foreignKey}, ClientIDFile: idFile},
 			wantErr: []string{"tls: certificate required"}},
 	})
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
@@ -21,7 +21,6 @@ type Watcher struct {
 	cfg    Config
 	logger hclog.Logger
 	src    source
-	counts *counter
 
 	// Knobs that tests shorten; New sets the production values.
 	backoff     func(attempt int) time.Duration
@@ -54,35 +53,21 @@ func New(cfg Config, logger hclog.Logger) (*Watcher, error) {
 		logger = hclog.NewNullLogger()
 	}
 	logger = logger.Named("allocwatch")
-	cfg = cfg.withDefaults()
-	ac, err := cfg.APIConfig()
+	// It logs how it reaches the agent: once per watcher, as the plugin
+	// retries New until it succeeds.
+	client, err := nomadapi.New(cfg.Config, logger)
 	if err != nil {
 		return nil, err
 	}
-	// The token goes per request (nomadSource), so a rotated one replaces it.
-	token := ac.SecretID
-	ac.SecretID = ""
-	client, err := api.NewClient(ac)
-	if err != nil {
-		return nil, fmt.Errorf("nomad API client for %s: %w", ac.Address, err)
-	}
-	// Once per watcher: the plugin retries New until it succeeds.
-	logTransport(logger, cfg, ac)
-	counts := &counter{}
-	src, err := newNomadSource(client, ac, cfg.TokenFile, token, logger, counts)
-	if err != nil {
-		return nil, err
-	}
-	return newWatcher(cfg, logger, src, counts), nil
+	return newWatcher(cfg.withDefaults(), logger, client), nil
 }
 
 // newWatcher wires a Watcher to any source; cfg must have its defaults.
-func newWatcher(cfg Config, logger hclog.Logger, src source, counts *counter) *Watcher {
+func newWatcher(cfg Config, logger hclog.Logger, src source) *Watcher {
 	return &Watcher{
 		cfg:         cfg,
 		logger:      logger,
 		src:         src,
-		counts:      counts,
 		backoff:     backoff,
 		resyncEvery: ResyncEvery,
 		now:         time.Now,
@@ -209,13 +194,13 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 // empty answer after a non-empty one counts only once the node is confirmed
 // registered; otherwise it is an error.
 func (w *Watcher) fetch(ctx context.Context, nodeID string, waitIndex uint64, wait time.Duration, hadAllocs bool) (model.Snapshot, error) {
-	allocs, index, err := w.src.NodeAllocs(ctx, nodeID, waitIndex, wait)
+	allocs, index, err := w.src.NodeAllocations(ctx, nodeID, waitIndex, wait)
 	if err != nil {
 		return model.Snapshot{}, err
 	}
 	snap := newSnapshot(nodeID, index, allocs, w.now())
 	if len(snap.Allocs) == 0 && hadAllocs {
-		if err := w.src.Node(ctx, nodeID); err != nil {
+		if _, err := w.src.Node(ctx, nodeID); err != nil {
 			return model.Snapshot{}, err
 		}
 	}
@@ -236,7 +221,7 @@ func (w *Watcher) refresh(ctx context.Context) (model.Snapshot, error) {
 	if err != nil {
 		return model.Snapshot{}, err
 	}
-	allocs, index, err := w.src.NodeAllocs(ctx, nodeID, 0, 0)
+	allocs, index, err := w.src.NodeAllocations(ctx, nodeID, 0, 0)
 	if err != nil {
 		return model.Snapshot{}, err
 	}
@@ -269,14 +254,15 @@ func (w *Watcher) newestHanded() model.Snapshot {
 // Lookup reads one allocation from the servers, the cross-check before
 // anything is destroyed. found is false only on a definite 404 "alloc not
 // found" (never placed, or garbage-collected). An allocation the token may
-// not read is an error wrapping ErrPermissionDenied, never "not found".
+// not read is an error wrapping nomadapi.ErrPermissionDenied, never "not
+// found".
 func (w *Watcher) Lookup(ctx context.Context, allocID string) (a model.Alloc, found bool, err error) {
-	if !isUUID(allocID) {
+	if !nomadapi.IsUUID(allocID) {
 		return model.Alloc{}, false, fmt.Errorf("allocation ID %q is not a UUID", allocID)
 	}
-	al, err := w.src.Alloc(ctx, allocID)
+	al, err := w.src.Allocation(ctx, allocID)
 	switch {
-	case errors.Is(err, errAllocNotFound):
+	case errors.Is(err, nomadapi.ErrAllocNotFound):
 		return model.Alloc{}, false, nil
 	case err != nil:
 		return model.Alloc{}, false, err
@@ -295,12 +281,12 @@ func (w *Watcher) Lookup(ctx context.Context, allocID string) (a model.Alloc, fo
 // client-side GC. Combine with the task states the client reported (Alloc.TaskStates)
 // to see that it has stopped. Anything else (403, unreachable) is an error.
 func (w *Watcher) RunningLocally(ctx context.Context, allocID string) (bool, error) {
-	if !isUUID(allocID) {
+	if !nomadapi.IsUUID(allocID) {
 		return false, fmt.Errorf("allocation ID %q is not a UUID", allocID)
 	}
-	err := w.src.AllocStats(ctx, allocID)
+	err := w.src.AllocationStats(ctx, allocID)
 	switch {
-	case errors.Is(err, errUnknownAlloc):
+	case errors.Is(err, nomadapi.ErrUnknownAlloc):
 		return false, nil
 	case err != nil:
 		return false, err
@@ -311,9 +297,4 @@ func (w *Watcher) RunningLocally(ctx context.Context, allocID string) (bool, err
 // Requests returns the number of HTTP requests made so far, by kind:
 // node_allocations, node, agent_self, allocation, client_allocation_stats.
 // A retry after a token change counts as a request.
-func (w *Watcher) Requests() map[string]uint64 {
-	if w.counts == nil {
-		return map[string]uint64{}
-	}
-	return w.counts.snapshot()
-}
+func (w *Watcher) Requests() map[string]uint64 { return w.src.Requests() }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -28,7 +29,7 @@ func scripted(t *testing.T, src *scriptSource, cfg Config) (*Watcher, *[]int) {
 		cfg.NodeID = id(9)
 	}
 	cfg.MinInterval = time.Microsecond
-	w := newWatcher(cfg.withDefaults(), testLogger(t, nil), src, &counter{})
+	w := newWatcher(cfg.withDefaults(), testLogger(t, nil), src)
 	w.now = src.clock.Now
 	var mu sync.Mutex
 	attempts := &[]int{}
@@ -266,11 +267,11 @@ func TestRunDiscovery(t *testing.T) {
 		{name: "agent self", agent: []idStep{{id: id(8)}}, wantNode: id(8)},
 		{name: "agent API not up yet, then node not registered yet",
 			agent:        []idStep{{err: errRefused}, {err: errRefused}, {id: id(8)}},
-			nodeErrs:     []error{errNodeNotFound},
+			nodeErrs:     []error{nomadapi.ErrNodeNotFound},
 			wantNode:     id(8),
 			wantAttempts: []int{1, 2, 3}},
 		{name: "client ID file node not registered yet", cfg: Config{ClientIDFile: idFile},
-			nodeErrs: []error{errNodeNotFound, errNodeNotFound}, wantNode: id(7), wantAttempts: []int{1, 2}},
+			nodeErrs: []error{nomadapi.ErrNodeNotFound, nomadapi.ErrNodeNotFound}, wantNode: id(7), wantAttempts: []int{1, 2}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -279,7 +280,7 @@ func TestRunDiscovery(t *testing.T) {
 			src.agentSteps, src.nodeErrs = tc.agent, tc.nodeErrs
 			cfg := tc.cfg // neither NodeID nor ClientIDFile: /v1/agent/self
 			cfg.MinInterval = time.Microsecond
-			w := newWatcher(cfg.withDefaults(), testLogger(t, nil), src, &counter{})
+			w := newWatcher(cfg.withDefaults(), testLogger(t, nil), src)
 			w.now = src.clock.Now
 			var attempts []int // only Run's goroutine appends; read after it returned
 			w.backoff = func(n int) time.Duration { attempts = append(attempts, n); return 0 }
@@ -299,7 +300,7 @@ func TestRunDiscovery(t *testing.T) {
 	t.Run("client ID file with junk keeps retrying", func(t *testing.T) {
 		t.Parallel()
 		src := newScriptSource(newFakeClock())
-		w := newWatcher(Config{ClientIDFile: junkFile}.withDefaults(), testLogger(t, nil), src, &counter{})
+		w := newWatcher(Config{ClientIDFile: junkFile}.withDefaults(), testLogger(t, nil), src)
 		var mu sync.Mutex
 		n := 0
 		w.backoff = func(int) time.Duration { mu.Lock(); n++; mu.Unlock(); return time.Millisecond }
@@ -373,7 +374,7 @@ func TestRunConfirmsNodeBeforeEmptying(t *testing.T) {
 	}{
 		{name: "node confirmed: empty delivered", nodeErrs: nil, wantDelivered: []int{1, 0}},
 		{name: "node unknown for a while: nothing delivered until confirmed",
-			nodeErrs: []error{errNodeNotFound, errRefused}, wantDelivered: []int{1, 0}, wantAttempts: []int{1, 2}},
+			nodeErrs: []error{nomadapi.ErrNodeNotFound, errRefused}, wantDelivered: []int{1, 0}, wantAttempts: []int{1, 2}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -416,13 +417,13 @@ func TestReason(t *testing.T) {
 		log  string
 	}{
 		{"refused", errRefused, ReasonUnreachable, "nomad API unreachable"},
-		{"500", &statusError{code: 500, body: "No cluster leader"}, ReasonServerError, "nomad API error"},
-		{"404", &statusError{code: 404, body: "x"}, ReasonClientError, "nomad API answered 404"},
-		{"403", classify(&statusError{code: 403, body: "Permission denied"}), ReasonDenied, "nomad API denies the token"},
-		{"node", fmt.Errorf("%w: %s", errNodeNotFound, id(1)), ReasonNotRegistered, "node not registered yet"},
+		{"500", &nomadapi.StatusError{Code: 500, Body: "No cluster leader"}, ReasonServerError, "nomad API error"},
+		{"404", &nomadapi.StatusError{Code: 404, Body: "x"}, ReasonClientError, "nomad API answered 404"},
+		{"403", fmt.Errorf("%w: %w", nomadapi.ErrPermissionDenied, &nomadapi.StatusError{Code: 403, Body: "Permission denied"}), ReasonDenied, "nomad API denies the token"},
+		{"node", fmt.Errorf("%w: %s", nomadapi.ErrNodeNotFound, id(1)), ReasonNotRegistered, "node not registered yet"},
 		{"client id file", fmt.Errorf("%w: %w", errClientIDFile, os.ErrNotExist), ReasonClientIDFile, "client ID file not readable"},
 		{"no client", errNoClientNode, ReasonNoClientNode, "agent reports no client node"},
-		{"no index", errNoIndex, ReasonNoIndex, "nomad API answer without index"},
+		{"no index", nomadapi.ErrNoIndex, ReasonNoIndex, "nomad API answer without index"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

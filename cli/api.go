@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -103,7 +104,7 @@ func (n *nomadAPI) holder(ctx context.Context, id, slot string) holder {
 	defer cancel()
 	a, found, err := n.w.Lookup(ctx, id)
 	if err != nil {
-		if !errors.Is(err, allocwatch.ErrPermissionDenied) {
+		if !errors.Is(err, nomadapi.ErrPermissionDenied) {
 			n.down = err
 		}
 		h.Err, h.Error = err, err.Error()
@@ -130,7 +131,7 @@ func (n *nomadAPI) runningLocally(ctx context.Context, id string) (bool, error) 
 // apiProblem phrases an API failure for a person.
 func apiProblem(addr string, err error) string {
 	switch {
-	case errors.Is(err, allocwatch.ErrPermissionDenied):
+	case errors.Is(err, nomadapi.ErrPermissionDenied):
 		return fmt.Sprintf("the Nomad API at %s denies the token: %v", addr, err)
 	case isConnRefused(err):
 		return fmt.Sprintf("the Nomad API at %s is down (connection refused)", addr)

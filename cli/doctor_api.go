@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 )
 
 // The policy lines docs/security.md gives for each capability the plugin
@@ -24,7 +25,7 @@ const (
 // apiTarget is the API as the plugin reaches it: its nomad block over the
 // environment, with where each value came from.
 type apiTarget struct {
-	client    *api.Client
+	client    *nomadapi.Client
 	addr      string
 	addrFrom  string
 	tokenFrom string
@@ -37,11 +38,11 @@ func pluginAPI(nc allocwatch.Config) (*apiTarget, error) {
 	if err := nc.Validate(); err != nil {
 		return nil, fmt.Errorf("nomad block: %w", err)
 	}
-	ac, err := nc.APIConfig()
+	c, err := nomadapi.New(nc.Config, nil)
 	if err != nil {
 		return nil, fmt.Errorf("nomad block: %w", err)
 	}
-	t := &apiTarget{addrFrom: "default", tokenFrom: "no token"}
+	t := &apiTarget{client: c, addr: c.Address(), addrFrom: "default", tokenFrom: "no token"}
 	switch {
 	case nc.Address != "":
 		t.addrFrom = "nomad.address"
@@ -53,31 +54,20 @@ func pluginAPI(nc allocwatch.Config) (*apiTarget, error) {
 		t.tokenFrom = "nomad.token"
 	case nc.TokenFile != "":
 		t.tokenFrom = "nomad.token_file " + nc.TokenFile
-	case ac.SecretID != "":
+	case c.Token() != "":
 		t.tokenFrom = "$NOMAD_TOKEN of this shell"
 	}
-	c, err := api.NewClient(ac)
-	if err != nil {
-		return nil, err
-	}
-	t.client, t.addr = c, ac.Address
 	return t, nil
 }
 
-// get is one GET with a timeout; status is the HTTP status of an error
-// answer, 0 for a transport error or success.
+// get is one GET with a timeout; status and body are those of an error
+// answer, 0 and "" for a transport error or success.
 func (t *apiTarget) get(ctx context.Context, path string, q *api.QueryOptions, out any) (status int, body string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	if q == nil {
-		q = &api.QueryOptions{}
-	}
-	_, err = t.client.Raw().Query(path, out, q.WithContext(ctx))
-	var ure api.UnexpectedResponseError
-	if errors.As(err, &ure) {
-		return ure.StatusCode(), strings.TrimSpace(ure.Body()), err
-	}
-	return 0, "", err
+	err = t.client.Query(ctx, path, q, out)
+	status, body = nomadapi.HTTPStatus(err)
+	return status, body, err
 }
 
 // checkAPI checks that the plugin's watcher can do its work: the agent

@@ -17,8 +17,8 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -158,7 +158,7 @@ func (p *pluginAllocs) Lookup(_ context.Context, id string) (model.Alloc, bool, 
 			return a, true, nil
 		}
 	}
-	return model.Alloc{}, false, fmt.Errorf("%w: the test plugin cannot read %s", allocwatch.ErrPermissionDenied, id)
+	return model.Alloc{}, false, fmt.Errorf("%w: the test plugin cannot read %s", nomadapi.ErrPermissionDenied, id)
 }
 
 func (p *pluginAllocs) RunningLocally(context.Context, string) (bool, error) { return false, nil }

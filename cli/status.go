@@ -12,6 +12,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -250,7 +251,7 @@ func (r *statusReport) print(w io.Writer, now time.Time) {
 		if h := s.Holder; h != nil {
 			row[4] = short(h.ID)
 			switch {
-			case errors.Is(h.Err, allocwatch.ErrPermissionDenied):
+			case errors.Is(h.Err, nomadapi.ErrPermissionDenied):
 				row[7] = "denied"
 			case h.Err != nil:
 			case !h.Found:

@@ -195,7 +195,7 @@ type NomadConfig struct {
 	KeyFile       string `codec:"key_file"`
 	TLSServerName string `codec:"tls_server_name"`
 	ClientIDFile  string `codec:"client_id_file"`
-	// AllowPlaintextToken: see allocwatch.Config.AllowPlaintextToken.
+	// AllowPlaintextToken: see nomadapi.Config.AllowPlaintextToken.
 	AllowPlaintextToken bool `codec:"allow_plaintext_token"`
 }
 

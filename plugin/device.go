@@ -135,7 +135,7 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 	s, err := cfg.validate()
 	if err == nil {
 		// The agent's environment is this process's: the watcher's too.
-		if terr := checkTransport(s.Nomad); terr != nil {
+		if terr := checkTransport(s.Nomad.Config); terr != nil {
 			err = fmt.Errorf("invalid nomad-device-zfs config: %w", terr)
 		}
 	}

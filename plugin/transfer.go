@@ -19,7 +19,7 @@ import (
 // leave the slots as they are: no copy is sent or received, and a class
 // that migrates starts its replacements as its migrate timeout says.
 func (p *Plugin) startTransfer(ctx context.Context, s *Settings, mgr *hooks.Manager, z *zfs.Client) error {
-	nomad, err := transfer.NewAPINomad(s.Nomad)
+	nomad, err := transfer.NewAPINomad(s.Nomad.Config)
 	if err != nil {
 		return fmt.Errorf("transfer: the Nomad API: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -58,7 +59,7 @@ func (c *Config) validate() (*Settings, error) {
 		bad("reserve_timeout = %q: %v", c.ReserveTimeout, err)
 	}
 	nomad := c.Nomad.watcherConfig()
-	errs = append(errs, checkNomad(nomad)...)
+	errs = append(errs, checkNomad(nomad.Config)...)
 	var metricsAddr string
 	if c.Metrics != nil {
 		metricsAddr = c.Metrics.Address
@@ -144,9 +145,12 @@ func (n *NomadConfig) watcherConfig() allocwatch.Config {
 		return allocwatch.Config{}
 	}
 	return allocwatch.Config{
-		Address: n.Address, Token: n.Token, TokenFile: n.TokenFile,
-		CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, TLSServerName: n.TLSServerName,
-		ClientIDFile: n.ClientIDFile, AllowPlaintextToken: n.AllowPlaintextToken,
+		Config: nomadapi.Config{
+			Address: n.Address, Token: n.Token, TokenFile: n.TokenFile,
+			CAFile: n.CAFile, CertFile: n.CertFile, KeyFile: n.KeyFile, TLSServerName: n.TLSServerName,
+			AllowPlaintextToken: n.AllowPlaintextToken,
+		},
+		ClientIDFile: n.ClientIDFile,
 	}
 }
 
@@ -155,10 +159,10 @@ func (n *NomadConfig) watcherConfig() allocwatch.Config {
 // the clear. It reads no file (see watcherConfig) and no environment: the
 // operator CLI resolves the same block in a shell whose NOMAD_* are not the
 // agent's. SetConfig adds the environment (checkTransport).
-func checkNomad(n allocwatch.Config) []string {
+func checkNomad(n nomadapi.Config) []string {
 	var errs []string
 	if n.Address != "" {
-		if err := allocwatch.CheckAddress(n.Address); err != nil {
+		if err := nomadapi.CheckAddress(n.Address); err != nil {
 			errs = append(errs, fmt.Sprintf("nomad.address = %q: %v", n.Address, err))
 		}
 	}
@@ -182,9 +186,9 @@ func checkNomad(n allocwatch.Config) []string {
 // checkTransport refuses a token sent over plain http to a host that is not
 // loopback, counting the NOMAD_ADDR and NOMAD_TOKEN the plugin inherits from
 // the agent, as the watcher will use them.
-func checkTransport(n allocwatch.Config) error {
+func checkTransport(n nomadapi.Config) error {
 	if n.PlaintextToken() && !n.AllowPlaintextToken {
-		return fmt.Errorf("nomad.address = %q: %w (nomad.allow_plaintext_token = true)", n.AgentAddress(), allocwatch.ErrPlaintextToken)
+		return fmt.Errorf("nomad.address = %q: %w (nomad.allow_plaintext_token = true)", n.AgentAddress(), nomadapi.ErrPlaintextToken)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	devplugin "github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
@@ -43,7 +44,7 @@ func (w *World) launch(why string) {
 	cfg := w.cfg
 	cfg.Classes = slices.Clone(w.cfg.Classes)
 	r := &runner{w: w, fake: w.fake, budget: -1}
-	wa, err := allocwatch.New(allocwatch.Config{Address: "unix://" + w.api.sock, NodeID: nodeID, Token: "sim-token"}, w.logger)
+	wa, err := allocwatch.New(allocwatch.Config{Config: nomadapi.Config{Address: "unix://" + w.api.sock, Token: "sim-token"}, NodeID: nodeID}, w.logger)
 	if err != nil {
 		w.violate("harness", "allocwatch.New: %v", err)
 		return

@@ -7,14 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 )
 
 // Nomad is what a transfer asks of the Nomad API: the sender to decide
@@ -66,75 +62,54 @@ const (
 	DeviceType   = "dataset"
 )
 
-// APINomad answers through a Nomad agent's HTTP API with the token and TLS
-// of the allocation watcher's configuration. A token file is re-read when
-// the API answers 401 or 403, as the watcher does.
+// APINomad answers through a Nomad agent's HTTP API with the plugin's
+// `nomad` block (internal/nomadapi: its token and TLS, the token file
+// re-read when the API answers 401 or 403).
 type APINomad struct {
-	cfg    allocwatch.Config
-	mu     sync.Mutex
-	client *api.Client
-	token  string
+	client *nomadapi.Client
 }
 
 var _ Nomad = (*APINomad)(nil)
 
-// requestTimeout bounds one lookup.
-const requestTimeout = 30 * time.Second
-
-// NewAPINomad makes a client from the watcher's configuration (the
-// plugin's `nomad` block, over the NOMAD_* environment).
-func NewAPINomad(cfg allocwatch.Config) (*APINomad, error) {
-	ac, err := cfg.APIConfig()
+// NewAPINomad makes a client from the plugin's `nomad` block, over the
+// NOMAD_* environment.
+func NewAPINomad(cfg nomadapi.Config) (*APINomad, error) {
+	c, err := nomadapi.New(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	c, err := api.NewClient(ac)
-	if err != nil {
-		return nil, fmt.Errorf("nomad client for %s: %w", ac.Address, err)
-	}
-	return &APINomad{cfg: cfg, client: c, token: ac.SecretID}, nil
+	return &APINomad{client: c}, nil
 }
 
-// Allocation implements Nomad.
+// Allocation implements Nomad. Any 404 is ErrUnknown; a token that cannot
+// read the allocation's namespace is an error (nomadapi's
+// ErrPermissionDenied), never ErrUnknown.
 func (n *APINomad) Allocation(ctx context.Context, id string) (Alloc, error) {
-	if !isUUID(id) {
+	if !nomadapi.IsUUID(id) {
 		return Alloc{}, fmt.Errorf("allocation ID %q is not a UUID", id)
 	}
-	var a *api.Allocation
-	err := n.do(ctx, func(q *api.QueryOptions) (err error) {
-		a, _, err = n.client.Allocations().Info(id, q)
-		return err
-	})
-	switch status, body := httpStatus(err); {
-	case err == nil:
-	case status == http.StatusNotFound:
+	a, err := n.client.Allocation(ctx, id)
+	if status, _ := nomadapi.HTTPStatus(err); status == http.StatusNotFound {
 		return Alloc{}, fmt.Errorf("allocation %s: %w", id, ErrUnknown)
-	case status == http.StatusInternalServerError && strings.HasPrefix(body, "Unknown allocation"):
-		// Nomad's answer for an allocation in a namespace the token
-		// cannot read-job (allocwatch/doc.go).
-		return Alloc{}, fmt.Errorf("allocation %s: the token cannot read-job in its namespace: %w", id, err)
-	default:
-		return Alloc{}, fmt.Errorf("allocation %s: %w", id, err)
+	}
+	if err != nil {
+		return Alloc{}, err
 	}
 	return Alloc{ID: a.ID, NodeID: a.NodeID, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup,
 		PreviousAllocation: a.PreviousAllocation, DesiredStatus: a.DesiredStatus, ClientStatus: a.ClientStatus}, nil
 }
 
-// Node implements Nomad.
+// Node implements Nomad. Any 404 is ErrUnknown.
 func (n *APINomad) Node(ctx context.Context, id string) (Node, error) {
-	if !isUUID(id) {
+	if !nomadapi.IsUUID(id) {
 		return Node{}, fmt.Errorf("node ID %q is not a UUID", id)
 	}
-	var node *api.Node
-	err := n.do(ctx, func(q *api.QueryOptions) (err error) {
-		node, _, err = n.client.Nodes().Info(id, q)
-		return err
-	})
-	if status, _ := httpStatus(err); status == http.StatusNotFound {
+	node, err := n.client.Node(ctx, id)
+	if status, _ := nomadapi.HTTPStatus(err); status == http.StatusNotFound {
 		return Node{}, fmt.Errorf("node %s: %w", id, ErrUnknown)
 	}
 	if err != nil {
-		return Node{}, fmt.Errorf("node %s: %w", id, err)
+		return Node{}, err
 	}
 	return convertNode(node), nil
 }
@@ -179,66 +154,4 @@ func convertNode(node *api.Node) Node {
 		}
 	}
 	return out
-}
-
-// do runs one request with the current token; on 401 or 403 it re-reads
-// the token file and, if the token changed, tries once more.
-func (n *APINomad) do(ctx context.Context, call func(q *api.QueryOptions) error) error {
-	token := n.currentToken()
-	err := n.call(ctx, token, call)
-	if status, _ := httpStatus(err); (status != http.StatusUnauthorized && status != http.StatusForbidden) || n.cfg.TokenFile == "" {
-		return err
-	}
-	ac, rerr := n.cfg.APIConfig()
-	if rerr != nil || ac.SecretID == token {
-		return err
-	}
-	n.mu.Lock()
-	n.token = ac.SecretID
-	n.mu.Unlock()
-	return n.call(ctx, ac.SecretID, call)
-}
-
-func (n *APINomad) call(ctx context.Context, token string, call func(q *api.QueryOptions) error) error {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	q := &api.QueryOptions{AuthToken: token}
-	return call(q.WithContext(ctx))
-}
-
-func (n *APINomad) currentToken() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.token
-}
-
-// httpStatus is an API error's status code and body, or 0.
-func httpStatus(err error) (int, string) {
-	var ure api.UnexpectedResponseError
-	if errors.As(err, &ure) {
-		return ure.StatusCode(), ure.Body()
-	}
-	return 0, ""
-}
-
-// isUUID: a Nomad ID, "1cc0a14a-c239-313f-9be4-9ee3e8cc0399". Checked
-// before an ID goes into a request path or a log line.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if _, err := strconv.ParseUint(string(c), 16, 8); err != nil {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 )
@@ -68,7 +68,7 @@ namespace "default" { capabilities = ["read-job"] }`)
 		}
 	}
 
-	n, err := transfer.NewAPINomad(allocwatch.Config{Address: a.Address(), Token: token})
+	n, err := transfer.NewAPINomad(nomadapi.Config{Address: a.Address(), Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ namespace "default" { capabilities = ["read-job"] }`)
 		}
 	})
 	t.Run("without read-job the allocation is not unknown", func(t *testing.T) {
-		n, err := transfer.NewAPINomad(allocwatch.Config{Address: a.Address(), Token: noJob})
+		n, err := transfer.NewAPINomad(nomadapi.Config{Address: a.Address(), Token: noJob})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ namespace "default" { capabilities = ["read-job"] }`)
 		}
 	})
 	t.Run("without node:read", func(t *testing.T) {
-		n, err := transfer.NewAPINomad(allocwatch.Config{Address: a.Address(), Token: noNode})
+		n, err := transfer.NewAPINomad(nomadapi.Config{Address: a.Address(), Token: noNode})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -77,9 +78,9 @@ type Request struct {
 // validateIDs checks the two allocation IDs, all an authorization needs.
 func (r Request) validateIDs() error {
 	switch {
-	case !isUUID(r.Alloc):
+	case !nomadapi.IsUUID(r.Alloc):
 		return fmt.Errorf("alloc_id %q is not an allocation ID", r.Alloc)
-	case !isUUID(r.Replacement):
+	case !nomadapi.IsUUID(r.Replacement):
 		return fmt.Errorf("replacement_id %q is not an allocation ID", r.Replacement)
 	case r.Alloc == r.Replacement:
 		return fmt.Errorf("alloc_id and replacement_id are both %s", r.Alloc)

@@ -1,9 +1,9 @@
 // Package nomadfake is one Nomad agent (server and client in one process)
-// seen through its HTTP API, below the seam the plugin's allocation watcher
-// (allocwatch), the operator CLI and their tests talk through. It answers the
-// endpoints they call with the status codes, headers and bodies a real Nomad
-// 1.11.3 agent gives, so the real nomad/api client, decoding and error
-// classification run on top of it:
+// seen through its HTTP API, below the seam (internal/nomadapi) the
+// plugin's allocation watcher (allocwatch), the operator CLI and their
+// tests talk through. It answers the endpoints they call with the status
+// codes, headers and bodies a real Nomad 1.11.3 agent gives, so the real
+// nomad/api client, decoding and error classification run on top of it:
 //
 //	GET /v1/node/<id>/allocations   blocking on ?index= and ?wait=
 //	GET /v1/node/<id>, /v1/nodes
@@ -38,5 +38,5 @@
 //	n := nomadfake.New(t, nodeID)
 //	n.SetTokens(map[string]nomadfake.Token{"s3cret": {Node: true, ReadJob: []string{"default"}}})
 //	n.Upsert(&api.Allocation{ID: id, ClientStatus: "running", ...})
-//	w, _ := allocwatch.New(allocwatch.Config{Address: n.URL(), Token: "s3cret"}, nil)
+//	w, _ := allocwatch.New(allocwatch.Config{Config: nomadapi.Config{Address: n.URL(), Token: "s3cret"}}, nil)
 package nomadfake

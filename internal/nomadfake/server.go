@@ -12,8 +12,9 @@ import (
 )
 
 // Endpoint names, the keys of Requests. The ones the watcher calls are
-// allocwatch's request kinds (the keys of Watcher.Requests), so a test can
-// compare what the watcher counted with what the agent saw.
+// internal/nomadapi's request kinds (its Kind* constants, the keys of
+// Client.Requests and Watcher.Requests), so a test can compare what the
+// watcher counted with what the agent saw.
 const (
 	NodeAllocations = "node_allocations"        // GET /v1/node/<id>/allocations
 	Node            = "node"                    // GET /v1/node/<id>

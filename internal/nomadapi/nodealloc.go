@@ -1,4 +1,4 @@
-package allocwatch
+package nomadapi
 
 import (
 	"fmt"
@@ -12,7 +12,8 @@ import (
 )
 
 // nodeAlloc is the part of an allocation in GET /v1/node/<id>/allocations
-// that convertAlloc reads, under the same JSON names as api.Allocation.
+// that the allocation watcher reads (allocwatch's convertAlloc), under the
+// same JSON names as api.Allocation.
 // Each allocation carries its whole job, most of its JSON; decoding into
 // this skips it (all but its type) instead of building it. On a node
 // running hundreds of allocations a minute, decoding the node's list for
@@ -35,8 +36,8 @@ type nodeAlloc struct {
 	}
 }
 
-// allocation is n as the api.Allocation convertAlloc reads, with only the
-// fields nodeAlloc holds.
+// allocation is n as an api.Allocation with only the fields nodeAlloc
+// holds.
 func (n *nodeAlloc) allocation() *api.Allocation {
 	a := &api.Allocation{
 		ID: n.ID, Namespace: n.Namespace, JobID: n.JobID, TaskGroup: n.TaskGroup, NodeID: n.NodeID,
@@ -97,4 +98,23 @@ func decodeNodeAllocs(r io.Reader) ([]*nodeAlloc, error) {
 		return nil, fmt.Errorf("decoding the node's allocations: %w", err)
 	}
 	return out, nil
+}
+
+// DecodeNodeAllocations reads an answer of GET /v1/node/<id>/allocations
+// as NodeAllocations does: each allocation with only the fields nodeAlloc
+// holds, null entries dropped. allocwatch's FuzzDecodeAllocs holds it to
+// encoding/json's reading of the whole allocation, through the watcher's
+// conversion.
+func DecodeNodeAllocations(r io.Reader) ([]*api.Allocation, error) {
+	out, err := decodeNodeAllocs(r)
+	if err != nil {
+		return nil, err
+	}
+	allocs := make([]*api.Allocation, 0, len(out))
+	for _, n := range out {
+		if n != nil {
+			allocs = append(allocs, n.allocation())
+		}
+	}
+	return allocs, nil
 }

@@ -1,4 +1,4 @@
-package allocwatch
+package nomadapi
 
 import (
 	"bytes"
@@ -68,7 +68,7 @@ func (rec *recorder) take(t *testing.T) recordedRequest {
 	return r
 }
 
-// TestNodeAllocsRequestAsTheAPIBuildsIt: nomadSource builds GET
+// TestNodeAllocsRequestAsTheAPIBuildsIt: the client builds GET
 // /v1/node/<id>/allocations itself (to decode the answer its own way); for
 // every setting that shapes a request, Nomad must see what it sees when
 // the api package asks with Nodes().Allocations.
@@ -95,25 +95,24 @@ func TestNodeAllocsRequestAsTheAPIBuildsIt(t *testing.T) {
 			rec := &recorder{}
 			cfg := tc.cfg
 			cfg.Address = serve(t, rec, tc.unix)
-			w, err := New(cfg, nil)
+			c, err := New(cfg, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := w.src.(*nomadSource)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			for _, wait := range []struct {
 				index uint64
 				wait  time.Duration
 			}{{0, 0}, {42, 90 * time.Second}} {
-				q := (&api.QueryOptions{AuthToken: src.currentToken(), WaitIndex: wait.index, WaitTime: wait.wait}).WithContext(ctx)
-				if _, _, err := src.client.Nodes().Allocations(id(9), q); err != nil {
+				q := (&api.QueryOptions{AuthToken: c.Token(), WaitIndex: wait.index, WaitTime: wait.wait}).WithContext(ctx)
+				if _, _, err := c.api.Nodes().Allocations(id(9), q); err != nil {
 					t.Fatalf("api: %v", err)
 				}
 				want := rec.take(t)
-				allocs, index, err := src.NodeAllocs(ctx, id(9), wait.index, wait.wait)
+				allocs, index, err := c.NodeAllocations(ctx, id(9), wait.index, wait.wait)
 				if err != nil {
-					t.Fatalf("NodeAllocs: %v", err)
+					t.Fatalf("NodeAllocations: %v", err)
 				}
 				if got := rec.take(t); !reflect.DeepEqual(got, want) {
 					t.Errorf("index %d: Nomad saw\n%+v\nthe api package's request is\n%+v", wait.index, got, want)
@@ -127,22 +126,21 @@ func TestNodeAllocsRequestAsTheAPIBuildsIt(t *testing.T) {
 }
 
 // TestNodeAllocsRefusal: a refusal of the request built here reads as the
-// api package's (status, body, its wording), so the watcher classifies it
-// the same way.
+// api package's (status, body, its wording), so it is classified the same
+// way.
 func TestNodeAllocsRefusal(t *testing.T) {
 	rec := &recorder{status: http.StatusForbidden}
-	w, err := New(Config{Address: serve(t, rec, false)}, nil)
+	c, err := New(Config{Address: serve(t, rec, false)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := w.src.(*nomadSource)
-	_, _, apiErr := src.client.Nodes().Allocations(id(9), nil)
-	_, _, err = src.NodeAllocs(context.Background(), id(9), 0, 0)
+	_, _, apiErr := c.api.Nodes().Allocations(id(9), nil)
+	_, _, err = c.NodeAllocations(context.Background(), id(9), 0, 0)
 	if !errors.Is(err, ErrPermissionDenied) {
-		t.Errorf("NodeAllocs: %v, want ErrPermissionDenied", err)
+		t.Errorf("NodeAllocations: %v, want ErrPermissionDenied", err)
 	}
-	code, body := httpStatus(err)
-	wantCode, wantBody := httpStatus(apiErr)
+	code, body := HTTPStatus(err)
+	wantCode, wantBody := HTTPStatus(apiErr)
 	if code != wantCode || body != wantBody {
 		t.Errorf("refusal reads as %d %q, the api package's as %d %q", code, body, wantCode, wantBody)
 	}
