@@ -13,9 +13,10 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-// The cross-node invariants (docs/lifecycle.md, X1-X5), from data: each
-// task writes token files into the slot its Reserve gave it, and the
-// world keeps what each found, wrote and left.
+// The cross-node invariants (docs/lifecycle.md, X1-X5 and X7), from
+// data: each task writes token files into the slot its Reserve gave it,
+// and the world keeps what each found, wrote and left; X7 reads the
+// parked data's own marks around each pass.
 
 // checkStart is X1 when a task starts: its slot holds exactly what its
 // predecessor's held when its task ended (its final data), whole, or
@@ -295,6 +296,67 @@ func (w *XWorld) checkQuiescent() {
 		sort.Strings(waiting)
 		if len(waiting) > 0 {
 			w.violate("X5", "%s: %v still not started at quiescence", n.name, waiting)
+		}
+	}
+}
+
+// noteCopied is X7's record: the parked data on n whose @migrated is there
+// now (its replacement's node named the final snapshot, model.PlanMigrated)
+// joins n.copied. It returns all of n.copied, sorted: what the pass about
+// to run must release. The record outlives the mark: a release drops
+// @migrated before its destroy, which a fault may then refuse.
+func (w *XWorld) noteCopied(n *xnode) []string {
+	sets, err := zfs.NewClient(n.fake).List(context.Background(), parent, []string{model.PropState})
+	if err != nil {
+		w.violate("harness", "zfs list on %s: %v", n.name, err)
+		return nil
+	}
+	for _, s := range sets {
+		if ds, ok := strings.CutSuffix(s.Name, "@"+model.Migrated); ok && parkedIn(sets, ds) {
+			n.copied[ds] = true
+		}
+	}
+	out := make([]string, 0, len(n.copied))
+	for ds := range n.copied {
+		out = append(out, ds)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// parkedIn reports whether dataset ds is in sets, parked.
+func parkedIn(sets []zfs.Dataset, ds string) bool {
+	for _, s := range sets {
+		if s.Name == ds {
+			return model.State(s.User.Get(model.PropState)) == model.StateParked
+		}
+	}
+	return false
+}
+
+// checkReleased is X7 after a whole pass on n: parked data recorded as
+// copied whole before it began (copied) is given to the class's policy by
+// that pass (destroyed, or retained), unless the pass met a fault (clean
+// is false: a zfs command failed, the plugin died, the node could not
+// reach the servers). Then the next pass that meets none releases it: a
+// release a busy destroy interrupted is retried at once, not kept until
+// sticky_wait (model.PlanReleaseParked records the decision first).
+func (w *XWorld) checkReleased(n *xnode, copied []string, clean bool) {
+	if len(copied) == 0 {
+		return
+	}
+	sets, err := zfs.NewClient(n.fake).List(context.Background(), parent, []string{model.PropState})
+	if err != nil {
+		w.violate("harness", "zfs list on %s: %v", n.name, err)
+		return
+	}
+	for _, ds := range copied {
+		switch {
+		case !parkedIn(sets, ds):
+			delete(n.copied, ds)
+		case clean:
+			w.violate("X7", "%s: %s was copied whole to its replacement's node (@migrated) and is still parked after a pass that met no fault: its release is not retried until sticky_wait",
+				n.name, ds)
 		}
 	}
 }

@@ -45,6 +45,10 @@ type xnode struct {
 	lastPass time.Time
 	// fullTill: the pool is full (a filler's file) until then.
 	fullTill time.Time
+	// copied is the parked data this node's plugin has recorded as copied
+	// whole to its replacement's node (@migrated), as seen before a pass;
+	// kept until it is no longer parked (X7).
+	copied map[string]bool
 }
 
 // xplugin is one incarnation of a node's plugin process.
@@ -62,7 +66,8 @@ var xNodeIDs = [2]string{"00000000-0000-4000-8000-0000000000b1", "00000000-0000-
 
 func (w *XWorld) newNode(i int) (*xnode, error) {
 	n := &xnode{w: w, i: i, id: xNodeIDs[i], name: fmt.Sprintf("node-%d", i+1),
-		addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), connected: true, local: map[string]*xalloc{}}
+		addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), connected: true, local: map[string]*xalloc{},
+		copied: map[string]bool{}}
 	// Guids differ between the nodes, as real ones do: a received
 	// snapshot keeps the sender's.
 	n.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(w.dir, n.name), Now: func() time.Time { return w.now },
@@ -120,18 +125,27 @@ func (n *xnode) stop() {
 }
 
 // pass is the plugin's loop: the watcher's news, then a whole Reconcile
-// (full) or a Settle. A dead plugin does nothing.
+// (full) or a Settle. A dead plugin does nothing. A whole pass is held to
+// X7: what was copied whole before it is released by it, unless a fault
+// kept it from that.
 func (n *xnode) pass(full bool) {
 	p := n.p
 	if p == nil || p.run.dead {
 		return
 	}
+	var copied []string
+	if full {
+		copied = n.w.noteCopied(n)
+		p.run.faults = 0
+	}
+	reached := n.connected
 	if s, err := (xallocs{n}).Refresh(p.ctx); err == nil {
 		p.mgr.OnAllocs(s)
 	}
 	n.lastPass = n.w.now
 	if full {
 		p.mgr.Reconcile(p.ctx)
+		n.w.checkReleased(n, copied, reached && n.connected && !p.run.dead && p.run.faults == 0)
 	} else {
 		p.mgr.Settle(p.ctx)
 	}
@@ -262,6 +276,9 @@ type xrunner struct {
 	n      *xnode
 	dead   bool
 	budget int // commands left before the process dies; -1: no death
+	// faults counts the commands that failed since a whole pass began,
+	// other than as an answer (it does not exist, it exists already).
+	faults int
 }
 
 var _ zfs.Streamer = (*xrunner)(nil)
@@ -338,6 +355,9 @@ func (r *xrunner) before(cmd string, args []string) error {
 
 func (r *xrunner) after(cmd string, args []string, err error) {
 	w := r.n.w
+	if err != nil && !errors.Is(err, zfs.ErrNotExist) && !errors.Is(err, zfs.ErrExists) {
+		r.faults++
+	}
 	if err != nil && len(args) > 0 && args[0] != "list" && args[0] != "get" && args[0] != "release" {
 		w.logf("%s: zfs %s: %v", r.n.name, strings.Join(args, " "), short(err))
 	}
