@@ -177,9 +177,10 @@ func (w *XWorld) checkOwed() {
 	}
 }
 
-// settle ends the faults and lets both nodes run until nothing changes
-// and sticky_wait has passed; then X4 (nothing left behind on either
-// node) and X5 (every migration ended) are checked.
+// settle ends the faults (a process holding parked data, XBusy, leaves in
+// its own time) and lets both nodes run until nothing changes and
+// sticky_wait has passed; then X4 (nothing left behind on either node)
+// and X5 (every migration ended) are checked.
 func (w *XWorld) settle() {
 	w.logf("--- settle: faults end ---")
 	w.link = xfaults{}

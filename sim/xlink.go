@@ -205,6 +205,7 @@ func (x xwire) RoundTrip(r *http.Request) (*http.Response, error) {
 		return w.tamper(from, resp), nil
 	case http.StatusNoContent:
 		w.counts.Complete++
+		from.holdCopied(w.cfg.ParkedName("pg", req.Alloc, req.Slot))
 		if !from.holdsFinal(req) {
 			w.violate("X6", "%s answers complete to %s for %s's data, whose newest snapshot (guid %d) is not %s's final one",
 				from.name, x.by.name, shortID(req.Alloc), req.HaveGUID, from.name)

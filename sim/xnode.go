@@ -49,6 +49,8 @@ type xnode struct {
 	// whole to its replacement's node (@migrated), as seen before a pass;
 	// kept until it is no longer parked (X7).
 	copied map[string]bool
+	// busyTill: parked data a process holds, until when (XBusy).
+	busyTill map[string]time.Time
 }
 
 // xplugin is one incarnation of a node's plugin process.
@@ -67,7 +69,7 @@ var xNodeIDs = [2]string{"00000000-0000-4000-8000-0000000000b1", "00000000-0000-
 func (w *XWorld) newNode(i int) (*xnode, error) {
 	n := &xnode{w: w, i: i, id: xNodeIDs[i], name: fmt.Sprintf("node-%d", i+1),
 		addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), connected: true, local: map[string]*xalloc{},
-		copied: map[string]bool{}}
+		copied: map[string]bool{}, busyTill: map[string]time.Time{}}
 	// Guids differ between the nodes, as real ones do: a received
 	// snapshot keeps the sender's.
 	n.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(w.dir, n.name), Now: func() time.Time { return w.now },

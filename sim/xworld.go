@@ -48,6 +48,8 @@ type XWorld struct {
 	data map[string]*xdata
 	// link are the transport's faults now armed.
 	link xfaults
+	// holds: a process holds parked data answered copied whole (XBusy).
+	holds xholds
 	// turn is the pull that runs now (nil: the world's goroutine).
 	turn *xpull
 	// reserving: a Reserve runs (only one at a time: a Reserve's waits run
@@ -75,8 +77,8 @@ type XWorld struct {
 
 // XCounts are what a schedule did, summed over a run for its report.
 type XCounts struct {
-	Streams, Cuts, PeerKills, Resumes, TokensRefused, Lies, LiesCaught, Forged, ForgedRefused          int
-	Complete, HandedOver, HandedOverRemote, StartedEmpty, StartFailed, PluginKills, PoolFull, NodeDown int
+	Streams, Cuts, PeerKills, Resumes, TokensRefused, Lies, LiesCaught, Forged, ForgedRefused                int
+	Complete, HandedOver, HandedOverRemote, StartedEmpty, StartFailed, PluginKills, PoolFull, NodeDown, Busy int
 }
 
 func (c *XCounts) add(o XCounts) {
@@ -97,14 +99,16 @@ func (c *XCounts) add(o XCounts) {
 	c.PluginKills += o.PluginKills
 	c.PoolFull += o.PoolFull
 	c.NodeDown += o.NodeDown
+	c.Busy += o.Busy
 }
 
 func (c XCounts) String() string {
 	return fmt.Sprintf("%d streams (%d cut, %d with the sender killed, %d resumed, %d tokens refused), "+
 		"%d lies (%d caught), %d forged requests (%d refused), %d copies complete, "+
-		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down",
+		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down, "+
+		"%d parked data held busy",
 		c.Streams, c.Cuts, c.PeerKills, c.Resumes, c.TokensRefused, c.Lies, c.LiesCaught, c.Forged, c.ForgedRefused,
-		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown)
+		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy)
 }
 
 // xjob is a submitted job: one group of one task asking one slot of pg,
@@ -249,6 +253,7 @@ func (w *XWorld) advance(d time.Duration) {
 		if !w.now.Before(n.fullTill) && n.fullTill != (time.Time{}) {
 			n.unfill()
 		}
+		n.letGo()
 	}
 	if w.link.downTill.Before(w.now) {
 		w.link.downTill = time.Time{}
