@@ -46,6 +46,18 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 40337,
 			keep: []int{14, 15, 16, 26, 27, 34, 36, 44, 47, 48},
 		},
+		{
+			// Node 1 released 0001's parked data once node 2 held its
+			// final copy: it dropped the snapshots, @migrated with them,
+			// and its destroy was refused as busy (a process held the
+			// data, XBusy). Nothing then said the data was to go: the next
+			// pass kept it for sticky_wait (X7). A release records its
+			// decision (an expiry passed) before it drops the snapshots
+			// (model.PlanReleaseParked; mutant parked-release-not-recorded).
+			name: "a busy destroy after @migrated went is retried by the next pass",
+			seed: 25,
+			keep: []int{62, 71, 72, 73},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
