@@ -35,7 +35,7 @@
 //
 // XWorld (x*.go) is two such nodes whose sticky data follows its
 // allocation from one to the other, with transfer faults, checked against
-// X1-X5 (docs/lifecycle.md): TestTwoNodes.
+// X1-X7 (docs/lifecycle.md): TestTwoNodes.
 //
 // Run it with `go test ./sim` (flags -sim.seed, -sim.keep, -sim.schedules,
 // -sim.log) or `make sim SCHEDULES=N`.

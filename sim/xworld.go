@@ -25,7 +25,9 @@ import (
 // by a wire (xlink.go) that cuts streams, kills the sending plugin
 // mid-stream, refuses to connect, and lies; forged requests go to the same
 // servers (xforge.go). Invariants X1-X5 are checked from the tokens the
-// tasks write (xcheck.go), X6 on the wire.
+// tasks write (xcheck.go), X6 on the wire, X7 from the parked data's marks
+// around each pass; a process may hold parked data once it is copied whole
+// (xbusy.go).
 //
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs
