@@ -156,6 +156,7 @@ func (w *Watcher) Run(ctx context.Context, onSnapshot func(model.Snapshot)) erro
 		}
 		if err != nil {
 			attempt++
+			waitIndex = waitIndexAfterFailure
 			health.failed(err, attempt)
 			w.obs.QueryFailed(Reason(err))
 			if err := w.sleep(ctx, w.backoff(attempt)); err != nil {

@@ -127,12 +127,23 @@ func TestRunIndexAndDeliveryRules(t *testing.T) {
 			wantCounts:    []int{2, 1},
 		},
 		{
-			name:          "errors never delivered as empty, index kept",
+			name:          "errors never delivered as empty; the next query does not block",
 			steps:         []step{{allocs: a1, index: 5}, {err: errRefused}, {err: errNoLeader}, {allocs: a1, index: 5}},
-			wantWaits:     []uint64{0, 5, 5, 5, 5},
+			wantWaits:     []uint64{0, 5, 0, 0, 5},
 			wantDelivered: []uint64{5},
 			wantCounts:    []int{1},
 			wantFailed:    []string{ReasonUnreachable, ReasonUnreachable}, // errNoLeader is untyped here: see TestReason
+		},
+		{
+			// Seed 5170958: 2 stopped and purged while the servers did not
+			// answer; the deletion leaves the index where it was (1's
+			// ModifyIndex), so a query blocked on 20 would wait it out.
+			name:          "an allocation purged during an outage is seen at once",
+			steps:         []step{{allocs: a12, index: 20}, {err: errRefused}, {allocs: a1run, index: 20}},
+			wantWaits:     []uint64{0, 20, 0, 20},
+			wantDelivered: []uint64{20, 20},
+			wantCounts:    []int{2, 1},
+			wantFailed:    []string{ReasonUnreachable},
 		},
 		{
 			name:          "error before the first answer: nothing delivered until one",

@@ -502,6 +502,18 @@ func TestSeedRegressions(t *testing.T) {
 			seed: 902768, events: 60,
 			keep: []int{18, 25, 27, 28, 29, 32, 33, 35, 37, 38, 50, 54},
 		},
+		{
+			// Found by make sim-node SCHEDULES=2000 SEED=5170001 (seed
+			// 5170958): pg-2 was recorded for an allocation placed and not
+			// started; while the servers did not answer, its job was stopped
+			// and purged. The watcher then blocked on its old index, which
+			// a deletion does not raise, and the slot stayed held until the
+			// query's five minutes ran out (liveness, bound 2m). A failed
+			// query's next one no longer blocks (allocwatch's
+			// waitIndexAfterFailure).
+			name: "a purge while the servers did not answer is seen when they do",
+			seed: 5170958, events: 60, keep: []int{13, 32, 33, 34, 40, 42, 47, 51},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

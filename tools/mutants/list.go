@@ -204,6 +204,10 @@ func list() []bug {
 			find:    "if next.IsZero() || c.due.Before(next) {",
 			replace: "if c.due.Before(next) {"},
 		// allocwatch: what the plugin knows of Nomad.
+		{name: "failure-keeps-wait-index", file: "allocwatch/watcher.go",
+			why:     "after a failed query the watcher blocks on its old index: an allocation purged during the outage is not seen until the wait runs out",
+			find:    "waitIndex = waitIndexAfterFailure",
+			replace: "_ = waitIndexAfterFailure"},
 		{name: "index-backwards-blocks", file: "allocwatch/rules.go",
 			why:     "the watcher blocks on an index that went backwards instead of starting over",
 			find:    "case lastIndex < waitIndex:\n\t\treturn 0, false",
