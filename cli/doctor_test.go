@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
@@ -171,7 +169,7 @@ func TestDoctorFakeZFS(t *testing.T) {
 			if !tc.noPlugin && tc.parent == "tank/nomad" && tc.classExtra == "" && tc.block == "" {
 				// The agent's plugin has created the slots.
 				st := settingsOf(t, cfg)
-				hooks.NewManager(&st.Slots, c, nil, hclog.NewNullLogger()).Reconcile(context.Background())
+				newManager(t, hooks.Config{Slots: &st.Slots, ZFS: c}).Reconcile(context.Background())
 			}
 			if tc.setup != nil {
 				tc.setup(t, f, c, n)

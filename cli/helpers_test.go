@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
@@ -163,13 +162,23 @@ func (p *pluginAllocs) Lookup(_ context.Context, id string) (model.Alloc, bool, 
 
 func (p *pluginAllocs) RunningLocally(context.Context, string) (bool, error) { return false, nil }
 
+// newManager is hooks.NewManager(c), failing t on an error.
+func newManager(t testing.TB, c hooks.Config) *hooks.Manager {
+	t.Helper()
+	m, err := hooks.NewManager(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // startPlugin runs a manager for cfg until the test ends, with allocs as
 // its snapshot; scan is its scan interval.
 func startPlugin(t testing.TB, cfg model.Config, c *zfs.Client, scan time.Duration, allocs ...model.Alloc) *testPlugin {
 	t.Helper()
 	cfg.ScanInterval = scan
 	pa := &pluginAllocs{snap: model.Snapshot{NodeID: nodeID, Index: 100, Allocs: allocs, At: time.Now()}}
-	m := hooks.NewManager(&cfg, c, pa, hclog.NewNullLogger())
+	m := newManager(t, hooks.Config{Slots: &cfg, ZFS: c, Allocs: pa})
 	m.OnAllocs(pa.snap)
 	m.Reconcile(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -31,7 +29,7 @@ class "fast" {
   mount  = "/fast"
 }`)
 	st := settingsOf(t, cfg)
-	hooks.NewManager(&st.Slots, c, nil, hclog.NewNullLogger()).Reconcile(context.Background())
+	newManager(t, hooks.Config{Slots: &st.Slots, ZFS: c}).Reconcile(context.Background())
 	return f, cfg
 }
 

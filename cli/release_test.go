@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -41,7 +39,7 @@ func newReleaseRig(t *testing.T, classExtra string, startThePlugin bool) *releas
 	if startThePlugin {
 		r.p = startPlugin(t, r.st.Slots, c, 100*time.Millisecond)
 	} else {
-		m := hooks.NewManager(&r.st.Slots, c, nil, hclog.NewNullLogger())
+		m := newManager(t, hooks.Config{Slots: &r.st.Slots, ZFS: c})
 		m.Reconcile(t.Context())
 	}
 	hold(t, c, slot1, allocA, 10)

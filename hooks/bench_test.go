@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -55,7 +53,7 @@ func BenchmarkReserve(b *testing.B) {
 			}
 			fa := &fakeAllocs{}
 			fa.set(alloc("B", 10, "pending", "run", id))
-			m := NewManager(cfg, rowsZFS{rows: rows}, fa, hclog.NewNullLogger())
+			m := mustManager(b, Config{Slots: cfg, ZFS: rowsZFS{rows: rows}, Allocs: fa})
 			m.publish(model.BuildView(cfg, model.Scan{At: time.Now(), Pools: []zfs.Pool{{Name: "tank", Health: "ONLINE"}}, Sets: sets}, nil))
 			m.storeSnapshot(model.Snapshot{})
 			b.ReportAllocs()

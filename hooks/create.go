@@ -27,11 +27,6 @@ const createConcurrency = 4
 // node whose slots are all made within it offers them all at once.
 const publishEvery = time.Second
 
-// SetCreateConcurrency sets how many slots a pass creates or mounts at once
-// (default 4). 1 runs them in plan order, which makes a pass deterministic:
-// the lifecycle simulation sets it.
-func (m *Manager) SetCreateConcurrency(n int) { m.concurrency = max(n, 1) }
-
 // apply runs the planned actions and returns a reason for each dataset it
 // could not create. Class datasets go first, in order; a class that failed
 // skips its slots. Slots are then created and mounted, up to concurrency at

@@ -7,6 +7,7 @@
 // nothing a plan could say: what to run, in which order, and what each
 // command's failure means are the model's (model/plan*.go).
 //
+//   - config.go: the Config a Manager is built from, and NewManager.
 //   - manager.go: the Manager, its Run loop, the reconcile and Settle passes,
 //     the slot locks.
 //   - exec.go: the executor: runs a plan's commands, and makes it again from
@@ -33,4 +34,6 @@
 //     needs, increment after increment, until the final copy is marked.
 //   - observer.go: the Observer that hears each release and scan (the
 //     metrics endpoint); a no-op by default.
+//   - export_sim.go: the lifecycle simulation's way in (package sim), and
+//     nobody else's: its clock and order (Config.Sim).
 package hooks

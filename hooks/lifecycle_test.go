@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -111,7 +109,7 @@ func newRig(t *testing.T, release model.Release, mods ...func(*model.Class)) *li
 	}
 	fa := &fakeAllocs{gone: map[string]bool{}, forbid: map[string]bool{}, running: map[string]bool{}}
 	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{class}}
-	r := &lifecycleRig{t: t, f: f, c: c, allocs: fa, m: NewManager(cfg, c, fa, hclog.NewNullLogger())}
+	r := &lifecycleRig{t: t, f: f, c: c, allocs: fa, m: mustManager(t, Config{Slots: cfg, ZFS: c, Allocs: fa})}
 	r.m.Reconcile(t.Context())
 	return r
 }
@@ -545,7 +543,7 @@ func TestGoldenCloneClass(t *testing.T) {
 	must(t, c.Snapshot(ctx, "tank/golden@seed", nil))
 	fa := &fakeAllocs{}
 	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{{Name: "scratch", Slots: 1, MountPath: "/db", FromSnapshot: "tank/golden@seed"}}}
-	m := NewManager(cfg, c, fa, hclog.NewNullLogger())
+	m := mustManager(t, Config{Slots: cfg, ZFS: c, Allocs: fa})
 	m.Reconcile(ctx)
 	v, _ := m.View()
 	s := v.Classes[0].Slots[0]

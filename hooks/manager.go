@@ -12,7 +12,6 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
-	"github.com/nomad-device-zfs/nomad-device-zfs/internal/pause"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -58,10 +57,11 @@ type Manager struct {
 	zfs    ZFS
 	allocs Allocs // nil: no watcher, no lifecycle (slots are never released)
 	logger hclog.Logger
-	// observer hears of releases and scans (SetObserver).
+	// observer hears of releases and scans (Config.Observer).
 	observer Observer
 	now      func() time.Time
-	// sleep pauses Reserve between retries.
+	// sleep pauses Reserve between retries, and a pull between
+	// increments.
 	sleep func(ctx context.Context, d time.Duration) error
 
 	// wake merges requests for an early reconcile.
@@ -79,8 +79,8 @@ type Manager struct {
 	// before a pass acts on its end is still released by how it ended
 	// (on_failure depends on it), not as "gone". At most maxEnded.
 	ended map[string]model.Alloc
-	// fetcher pulls copies of other nodes' data (nil: none is pulled);
-	// pulls are the pulls running (migrate.go).
+	// fetcher pulls copies of other nodes' data (Config.Fetcher; nil:
+	// none is pulled); pulls are the pulls running (migrate.go).
 	fetcher transfer.Fetcher
 	pulls   migrations
 	// remote are allocations of other nodes looked up because one of this
@@ -114,33 +114,6 @@ type override struct {
 	at   time.Time
 	// published: the published view shows it already.
 	published bool
-}
-
-// NewManager returns a Manager; nothing runs until Run. allocs may be nil.
-func NewManager(cfg *model.Config, z ZFS, allocs Allocs, logger hclog.Logger) *Manager {
-	return &Manager{
-		cfg:         cfg,
-		zfs:         z,
-		allocs:      allocs,
-		logger:      logger.Named("slots"),
-		observer:    nopObserver{},
-		now:         time.Now,
-		sleep:       pause.For,
-		wake:        make(chan struct{}, 1),
-		updated:     make(chan struct{}),
-		ended:       map[string]model.Alloc{},
-		remote:      map[string]model.Alloc{},
-		overrides:   map[string]*override{},
-		lastProblem: map[string]string{},
-		concurrency: createConcurrency,
-	}
-}
-
-// SetClock replaces the manager's clock and the pause between Reserve's
-// retries, so a simulation can run the lifecycle in simulated time. Call it
-// before any other method.
-func (m *Manager) SetClock(now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) {
-	m.now, m.sleep = now, sleep
 }
 
 // Run reconciles at once and then every ScanInterval, until ctx ends.

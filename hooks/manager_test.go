@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -32,10 +30,20 @@ func newFakeZFS(t *testing.T) (*zfstest.Fake, *zfs.Client) {
 	return f, c
 }
 
+// mustManager is NewManager(c), failing tb on an error.
+func mustManager(tb testing.TB, c Config) *Manager {
+	tb.Helper()
+	m, err := NewManager(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
 func newTestManager(t *testing.T, z ZFS, classes ...model.Class) *Manager {
 	t.Helper()
 	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: classes}
-	return NewManager(cfg, z, nil, hclog.NewNullLogger())
+	return mustManager(t, Config{Slots: cfg, ZFS: z})
 }
 
 func zfsCalls(f *zfstest.Fake, verb string) int {

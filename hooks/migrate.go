@@ -28,7 +28,8 @@ type migrations struct {
 	// again while the Manager runs.
 	refused map[string]bool
 	wg      sync.WaitGroup
-	// spawn starts a pull (nil: on a goroutine of its own; SetSpawn).
+	// spawn starts a pull (nil: on a goroutine of its own;
+	// Simulation.Spawn).
 	spawn func(fn func())
 }
 
@@ -50,18 +51,6 @@ var errFinalArrived = errors.New("the final snapshot arrived")
 // was dropped), or not one filesystem (model.CopyNotOneFilesystem; left
 // for the operator). The pull ends for good.
 var errCopyRefused = errors.New("the copy was refused")
-
-// SetFetcher gives the Manager the transport's receiving side: without
-// one, no copy is pulled (a class with migrate set starts its
-// replacements empty after its timeout, as when the peer cannot be
-// reached).
-func (m *Manager) SetFetcher(f transfer.Fetcher) { m.fetcher = f }
-
-// SetSpawn replaces how a pull is started, on a goroutine of its own by
-// default (go fn()), so that a simulation can run every pull in lock step
-// with the rest of its world and replay a seed exactly. spawn must run fn
-// to its end, on a goroutine of its own. Call it before any other method.
-func (m *Manager) SetSpawn(spawn func(fn func())) { m.pulls.spawn = spawn }
 
 // driveMigrations starts a pull for every copy the model wants pulled now
 // and stops those it no longer wants; a pass calls it. The pulls run under

@@ -125,16 +125,16 @@ func newMigrationNode(t *testing.T, c *cluster, node string, class model.Class) 
 	t.Helper()
 	f, z := newFakeZFS(t)
 	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{class}}
-	m := NewManager(cfg, z, nodeAllocs{c: c, node: node}, hclog.NewNullLogger())
+	m := mustManager(t, Config{Slots: cfg, ZFS: z, Allocs: nodeAllocs{c: c, node: node}})
 	// The pulls' pauses, short: the test waits on what they do.
-	m.SetClock(time.Now, func(ctx context.Context, _ time.Duration) error {
+	m.sleep = func(ctx context.Context, _ time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 			return nil
 		}
-	})
+	}
 	m.Reconcile(t.Context())
 	return &migrationNode{f: f, c: z, m: m}
 }
@@ -181,7 +181,7 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 	c := &cluster{}
 	n1 := newMigrationNode(t, c, "node-1", class)
 	n2 := newMigrationNode(t, c, "node-2", class)
-	n2.m.SetFetcher(directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c})
+	n2.m.fetcher = directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 
@@ -254,7 +254,7 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 		t.Fatalf("migrations after the claim, B pending: %v, want the one", migs)
 	}
 	counting := &countingFetcher{next: directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}}
-	n2.m.SetFetcher(counting)
+	n2.m.fetcher = counting
 	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 	n2.m.pull(pctx, migs[0])
 	pcancel()
@@ -374,7 +374,7 @@ func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
 		return rows[0].User.Get(model.PropState)
 	}
 
-	n2.m.SetFetcher(completeFetcher{})
+	n2.m.fetcher = completeFetcher{}
 	if done, err := n2.m.pullOnce(ctx, mg); done || err == nil {
 		t.Errorf("a complete over no copy: done %v, error %v; want an error", done, err)
 	}
@@ -382,11 +382,11 @@ func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
 		t.Errorf("after a complete over no copy: %s", got)
 	}
 
-	n2.m.SetFetcher(directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c})
+	n2.m.fetcher = directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}
 	if done, err := n2.m.pullOnce(ctx, mg); done || err != nil {
 		t.Fatalf("the pre-copy (A still runs): done %v, error %v", done, err)
 	}
-	n2.m.SetFetcher(completeFetcher{})
+	n2.m.fetcher = completeFetcher{}
 	if done, err := n2.m.pullOnce(ctx, mg); done || err == nil {
 		t.Errorf("a complete over a pre-copy: done %v, error %v; want an error", done, err)
 	}
@@ -412,7 +412,7 @@ func TestCopyOverTheClassQuotaIsRefused(t *testing.T) {
 	logs := &testrig.LockedBuffer{}
 	n2.m.logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	fetches := &countingFetcher{next: directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}}
-	n2.m.SetFetcher(fetches)
+	n2.m.fetcher = fetches
 	ctx := t.Context()
 
 	a, b := placeReplacement(t, c, n1, strings.Repeat("x", 3<<20))
@@ -485,7 +485,7 @@ func TestCopyWithDatasetsBelowIsRefused(t *testing.T) {
 	logs := &testrig.LockedBuffer{}
 	n2.m.logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
 	fetches := &countingFetcher{next: childFetcher{next: directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}, to: n2.c}}
-	n2.m.SetFetcher(fetches)
+	n2.m.fetcher = fetches
 	ctx := t.Context()
 	placeReplacement(t, c, n1, "A's")
 	n1.settle(t, c, "node-1")

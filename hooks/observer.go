@@ -53,14 +53,6 @@ type ScanEvent struct {
 	Err error
 }
 
-// SetObserver makes o hear of releases and scans; call it before Run.
-func (m *Manager) SetObserver(o Observer) {
-	if o == nil {
-		o = nopObserver{}
-	}
-	m.observer = o
-}
-
 type nopObserver struct{}
 
 func (nopObserver) ReleaseDone(ReleaseEvent) {}

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -68,9 +66,8 @@ func TestPeriodicScanInTheBackground(t *testing.T) {
 	fa := &fakeAllocs{gone: map[string]bool{}, forbid: map[string]bool{}, running: map[string]bool{}}
 	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Second,
 		Classes: []model.Class{{Name: "scratch", Slots: 1, MountPath: "/data"}}}
-	m := NewManager(cfg, zfs.NewClient(pr), fa, hclog.NewNullLogger())
 	obs := &recordingObserver{}
-	m.SetObserver(obs)
+	m := mustManager(t, Config{Slots: cfg, ZFS: zfs.NewClient(pr), Allocs: fa, Observer: obs})
 	runManager(t, m)
 	waitUntil(t, 30*time.Second, "a periodic scan", func() bool {
 		return pr.seen("bg zfs list -H -p -r -t filesystem,snapshot") && pr.seen("bg zpool list")
@@ -152,7 +149,7 @@ func TestStarvedScanReadIsReadAgain(t *testing.T) {
 			f, _ := newFakeZFS(t)
 			cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour,
 				Classes: []model.Class{{Name: "scratch", Slots: 1, MountPath: "/data"}}}
-			m := NewManager(cfg, zfs.NewClient(f), nil, hclog.NewNullLogger())
+			m := mustManager(t, Config{Slots: cfg, ZFS: zfs.NewClient(f)})
 			m.Reconcile(t.Context())
 			sr := &starvingRunner{priorityRunner: priorityRunner{Runner: f}, starve: []string{tc.starve}, fails: tc.fails}
 			m.zfs = zfs.NewClient(sr)

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -33,7 +31,7 @@ func newOrphanRig(t *testing.T, release model.Release) *orphanRig {
 	tmp := model.Class{Name: "tmp", Slots: 1, MountPath: "/tmp/x"}
 	fa := &fakeAllocs{gone: map[string]bool{}, forbid: map[string]bool{}, running: map[string]bool{}}
 	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{scratch, tmp}}
-	r := &lifecycleRig{t: t, f: f, c: c, allocs: fa, m: NewManager(cfg, c, fa, hclog.NewNullLogger())}
+	r := &lifecycleRig{t: t, f: f, c: c, allocs: fa, m: mustManager(t, Config{Slots: cfg, ZFS: c, Allocs: fa})}
 	r.m.Reconcile(t.Context())
 	r.sync(holding("A", 10, "running", "scratch", "scratch-2"), holding("B", 11, "running", "tmp", "tmp-1"))
 	for _, ds := range []string{"tank/nomad/scratch/scratch-2", "tank/nomad/tmp/tmp-1"} {
@@ -44,7 +42,7 @@ func newOrphanRig(t *testing.T, release model.Release) *orphanRig {
 
 	scratch.Slots = 1
 	lowered := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{scratch}}
-	r.m = NewManager(lowered, c, fa, hclog.NewNullLogger())
+	r.m = mustManager(t, Config{Slots: lowered, ZFS: c, Allocs: fa})
 	r.m.OnAllocs(fa.snap())
 	r.m.Reconcile(t.Context())
 	return &orphanRig{r}
@@ -140,7 +138,7 @@ func TestIdleOrphanGoesAtOnce(t *testing.T) {
 	// then lowers them once more with someone's dataset below it.
 	f, c, fa := r.f, r.c, r.allocs
 	raised := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{{Name: "scratch", Slots: 2, MountPath: "/data"}}}
-	r.m = NewManager(raised, c, fa, hclog.NewNullLogger())
+	r.m = mustManager(t, Config{Slots: raised, ZFS: c, Allocs: fa})
 	r.m.OnAllocs(fa.snap())
 	r.m.Reconcile(t.Context())
 	if _, err := os.ReadDir(f.Mountpoint("tank/nomad/scratch/scratch-2")); err != nil {
@@ -148,7 +146,7 @@ func TestIdleOrphanGoesAtOnce(t *testing.T) {
 	}
 	must(t, c.Create(t.Context(), "tank/nomad/scratch/scratch-2/mine", nil))
 	lowered := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: []model.Class{{Name: "scratch", Slots: 1, MountPath: "/data"}}}
-	r.m = NewManager(lowered, c, fa, hclog.NewNullLogger())
+	r.m = mustManager(t, Config{Slots: lowered, ZFS: c, Allocs: fa})
 	r.m.OnAllocs(fa.snap())
 	r.m.Reconcile(t.Context())
 	if !slices.Contains(r.datasets(), "tank/nomad/scratch/scratch-2/mine") {

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
@@ -34,7 +32,7 @@ func newTwoPoolRig(t *testing.T) *twoPoolRig {
 		{Name: "fast", Parent: "nvme/nomad", Slots: 1, MountPath: "/fast", Release: model.Release{Policy: model.PolicySnapshot, Retain: time.Hour}},
 	}}
 	fa := &fakeAllocs{gone: map[string]bool{}, forbid: map[string]bool{}, running: map[string]bool{}}
-	r := &twoPoolRig{&lifecycleRig{t: t, f: f, c: c, allocs: fa, m: NewManager(cfg, c, fa, hclog.NewNullLogger())}}
+	r := &twoPoolRig{&lifecycleRig{t: t, f: f, c: c, allocs: fa, m: mustManager(t, Config{Slots: cfg, ZFS: c, Allocs: fa})}}
 	r.m.Reconcile(t.Context())
 	return r
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -85,7 +83,7 @@ func TestFailedScanKeepsNewerRereads(t *testing.T) {
 			fa := &fakeAllocs{gone: map[string]bool{}, forbid: map[string]bool{}, running: map[string]bool{}}
 			cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour,
 				Classes: []model.Class{{Name: "scratch", Slots: 2, MountPath: "/data"}}}
-			m := NewManager(cfg, zfs.NewClient(runner), fa, hclog.NewNullLogger())
+			m := mustManager(t, Config{Slots: cfg, ZFS: zfs.NewClient(runner), Allocs: fa})
 			m.Reconcile(t.Context())
 			fa.set(alloc("A", 10, "running", "run", "scratch-1"))
 			m.OnAllocs(fa.snap())

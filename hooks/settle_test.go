@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -309,7 +307,7 @@ func TestReleaseRunsDuringAScan(t *testing.T) {
 	fa := &fakeAllocs{gone: map[string]bool{}, forbid: map[string]bool{}, running: map[string]bool{}}
 	class := model.Class{Name: "scratch", Slots: 1, MountPath: "/data"}
 	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: 50 * time.Millisecond, Classes: []model.Class{class}}
-	m := NewManager(cfg, zfs.NewClient(g), fa, hclog.NewNullLogger())
+	m := mustManager(t, Config{Slots: cfg, ZFS: zfs.NewClient(g), Allocs: fa})
 	m.Reconcile(t.Context())
 	fa.set(alloc("A", 10, "running", "run", "scratch-1"))
 	m.OnAllocs(fa.snap())

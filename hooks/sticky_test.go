@@ -242,7 +242,7 @@ func TestStickyClaimInterrupted(t *testing.T) {
 			must(t, r.c.Set(ctx, "tank/nomad/scratch/parked-A-scratch-1", model.ClaimAsProps("tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2")))
 			must(t, r.c.Rename(ctx, "tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2"))
 			// The plugin restarts.
-			r.m = NewManager(r.m.cfg, r.c, r.allocs, r.m.logger)
+			r.m = mustManager(t, Config{Slots: r.m.cfg, ZFS: r.c, Allocs: r.allocs, Logger: r.m.logger})
 			if first == "pass" {
 				r.m.OnAllocs(r.allocs.snap())
 				r.m.Reconcile(ctx)
@@ -329,7 +329,7 @@ func TestParkedReleaseActsOnTheDataAsItIs(t *testing.T) {
 			must(t, r.c.Destroy(ctx, "tank/nomad/scratch/scratch-2", zfs.DestroyOptions{}))
 			must(t, r.c.Set(ctx, "tank/nomad/scratch/parked-A-scratch-1", model.ClaimAsProps("tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2")))
 			must(t, r.c.Rename(ctx, "tank/nomad/scratch/parked-A-scratch-1", "tank/nomad/scratch/scratch-2"))
-			r.m = NewManager(r.m.cfg, r.c, r.allocs, r.m.logger)
+			r.m = mustManager(t, Config{Slots: r.m.cfg, ZFS: r.c, Allocs: r.allocs, Logger: r.m.logger})
 			r.m.Reconcile(ctx) // no snapshot yet: scan and publish only
 
 			// The scan sees the parked data with B failed: due for release.

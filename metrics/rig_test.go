@@ -45,8 +45,11 @@ func newRig(t *testing.T, classes ...model.Class) *rig {
 	}
 	cfg := &model.Config{Parent: "tank/nomad", ScanInterval: time.Hour, Classes: classes}
 	r := &rig{t: t, f: f, m: New(cfg, "v1.2.3-test"), allocs: &fakeAllocs{}}
-	r.mgr = hooks.NewManager(cfg, zfs.NewClient(r.m.Commands(f)), r.allocs, hclog.NewNullLogger())
-	r.mgr.SetObserver(r.m)
+	mgr, err := hooks.NewManager(hooks.Config{Slots: cfg, ZFS: zfs.NewClient(r.m.Commands(f)), Allocs: r.allocs, Observer: r.m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mgr = mgr
 	r.m.Watch(r.mgr, r.allocs.latest)
 	r.srv = httptest.NewServer(r.m.Handler(hclog.NewNullLogger()))
 	t.Cleanup(r.srv.Close)

@@ -170,14 +170,30 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 			watcher = &lazyWatcher{}
 			allocs = watcher
 		}
-		p.mgr = hooks.NewManager(&p.settings.Slots, client, allocs, p.logger)
+		cfg := hooks.Config{Slots: &p.settings.Slots, ZFS: client, Allocs: allocs, Logger: p.logger}
+		if p.metrics != nil {
+			cfg.Observer = p.metrics
+		}
+		var xfer *transport
 		if p.settings.Transfer != nil && watcher != nil && os.Getenv(ReadOnlyEnv) == "" {
-			if err := p.startTransfer(p.runCtx, p.settings, p.mgr, client); err != nil {
-				p.logger.Error("cannot start the transfer between nodes; data will not follow allocations to other nodes", "error", err)
+			var err error
+			if xfer, err = p.newTransport(p.settings, client); err != nil {
+				p.logger.Error(transferFailed, "error", err)
+			} else {
+				cfg.Fetcher = xfer.client
+			}
+		}
+		mgr, err := hooks.NewManager(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		p.mgr = mgr
+		if xfer != nil {
+			if err := xfer.serve(p.runCtx, p.mgr); err != nil {
+				p.logger.Error(transferFailed, "error", err)
 			}
 		}
 		if p.metrics != nil {
-			p.mgr.SetObserver(p.metrics)
 			p.metrics.Watch(p.mgr, watcher.latest)
 			if CollectAfterScans {
 				p.metrics.AfterScrape(debug.FreeOSMemory)

@@ -49,7 +49,8 @@ func TestHostedReserveTimeoutCountsOnTheHostsClock(t *testing.T) {
 		Classes: []model.Class{{Name: "scratch", Slots: 1, MountPath: "/data"}}}
 	allocs := &stoppingHolder{snap: model.Snapshot{NodeID: "node", Index: 30,
 		Allocs: []model.Alloc{onSlot("A", 10, "running", "run")}}}
-	mgr := hooks.NewManager(&cfg, zfs.NewClient(f), allocs, hclog.NewNullLogger())
+	mgr, err := hooks.NewManager(hooks.Config{Slots: &cfg, ZFS: zfs.NewClient(f), Allocs: allocs})
+	must(t, err)
 	mgr.OnAllocs(allocs.snap)
 	mgr.Reconcile(t.Context()) // creates scratch-1
 	mgr.Reconcile(t.Context()) // records A

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	hclog "github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/plugins/device"
 	"github.com/hashicorp/nomad/plugins/shared/structs"
 
@@ -12,38 +13,58 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-// startTransfer starts the transport between plugins when the transfer
-// block is set (package transfer): the server that sends this node's data
-// to the node of its allocation's replacement, as the Manager decides
-// (hooks.Sender), and the client the Manager pulls copies with. Its errors
-// leave the slots as they are: no copy is sent or received, and a class
-// that migrates starts its replacements as its migrate timeout says.
-func (p *Plugin) startTransfer(ctx context.Context, s *Settings, mgr *hooks.Manager, z *zfs.Client) error {
+// transport is the transport between plugins when the transfer block is
+// set (package transfer): the client the Manager pulls copies with
+// (hooks.Config.Fetcher), made before the Manager, and what the server
+// that sends this node's data needs besides the Manager (serve). Its
+// errors leave the slots as they are: no copy is sent or received, and a
+// class that migrates starts its replacements as its migrate timeout says.
+type transport struct {
+	settings *Settings
+	nomad    *transfer.APINomad
+	client   *transfer.Client
+	zfs      *zfs.Client
+	logger   hclog.Logger
+}
+
+// transferFailed is what the plugin logs when the transport cannot start.
+const transferFailed = "cannot start the transfer between nodes; data will not follow allocations to other nodes"
+
+// newTransport makes the transport's client. The server checks the same
+// transfer block (transfer.Config.Validate), so a block the client takes
+// the server takes too.
+func (p *Plugin) newTransport(s *Settings, z *zfs.Client) (*transport, error) {
 	nomad, err := transfer.NewAPINomad(s.Nomad.Config)
 	if err != nil {
-		return fmt.Errorf("transfer: the Nomad API: %w", err)
+		return nil, fmt.Errorf("transfer: the Nomad API: %w", err)
 	}
 	logger := p.logger.Named("transfer")
+	client, err := transfer.NewClient(transfer.ClientConfig{
+		Config: *s.Transfer, Locator: transfer.NomadLocator{Nomad: nomad}, ZFS: z, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return &transport{settings: s, nomad: nomad, client: client, zfs: z, logger: logger}, nil
+}
+
+// serve starts the server that sends this node's data to the node of its
+// allocation's replacement, as mgr decides (hooks.Sender), until ctx ends.
+func (t *transport) serve(ctx context.Context, mgr *hooks.Manager) error {
+	s := t.settings
 	srv, err := transfer.NewServer(transfer.ServerConfig{
 		Config: *s.Transfer,
-		Authorizer: &transfer.NomadAuthorizer{Nomad: nomad, Self: mgr.NodeID,
+		Authorizer: &transfer.NomadAuthorizer{Nomad: t.nomad, Self: mgr.NodeID,
 			RequireNodeIdentity: s.Transfer.RequireNodeIdentity, Region: s.Transfer.Region},
 		Source: mgr.Sender(),
-		ZFS:    z,
-		Logger: logger,
+		ZFS:    t.zfs,
+		Logger: t.logger,
 	})
 	if err != nil {
 		return err
 	}
-	client, err := transfer.NewClient(transfer.ClientConfig{
-		Config: *s.Transfer, Locator: transfer.NomadLocator{Nomad: nomad}, ZFS: z, Logger: logger})
-	if err != nil {
-		return err
-	}
-	mgr.SetFetcher(client)
 	go func() {
 		if err := srv.Run(ctx); err != nil && ctx.Err() == nil {
-			logger.Error("the transfer server stopped; no data is sent to other nodes", "error", err)
+			t.logger.Error("the transfer server stopped; no data is sent to other nodes", "error", err)
 		}
 	}()
 	return nil

@@ -50,9 +50,12 @@ func (w *World) launch(why string) {
 		return
 	}
 	p := &plugin{watcher: wa, run: r}
-	mgr := hooks.NewManager(&cfg, zfs.NewClient(r), recorder{wa, p}, w.logger)
-	mgr.SetClock(w.clock, w.sleep)
-	mgr.SetCreateConcurrency(1) // a pass's zfs commands in plan order: a seed replays exactly
+	mgr, err := hooks.NewManager(hooks.Config{Slots: &cfg, ZFS: zfs.NewClient(r), Allocs: recorder{wa, p}, Logger: w.logger,
+		Sim: &hooks.Simulation{Now: w.clock, Sleep: w.sleep, Sequential: true}})
+	if err != nil {
+		w.violate("harness", "hooks.NewManager: %v", err)
+		return
+	}
 	now := func() time.Time { return w.now }
 	dev := devplugin.NewHosted(w.logger, &devplugin.Settings{Slots: cfg, ReserveTimeout: reserveTO},
 		devplugin.Host{Manager: mgr, Now: now})

@@ -101,11 +101,15 @@ func (n *xnode) launch(why string) {
 	cfg.Classes = slices.Clone(w.cfg.Classes)
 	p := &xplugin{n: n, run: &xrunner{n: n, budget: -1}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.mgr = hooks.NewManager(&cfg, zfs.NewClient(p.run), xallocs{n}, w.logger.Named(n.name))
-	p.mgr.SetClock(w.clock, func(ctx context.Context, d time.Duration) error { return w.sleep(p, ctx, d) })
-	p.mgr.SetCreateConcurrency(1)
-	p.mgr.SetSpawn(p.spawn)
-	p.mgr.SetFetcher(n.newFetcher(p))
+	mgr, err := hooks.NewManager(hooks.Config{Slots: &cfg, ZFS: zfs.NewClient(p.run), Allocs: xallocs{n},
+		Logger: w.logger.Named(n.name), Fetcher: n.newFetcher(p),
+		Sim: &hooks.Simulation{Now: w.clock, Spawn: p.spawn, Sequential: true,
+			Sleep: func(ctx context.Context, d time.Duration) error { return w.sleep(p, ctx, d) }}})
+	if err != nil {
+		w.violate("harness", "hooks.NewManager: %v", err)
+		return
+	}
+	p.mgr = mgr
 	p.dev = devplugin.NewHosted(w.logger, &devplugin.Settings{Slots: cfg, ReserveTimeout: reserveTO},
 		devplugin.Host{Manager: p.mgr, Now: func() time.Time { return w.now }})
 	n.p = p

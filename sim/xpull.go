@@ -33,7 +33,7 @@ type xpark struct {
 // never pauses is a bug.
 const maxPullTurns = 50
 
-// spawn is the Manager's way to start a pull (hooks.Manager.SetSpawn).
+// spawn is the Manager's way to start a pull (hooks.Simulation.Spawn).
 func (p *xplugin) spawn(fn func()) {
 	x := &xpull{p: p, start: make(chan struct{}), parks: make(chan *xpark), done: make(chan struct{})}
 	p.pulls = append(p.pulls, x)
