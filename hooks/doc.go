@@ -19,7 +19,7 @@
 //     the questions to Nomad a step asks first (a lost or vanished holder).
 //   - waits.go: the clocks of the held slots that wait on what no event
 //     reports (a stopping holder the servers may forget, one only the local
-//     client still runs): Recheck, NextRecheck.
+//     client still runs): recheck, nextRecheck.
 //   - release.go: a release, and recording a holder, as plans.
 //   - reserve.go: the Reserve fence (model.DecideReserve) and its waits.
 //   - sticky.go: a Reserve's claim of parked data, and the pass over parked

@@ -3,12 +3,19 @@ package hooks
 import (
 	"context"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
 // This file is the lifecycle simulation's way into the Manager (package
 // sim), and nobody else's: what the simulation replaces to run the real
-// lifecycle in simulated time and in an order a seed replays exactly. The
-// plugin sets none of it.
+// lifecycle in simulated time and in an order a seed replays exactly
+// (Simulation), and the steps of Run's loop it runs as events instead of
+// calling Run (Steps). The plugin uses none of it: it builds a Manager
+// without Config.Sim and calls Run. It is exported because package sim is
+// not a test of this package (an export_test.go would not reach it); it
+// is kept off the Manager's own methods so that those are the product's
+// API alone.
 
 // Simulation is Config.Sim: the Manager's clock and the order of its work,
 // replaced. A nil field keeps the plugin's.
@@ -43,3 +50,29 @@ func (s *Simulation) apply(m *Manager) {
 		m.concurrency = 1
 	}
 }
+
+// Steps are the steps of m's Run loop, one at a time, for the simulation:
+// Run takes its periodic scan off its loop and acts on it later, and looks
+// again at waiting slots on their clocks; the simulation does each as an
+// event of its own, in simulated time, with other events between.
+type Steps struct{ m *Manager }
+
+// StepsOf returns m's steps.
+func StepsOf(m *Manager) Steps { return Steps{m: m} }
+
+// Scan is Run's periodic scan: the parents' pools and everything below
+// each parent.
+func (s Steps) Scan(ctx context.Context) model.Scan { return s.m.scan(ctx, nil) }
+
+// ReconcileScanned is Run's pass on scan, taken by Scan at an earlier
+// event: the slots re-read since it began in its rows' place.
+func (s Steps) ReconcileScanned(ctx context.Context, scan model.Scan) {
+	s.m.reconcileScanned(ctx, scan)
+}
+
+// NextRecheck is when Run's loop would look again at a waiting slot; false
+// when none waits.
+func (s Steps) NextRecheck() (time.Time, bool) { return s.m.nextRecheck() }
+
+// Recheck is Run's look at the waiting slots whose clock is due.
+func (s Steps) Recheck(ctx context.Context) { s.m.recheck(ctx) }

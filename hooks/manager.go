@@ -125,7 +125,7 @@ type override struct {
 // failed (a dataset still busy, a zfs error) is retried soon: after 1 s,
 // doubling up to the scan interval. A slot that waits on what no event
 // reports (a stopping holder, one only the local client still runs) is
-// looked at again on its own clock (Recheck).
+// looked at again on its own clock (recheck).
 func (m *Manager) Run(ctx context.Context) error {
 	var scanning sync.WaitGroup
 	defer scanning.Wait()
@@ -165,14 +165,14 @@ func (m *Manager) Run(ctx context.Context) error {
 				start := time.Now()
 				// At the lowest CPU priority: nothing waits for it, and
 				// a release's zfs processes must not wait for it either.
-				s := m.Scan(zfs.Background(ctx))
+				s := m.scan(zfs.Background(ctx), nil)
 				scans <- scanned{s, time.Since(start)}
 			}()
 		case s := <-scans:
 			if ctx.Err() != nil {
 				return ctx.Err() // a scan cut short by the end: nothing to judge
 			}
-			m.ReconcileScanned(ctx, s.scan)
+			m.reconcileScanned(ctx, s.scan)
 			wait := scanWait(m.cfg.ScanInterval, s.took)
 			if wait > m.cfg.ScanInterval {
 				m.logger.Debug("scan took long; next one later", "took", s.took.Round(time.Millisecond).String(), "next_in", wait.Round(time.Second).String())
@@ -184,7 +184,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			retryArmed = false
 			m.Settle(ctx)
 		case <-recheck.C:
-			m.Recheck(ctx)
+			m.recheck(ctx)
 		}
 		switch {
 		case m.failures == 0 && retryArmed:
@@ -195,7 +195,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			retryArmed = true
 		}
 		recheck.Stop()
-		if next, ok := m.NextRecheck(); ok {
+		if next, ok := m.nextRecheck(); ok {
 			recheck.Reset(max(next.Sub(m.now()), 0))
 		}
 	}
@@ -249,8 +249,8 @@ func (m *Manager) countFailures(failed bool) {
 	}
 }
 
-// Trigger asks Run for a reconcile soon; it never blocks.
-func (m *Manager) Trigger() {
+// trigger asks Run for a reconcile soon; it never blocks.
+func (m *Manager) trigger() {
 	select {
 	case m.wake <- struct{}{}:
 	default:
@@ -261,7 +261,7 @@ func (m *Manager) Trigger() {
 // asks for a reconcile. It is the watcher's callback.
 func (m *Manager) OnAllocs(s model.Snapshot) {
 	m.storeSnapshot(s)
-	m.Trigger()
+	m.trigger()
 }
 
 func (m *Manager) storeSnapshot(s model.Snapshot) {
@@ -378,20 +378,13 @@ func (m *Manager) View() (*model.View, <-chan struct{}) {
 // holders and release what the watcher's snapshot calls for; prune retained
 // data; rescan if anything changed; publish.
 func (m *Manager) Reconcile(ctx context.Context) {
-	m.ReconcileScanned(ctx, m.Scan(ctx))
+	m.reconcileScanned(ctx, m.scan(ctx, nil))
 }
 
-// Scan reads the parents' pools and everything below each parent: one
-// zpool process, and one zfs process per parent. It is safe beside
-// everything else the Manager does.
-func (m *Manager) Scan(ctx context.Context) model.Scan {
-	return m.scan(ctx, nil)
-}
-
-// ReconcileScanned is Reconcile's pass on s, a Scan taken since the last
+// reconcileScanned is Reconcile's pass on s, a scan taken since the last
 // pass, while Settle may have changed slots. It plans from s with the
 // slots re-read since s began in their place.
-func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
+func (m *Manager) reconcileScanned(ctx context.Context, s model.Scan) {
 	prev, _ := m.View()
 	v := m.overlaid(model.BuildView(m.cfg, s, prev))
 	if prev == nil && offersEveryClass(v) {
@@ -440,7 +433,10 @@ func (m *Manager) ReconcileScanned(ctx context.Context, s model.Scan) {
 	m.publish(v)
 }
 
-// scan runs one zpool process and one zfs process per parent.
+// scan reads the parents' pools and everything below each parent: one
+// zpool process, and one zfs process per parent; createErrs are the
+// creates that failed in the pass it follows. It is safe beside
+// everything else the Manager does.
 func (m *Manager) scan(ctx context.Context, createErrs map[string]string) model.Scan {
 	return scanParents(ctx, m.cfg, m.zfs, m.stamp(), createErrs, m.observer)
 }

@@ -128,7 +128,7 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 		pause := pullEvery
 		switch {
 		case done:
-			m.Trigger()
+			m.trigger()
 			return
 		case errors.Is(err, errCopyRefused):
 			log.Error("refused the copy of the data; the replacement starts as the class's migrate on_timeout says", "error", err)

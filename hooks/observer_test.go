@@ -154,7 +154,7 @@ func TestStarvedScanReadIsReadAgain(t *testing.T) {
 			sr := &starvingRunner{priorityRunner: priorityRunner{Runner: f}, starve: []string{tc.starve}, fails: tc.fails}
 			m.zfs = zfs.NewClient(sr)
 
-			m.ReconcileScanned(t.Context(), m.Scan(zfs.Background(t.Context())))
+			m.reconcileScanned(t.Context(), m.scan(zfs.Background(t.Context()), nil))
 			if !sr.seen("timed out " + tc.starve) {
 				t.Fatalf("nothing timed out: %q", sr.runs)
 			}

@@ -113,7 +113,7 @@ func (m *Manager) PlanSend(ctx context.Context, req SendRequest) (SendPlan, erro
 			if err := m.run(ctx, model.PlanMigrated(dataset)); err != nil {
 				return SendPlan{}, err
 			}
-			m.Trigger() // the original may go by its policy now
+			m.trigger() // the original may go by its policy now
 		}
 		return SendPlan{Complete: true}, nil
 	}

@@ -343,13 +343,13 @@ func TestReleaseRunsDuringAScan(t *testing.T) {
 func TestScanOlderThanARelease(t *testing.T) {
 	r := newRig(t, model.Release{})
 	r.sync(alloc("A", 10, "running", "run", "scratch-1"))
-	stale := r.m.Scan(t.Context())
+	stale := r.m.scan(t.Context(), nil)
 
 	r.allocs.set(alloc("A", 10, "complete", "run", "scratch-1"))
 	r.m.storeSnapshot(r.allocs.snap())
 	r.m.Settle(t.Context())
 	r.f.ResetCalls()
-	r.m.ReconcileScanned(t.Context(), stale)
+	r.m.reconcileScanned(t.Context(), stale)
 
 	v, _ := r.m.View()
 	if s, _ := v.Slot("scratch-1"); s.State != model.StateReady || s.Generation != 2 || !s.Healthy {

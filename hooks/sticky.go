@@ -88,7 +88,7 @@ func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, call
 				level = hclog.Info // once per Reserve, not every step
 			}
 			m.logger.Log(level, "reserve: waiting for the predecessor's data", "slot", s.ID, "alloc_id", caller.ID, "reason", d.Reason)
-			m.Trigger()
+			m.trigger()
 			return false, errWaitPark
 		case d.Kind == model.InheritFail:
 			return false, fmt.Errorf("%w: %s: %s", ErrNotReady, s.ID, d.Reason)

@@ -333,11 +333,11 @@ func TestParkedReleaseActsOnTheDataAsItIs(t *testing.T) {
 			r.m.Reconcile(ctx) // no snapshot yet: scan and publish only
 
 			// The scan sees the parked data with B failed: due for release.
-			stale := r.m.Scan(ctx)
+			stale := r.m.scan(ctx, nil)
 			r.allocs.set(replacing(alloc("A", 10, "complete", "stop", "scratch-1"), "B"), successor("B", 20, "failed", "scratch-2", "A"))
 			r.m.storeSnapshot(r.allocs.snap())
 			unlock := tc.meanwhile(r)
-			r.m.ReconcileScanned(ctx, stale)
+			r.m.reconcileScanned(ctx, stale)
 			unlock()
 
 			if got := r.readIn("scratch-2", "state") == "A's data"; got != tc.kept {
@@ -398,7 +398,7 @@ func TestParkedReleasedOnlyAsScanned(t *testing.T) {
 	}
 
 	now = now.Add(2 * time.Hour) // past sticky_wait
-	stale := r.m.Scan(ctx)
+	stale := r.m.scan(ctx, nil)
 	rows, err := r.c.List(ctx, parked, model.UserProps)
 	must(t, err)
 	props := map[string]string{}
@@ -409,7 +409,7 @@ func TestParkedReleasedOnlyAsScanned(t *testing.T) {
 	must(t, r.c.Create(ctx, parked, props))
 	must(t, os.WriteFile(filepath.Join(r.f.Mountpoint(parked), "state"), []byte("another copy"), 0o644))
 
-	r.m.ReconcileScanned(ctx, stale)
+	r.m.reconcileScanned(ctx, stale)
 	b, _ := os.ReadFile(filepath.Join(r.f.Mountpoint(parked), "state"))
 	if string(b) != "another copy" {
 		t.Fatalf("the pass released %s as the scan saw it, though other data is there now (datasets %v)", parked, r.datasetNames())

@@ -12,7 +12,7 @@ import (
 // plugin's own reports (model.Wait: a stopping holder the servers may
 // forget, a holder only the local client still runs). Each pass says which
 // slots wait, and on what; Run's loop looks again when the earliest clock
-// is due (Recheck), backed off per slot (model.RecheckAfter), until the
+// is due (recheck), backed off per slot (model.RecheckAfter), until the
 // wait ends. So no slot's release waits for an unrelated allocation to
 // move the node's list.
 
@@ -64,9 +64,9 @@ func (m *Manager) syncWaits(waits map[string]model.Wait) {
 	}
 }
 
-// NextRecheck is when Run's loop looks again at a waiting slot: the
+// nextRecheck is when Run's loop looks again at a waiting slot: the
 // earliest clock; false when no slot waits.
-func (m *Manager) NextRecheck() (time.Time, bool) {
+func (m *Manager) nextRecheck() (time.Time, bool) {
 	m.waits.mu.Lock()
 	defer m.waits.mu.Unlock()
 	var next time.Time
@@ -95,13 +95,14 @@ func (m *Manager) dueWaits() (due []model.Wait) {
 	return due
 }
 
-// Recheck looks again at the slots whose clock is due: when a stopping
+// recheck looks again at the slots whose clock is due: when a stopping
 // holder is among them, it first asks the servers for the node's
 // allocations (one non-blocking query; the watcher's blocking one does not
 // answer a deletion), then runs Settle, whose steps ask the local client
 // about a holder the servers no longer run. Run's loop calls it when
-// NextRecheck is due; a simulation calls it in simulated time.
-func (m *Manager) Recheck(ctx context.Context) {
+// nextRecheck is due; the simulation calls it in simulated time
+// (Steps.Recheck).
+func (m *Manager) recheck(ctx context.Context) {
 	due := m.dueWaits()
 	if len(due) == 0 {
 		return

@@ -4,7 +4,7 @@
 //
 // A World runs what the plugin runs: the real hooks.Manager (Reconcile, or
 // a Scan taken at one event and its pass, ReconcileScanned, at a later
-// one, as Run does off its loop; Settle on the watcher's news), the real
+// one, as Run does off its loop: hooks.Steps; Settle on the watcher's news), the real
 // allocwatch.Watcher's Run (its blocking loop and index rules, on a
 // goroutine in lock step with the world: watch.go) with Refresh, Lookup
 // and RunningLocally, and the device plugin's Reserve (plugin.NewHosted:
@@ -29,7 +29,7 @@
 // liveness are checked from ZFS; while it settles, a slot held by a holder
 // that has ended on the node must be ready within readyWithin (a release
 // needs no news of other allocations). The Manager's clocks for what no
-// event reports (hooks.Manager.Recheck) run as Run's timer would, in
+// event reports (hooks.Steps.Recheck) run as Run's timer would, in
 // simulated time. Shrink delta-debugs a failing schedule to
 // a short one.
 //

@@ -133,10 +133,10 @@ func (w *World) scanOrReconcile(start bool) {
 		s := *p.scan
 		p.scan = nil
 		w.logf("pass on the scan of %s", s.At.Format("15:04:05.000"))
-		p.mgr.ReconcileScanned(ctx, s)
+		hooks.StepsOf(p.mgr).ReconcileScanned(ctx, s)
 		w.checkPruned(s.At)
 	case start:
-		s := p.mgr.Scan(ctx)
+		s := hooks.StepsOf(p.mgr).Scan(ctx)
 		p.scan = &s
 		w.logf("scan taken")
 	default:
@@ -167,20 +167,20 @@ func (w *World) watch() {
 }
 
 // recheck is the timer of Run's loop for the slots that wait on what no
-// event reports (hooks.Manager.Recheck): when the earliest of their clocks
+// event reports (hooks.Steps.Recheck): when the earliest of their clocks
 // is due in simulated time, the Manager looks again.
 func (w *World) recheck() {
 	if !w.alive() {
 		return
 	}
-	next, ok := w.plugin.mgr.NextRecheck()
+	next, ok := hooks.StepsOf(w.plugin.mgr).NextRecheck()
 	if !ok || next.After(w.now) {
 		return
 	}
 	w.logf("recheck: a waiting slot's clock is due")
 	ctx, cancel := w.simContext(30 * time.Second)
 	defer cancel()
-	w.plugin.mgr.Recheck(ctx)
+	hooks.StepsOf(w.plugin.mgr).Recheck(ctx)
 	w.alive()
 }
 
