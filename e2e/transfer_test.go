@@ -59,7 +59,7 @@ type xferNodes struct {
 	pki    *transfertest.PKI
 	nomadA *transfertest.Nomad // what node A's agent answers
 	nomadB *transfertest.Nomad // what node B's agent answers
-	plan   *fixedSource
+	source *fixedSource
 	logs   *testrig.LockedBuffer
 	runner *killableRunner
 	srvCfg transfer.Config
@@ -71,7 +71,7 @@ func newXferNodes(t *testing.T, name string) *xferNodes {
 	t.Helper()
 	x := &xferNodes{t: t, a: newPool(t, name+"a", false), b: newPool(t, name+"b", false),
 		pki: transfertest.NewPKI(t, nomadBin), nomadA: transfertest.NewNomad(), nomadB: transfertest.NewNomad(),
-		plan: &fixedSource{}, logs: &testrig.LockedBuffer{}, runner: &killableRunner{}}
+		source: &fixedSource{}, logs: &testrig.LockedBuffer{}, runner: &killableRunner{}}
 	alloc := func(id, node, prev, desired, status string) transfer.Alloc {
 		return transfer.Alloc{ID: id, NodeID: node, Namespace: "default", JobID: "pg", TaskGroup: "db",
 			PreviousAllocation: prev, DesiredStatus: desired, ClientStatus: status}
@@ -94,7 +94,7 @@ func (x *xferNodes) start() {
 		Config: x.srvCfg,
 		Authorizer: &transfer.NomadAuthorizer{Nomad: x.nomadA,
 			Self: func(context.Context) (string, error) { return xferNodeA, nil }},
-		Source: x.plan,
+		Source: x.source,
 		ZFS:    zfs.NewClient(x.runner),
 		Logger: hclog.New(&hclog.LoggerOptions{Output: x.logs, Level: hclog.Debug}),
 	})
@@ -245,7 +245,7 @@ func TestTransferFullIncrementalResume(t *testing.T) {
 	into := x.into("b")
 
 	g1 := x.snapshot(src, "t1", "first", 8<<20)
-	x.plan.set(transfer.Plan{Send: zfs.SendOptions{Snapshot: src + "@t1", Compressed: true, LargeBlocks: true, Embedded: true}, ToGUID: g1})
+	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1", Compressed: true, LargeBlocks: true, Embedded: true}, ToGUID: g1})
 	res, err := b.Fetch(ctx, xferReq, into)
 	if err != nil {
 		t.Fatalf("full: %v", err)
@@ -263,7 +263,7 @@ func TestTransferFullIncrementalResume(t *testing.T) {
 	run(t, "zfs", "bookmark", src+"@t1", src+"#t1")
 	run(t, "zfs", "destroy", src+"@t1")
 	g2 := x.snapshot(src, "t2", "second", 4<<20)
-	x.plan.set(transfer.Plan{Send: zfs.SendOptions{Snapshot: src + "@t2", From: src + "#t1", Compressed: true}, ToGUID: g2, FromGUID: g1})
+	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t2", From: src + "#t1", Compressed: true}, ToGUID: g2, FromGUID: g1})
 	req := xferReq
 	req.HaveGUID = g1
 	if res, err = b.Fetch(ctx, req, into); err != nil || res.FromGUID != g1 || res.GUID != g2 {
@@ -273,7 +273,7 @@ func TestTransferFullIncrementalResume(t *testing.T) {
 
 	// Killed mid-stream: 3 MiB of a 24 MiB increment, then the server dies.
 	g3 := x.snapshot(src, "t3", "third", 24<<20)
-	x.plan.set(transfer.Plan{Send: zfs.SendOptions{Snapshot: src + "@t3", From: src + "@t2", Compressed: true}, ToGUID: g3, FromGUID: g2})
+	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t3", From: src + "@t2", Compressed: true}, ToGUID: g3, FromGUID: g2})
 	req.HaveGUID = g2
 	x.runner.killAfter(3<<20, x.cancel)
 	_, err = b.Fetch(ctx, req, into)
@@ -327,13 +327,13 @@ func TestTransferEncryptedRaw(t *testing.T) {
 	ctx := t.Context()
 	into := x.into("enc")
 
-	// Planned without -w, the server refuses: it would go out decrypted.
-	x.plan.set(transfer.Plan{Send: zfs.SendOptions{Snapshot: src + "@t1"}, ToGUID: g1, Encrypted: true})
+	// Without -w, the server refuses: it would go out decrypted.
+	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1"}, ToGUID: g1, Encrypted: true})
 	if _, err := b.Fetch(ctx, xferReq, into); err == nil || !strings.Contains(err.Error(), "would go out decrypted") {
-		t.Fatalf("a non-raw plan of an encrypted dataset: %v", err)
+		t.Fatalf("a non-raw send of an encrypted dataset: %v", err)
 	}
 
-	x.plan.set(transfer.Plan{Send: zfs.SendOptions{Snapshot: src + "@t1", Raw: true}, ToGUID: g1, Encrypted: true})
+	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1", Raw: true}, ToGUID: g1, Encrypted: true})
 	x.runner.killAfter(2<<20, x.cancel)
 	if _, err := b.Fetch(ctx, xferReq, into); !errors.Is(err, zfs.ErrInterrupted) {
 		t.Fatalf("cut mid-stream: %v", err)
@@ -385,7 +385,7 @@ func TestTransferForgedTokens(t *testing.T) {
 	b := x.client(xferB)
 	into := x.into("a")
 
-	x.plan.set(transfer.Plan{Send: zfs.SendOptions{Snapshot: src + "@t1", Raw: true}, ToGUID: g1, Encrypted: true})
+	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1", Raw: true}, ToGUID: g1, Encrypted: true})
 	x.runner.killAfter(1<<20, x.cancel)
 	if _, err := b.Fetch(ctx, xferReq, into); !errors.Is(err, zfs.ErrInterrupted) {
 		t.Fatalf("cut: %v", err)
@@ -463,14 +463,14 @@ func TestTransferWrongNode(t *testing.T) {
 	src := x.a.Parent + "/a"
 	run(t, "zfs", "create", src)
 	g1 := x.snapshot(src, "t1", "data", 1<<20)
-	x.plan.set(transfer.Plan{Send: zfs.SendOptions{Snapshot: src + "@t1"}, ToGUID: g1})
+	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1"}, ToGUID: g1})
 	_, err := x.client(xferC).Fetch(t.Context(), xferReq, x.into("c"))
 	if !errors.Is(err, transfer.ErrRefused) {
 		t.Fatalf("node C: %v, want ErrRefused", err)
 	}
 	waitLogged(t, x.logs, "refused a transfer request")
 	waitLogged(t, x.logs, "comes from 127.0.0.3, which is not an address of node "+xferNodeB)
-	if x.plan.asked() != 0 {
+	if x.source.asked() != 0 {
 		t.Fatal("the refused request reached the source")
 	}
 	if _, err := runErr("zfs", "list", x.into("c").Target); err == nil {
@@ -482,17 +482,17 @@ func TestTransferWrongNode(t *testing.T) {
 	}
 }
 
-// fixedSource is the test's transfer.Source: the plan it is given.
+// fixedSource is the test's transfer.Source: the send it is given.
 type fixedSource struct {
 	mu    sync.Mutex
-	plan  transfer.Plan
+	spec  transfer.SendSpec
 	calls int
 }
 
-func (s *fixedSource) set(p transfer.Plan) {
+func (s *fixedSource) set(p transfer.SendSpec) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.plan = p
+	s.spec = p
 }
 
 func (s *fixedSource) asked() int {
@@ -501,11 +501,11 @@ func (s *fixedSource) asked() int {
 	return s.calls
 }
 
-func (s *fixedSource) Plan(context.Context, transfer.Request) (transfer.Plan, error) {
+func (s *fixedSource) SendSpec(context.Context, transfer.Request) (transfer.SendSpec, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
-	return s.plan, nil
+	return s.spec, nil
 }
 
 // killableRunner is the sending node's zfs: the real one, whose next

@@ -78,17 +78,17 @@ type directFetcher struct {
 }
 
 func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
-	plan, err := d.source.Plan(ctx, req)
+	spec, err := d.source.SendSpec(ctx, req)
 	if err != nil {
 		return transfer.Result{}, err
 	}
-	if plan.Complete {
+	if spec.Complete {
 		return transfer.Result{Complete: true}, nil
 	}
 	// The stream carries the sender's properties (-p), as a sender that
 	// sends them would (zfs send -p, or a hostile one): the receiver keeps
 	// none of the plugin's own it does not set itself (issue 28).
-	send := plan.Send
+	send := spec.Send
 	send.Props = true
 	r, w := io.Pipe()
 	go func() { _ = w.CloseWithError(d.from.Send(ctx, send, w)) }()
@@ -100,7 +100,7 @@ func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into tra
 	}
 	err = d.to.Receive(ctx, opts, r)
 	_ = r.CloseWithError(err)
-	return transfer.Result{GUID: plan.ToGUID, FromGUID: plan.FromGUID}, err
+	return transfer.Result{GUID: spec.ToGUID, FromGUID: spec.FromGUID}, err
 }
 
 // countingFetcher counts the requests that reach next.
@@ -279,7 +279,7 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 	// Node 2's pull may ask again after B's claim renamed the copy away
 	// (it runs until node 2 sees B running): naming nothing, it must not
 	// get the whole data again while node 1 still has it.
-	if p, err := n1.m.PlanSend(ctx, SendRequest{Alloc: "A", Slot: "pg-1", Replacement: "B"}); !errors.Is(err, transfer.ErrNoData) {
+	if p, err := n1.m.prepareSend(ctx, sendRequest{Alloc: "A", Slot: "pg-1", Replacement: "B"}); !errors.Is(err, transfer.ErrNoData) {
 		t.Errorf("a request from nothing once the copy was confirmed: %+v, %v; want ErrNoData, not the whole data again", p, err)
 	}
 	// The pull's requests take the parked data's lock for a moment; a

@@ -27,35 +27,35 @@ func (m *Manager) Sender() *Sender { return &Sender{m: m} }
 
 var _ transfer.Source = (*Sender)(nil)
 
-// Plan decides the send for req (Manager.PlanSend). A resume token is
-// decoded by this node's zfs, never read as the peer says.
-func (s *Sender) Plan(ctx context.Context, req transfer.Request) (transfer.Plan, error) {
+// SendSpec decides the send for req (Manager.prepareSend). A resume token
+// is decoded by this node's zfs, never read as the peer says.
+func (s *Sender) SendSpec(ctx context.Context, req transfer.Request) (transfer.SendSpec, error) {
 	var resume *model.Resume
 	if req.ResumeToken != "" {
 		t, err := s.m.zfs.DecodeResumeToken(ctx, req.ResumeToken)
 		if err != nil {
-			return transfer.Plan{}, fmt.Errorf("decoding the resume token: %w", err)
+			return transfer.SendSpec{}, fmt.Errorf("decoding the resume token: %w", err)
 		}
 		resume = &model.Resume{ToGUID: t.ToGUID, FromGUID: t.FromGUID}
 	}
-	p, err := s.m.PlanSend(ctx, SendRequest{Alloc: req.Alloc, Slot: req.Slot, Replacement: req.Replacement,
+	p, err := s.m.prepareSend(ctx, sendRequest{Alloc: req.Alloc, Slot: req.Slot, Replacement: req.Replacement,
 		HaveGUID: req.HaveGUID, Resume: resume})
 	if err != nil {
-		return transfer.Plan{}, err
+		return transfer.SendSpec{}, err
 	}
 	if p.Complete {
-		return transfer.Plan{Complete: true}, nil
+		return transfer.SendSpec{Complete: true}, nil
 	}
-	return transfer.Plan{
+	return transfer.SendSpec{
 		Send: zfs.SendOptions{Snapshot: p.Snapshot, From: p.From, Raw: p.Encrypted,
 			Compressed: !p.Encrypted, LargeBlocks: true, Embedded: !p.Encrypted},
 		ToGUID: p.ToGUID, FromGUID: p.FromGUID, Encrypted: p.Encrypted,
 	}, nil
 }
 
-// SendRequest is a peer's request for the data allocation Alloc had in its
+// sendRequest is a peer's request for the data allocation Alloc had in its
 // slot Slot of this node, for its replacement.
-type SendRequest struct {
+type sendRequest struct {
 	Alloc, Slot, Replacement string
 	// HaveGUID is the guid of the newest snapshot of it the peer holds.
 	HaveGUID uint64
@@ -64,8 +64,9 @@ type SendRequest struct {
 	Resume *model.Resume
 }
 
-// SendPlan is what the transport streams for a request.
-type SendPlan struct {
+// sendSpec is what the transport streams for a request, as this node
+// names it; Sender.SendSpec makes it the transport's.
+type sendSpec struct {
 	// Complete: the peer holds the final copy; nothing to send.
 	Complete bool
 	// Snapshot is sent, incremental from From when From is set.
@@ -75,33 +76,33 @@ type SendPlan struct {
 	Encrypted bool
 }
 
-// PlanSend decides what this node sends for req (model.DecideSend), after
-// taking the snapshot it names (under the plugin's hold). A's data is in
+// prepareSend decides what this node sends for req (model.DecideSend),
+// after taking the snapshot it names (under the plugin's hold). A's data is in
 // its slot while A may still write it (a pre-copy), or parked once A has
 // ended (the final copy). A peer that names the final snapshot holds the
 // whole copy: that is recorded on the data (model.PlanMigrated), and the
 // next pass gives it to the class's policy.
-func (m *Manager) PlanSend(ctx context.Context, req SendRequest) (SendPlan, error) {
+func (m *Manager) prepareSend(ctx context.Context, req sendRequest) (sendSpec, error) {
 	class, ok := m.cfg.ClassOf(req.Slot)
 	if c := m.cfg.Class(class); !ok || !c.Sticky || !c.Migrate.Enabled {
-		return SendPlan{}, fmt.Errorf("%w: slot %q is not of a class whose data migrates", transfer.ErrNoData, req.Slot)
+		return sendSpec{}, fmt.Errorf("%w: slot %q is not of a class whose data migrates", transfer.ErrNoData, req.Slot)
 	}
 	dataset, final, unlock, err := m.lockData(ctx, class, req)
 	if err != nil {
-		return SendPlan{}, err
+		return sendSpec{}, err
 	}
 	defer unlock()
 	rows, err := m.zfs.List(ctx, dataset, model.UserProps)
 	if err != nil {
-		return SendPlan{}, err
+		return sendSpec{}, err
 	}
 	in := model.SendInput{Dataset: dataset, Rows: rows, Final: final, HaveGUID: req.HaveGUID, Token: req.Resume}
 	d, err := model.DecideSend(in)
 	if errors.Is(err, model.ErrMigrated) {
-		return SendPlan{}, fmt.Errorf("%w: %w", transfer.ErrNoData, err)
+		return sendSpec{}, fmt.Errorf("%w: %w", transfer.ErrNoData, err)
 	}
 	if err != nil {
-		return SendPlan{}, err
+		return sendSpec{}, err
 	}
 	if len(d.Drop) > 0 {
 		if err := m.run(ctx, model.PlanDropSnapshots(d.Drop)); err != nil {
@@ -111,37 +112,37 @@ func (m *Manager) PlanSend(ctx context.Context, req SendRequest) (SendPlan, erro
 	if d.Complete {
 		if strings.HasSuffix(d.Snapshot, "@"+model.MigrateFinal) {
 			if err := m.run(ctx, model.PlanMigrated(dataset)); err != nil {
-				return SendPlan{}, err
+				return sendSpec{}, err
 			}
 			m.trigger() // the original may go by its policy now
 		}
-		return SendPlan{Complete: true}, nil
+		return sendSpec{Complete: true}, nil
 	}
 	if d.Take != "" {
 		if err := m.run(ctx, model.PlanTakeSnapshot(d.Take)); err != nil {
-			return SendPlan{}, err
+			return sendSpec{}, err
 		}
 		if rows, err = m.zfs.List(ctx, dataset, model.UserProps); err != nil {
-			return SendPlan{}, err
+			return sendSpec{}, err
 		}
 	}
-	plan := SendPlan{Snapshot: d.Snapshot, From: d.From, FromGUID: d.FromGUID}
+	spec := sendSpec{Snapshot: d.Snapshot, From: d.From, FromGUID: d.FromGUID}
 	for _, r := range rows {
 		switch r.Name {
 		case dataset:
-			plan.Encrypted = r.Encryption != "" && r.Encryption != "off"
+			spec.Encrypted = r.Encryption != "" && r.Encryption != "off"
 		case d.Snapshot:
-			if plan.ToGUID, err = strconv.ParseUint(r.GUID, 10, 64); err != nil {
-				return SendPlan{}, fmt.Errorf("snapshot %s: guid %q: %w", r.Name, r.GUID, err)
+			if spec.ToGUID, err = strconv.ParseUint(r.GUID, 10, 64); err != nil {
+				return sendSpec{}, fmt.Errorf("snapshot %s: guid %q: %w", r.Name, r.GUID, err)
 			}
 		}
 	}
-	if plan.ToGUID == 0 {
-		return SendPlan{}, fmt.Errorf("%s is not there after it was taken", d.Snapshot)
+	if spec.ToGUID == 0 {
+		return sendSpec{}, fmt.Errorf("%s is not there after it was taken", d.Snapshot)
 	}
 	m.logger.Info("sending a copy to the replacement's node", "alloc_id", req.Alloc, "replacement_id", req.Replacement,
-		"slot", req.Slot, "snapshot", plan.Snapshot, "from", plan.From, "final", final)
-	return plan, nil
+		"slot", req.Slot, "snapshot", spec.Snapshot, "from", spec.From, "final", final)
+	return spec, nil
 }
 
 // lockData finds where allocation req.Alloc's data of slot req.Slot is and
@@ -149,7 +150,7 @@ func (m *Manager) PlanSend(ctx context.Context, req SendRequest) (SendPlan, erro
 // the allocation holds. The slot's lock is taken as a pass's step and a
 // Reserve take it, so no release renames or destroys the data while a
 // snapshot is taken.
-func (m *Manager) lockData(ctx context.Context, class string, req SendRequest) (dataset string, final bool, unlock func(), err error) {
+func (m *Manager) lockData(ctx context.Context, class string, req sendRequest) (dataset string, final bool, unlock func(), err error) {
 	parked := m.cfg.ParkedName(class, req.Alloc, req.Slot)
 	lock := m.locks.get(parked)
 	lock.Lock()

@@ -74,8 +74,8 @@ func BenchmarkTransport(b *testing.B) {
 			nomad.SetAlloc(transfer.Alloc{ID: allocB, NodeID: nodeB, Namespace: "default", JobID: "j", TaskGroup: "g",
 				PreviousAllocation: allocA, DesiredStatus: "run", ClientStatus: "pending"})
 			nomad.SetNode(transfer.Node{ID: nodeB, Addresses: []netip.Addr{ipB}})
-			src := &planSource{}
-			src.set(transfer.Plan{Send: zfs.SendOptions{Snapshot: "tank/a@s"}, ToGUID: 42}, nil)
+			src := &specSource{}
+			src.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: "tank/a@s"}, ToGUID: 42}, nil)
 			srv, err := transfer.NewServer(transfer.ServerConfig{Config: pki.Config(b, ipA.String()+":0"), Source: src,
 				Authorizer: &transfer.NomadAuthorizer{Nomad: nomad, Self: func(context.Context) (string, error) { return nodeA, nil }},
 				ZFS:        zfs.NewClient(zfsA)})

@@ -72,8 +72,9 @@
 // which the receiver sends back to resume. zfs send -t sends whatever a
 // token names, decrypted unless it says rawok (OpenZFS #14153), so the
 // sender decodes it with its own zfs (send -n -v -P -t) and resumes only a
-// token that names exactly what its Source plans now (zfs.CheckResumeToken);
-// a raw plan also passes -w, which zfs honours over the token.
+// token that names exactly what its Source says to send now (SendSpec,
+// zfs.CheckResumeToken); a raw send also passes -w, which zfs honours over
+// the token.
 //
 // # Discovery
 //

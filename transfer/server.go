@@ -23,14 +23,16 @@ import (
 // allocation's data, which snapshot a transfer sends, which of its
 // snapshots or bookmarks has the guid the requester holds).
 type Source interface {
-	// Plan returns the send for req. ErrNoData: nothing of req.Alloc's is
-	// here. It is asked again for a resumed transfer, and a token is
-	// accepted only if it resumes exactly what Plan says now.
-	Plan(ctx context.Context, req Request) (Plan, error)
+	// SendSpec returns the send for req. ErrNoData: nothing of
+	// req.Alloc's is here. It is asked again for a resumed transfer, and
+	// a token is accepted only if it resumes exactly what SendSpec says
+	// now.
+	SendSpec(ctx context.Context, req Request) (SendSpec, error)
 }
 
-// Plan is one send.
-type Plan struct {
+// SendSpec is one send: what zfs send sends, and the guids a resume token
+// must name.
+type SendSpec struct {
 	// Complete: the requester holds everything there is to send (the
 	// final snapshot); nothing is sent, and the requester is told so.
 	Complete bool
@@ -44,7 +46,7 @@ type Plan struct {
 	Encrypted bool
 }
 
-func (p Plan) validate() error {
+func (p SendSpec) validate() error {
 	if p.Complete {
 		return nil
 	}
@@ -132,7 +134,7 @@ func NewServer(c ServerConfig) (*Server, error) {
 
 // NewHandler is a Server for its ServeHTTP alone, c.Config not checked:
 // what a test or a simulation joins to a Client's Transport in memory, so
-// that the server's own authorization, plan and token checks answer it.
+// that the server's own authorization, send and token checks answer it.
 // Its Run and Serve have no TLS material to serve with; the plugin uses
 // NewServer.
 func NewHandler(c ServerConfig) (*Server, error) {
@@ -205,8 +207,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return fmt.Errorf("transfer: serving on %s: %w", ln.Addr(), err)
 }
 
-// ServeHTTP handles one request: authorize, plan, check a resume token,
-// stream.
+// ServeHTTP handles one request: authorize, ask the Source what to send
+// (SendSpec), check a resume token, stream.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != sendPath || r.Method != http.MethodPost {
 		http.Error(w, "not found", http.StatusNotFound)
@@ -279,9 +281,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "busy", fmt.Errorf("%d transfers are running", s.c.MaxSends))
 		return
 	}
-	plan, err := s.c.Source.Plan(ctx, req)
+	spec, err := s.c.Source.SendSpec(ctx, req)
 	if err == nil {
-		err = plan.validate()
+		err = spec.validate()
 	}
 	switch {
 	case errors.Is(err, ErrNoData):
@@ -297,15 +299,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "internal", err)
 		return
 	}
-	if plan.Complete {
+	if spec.Complete {
 		log.Info("the requester holds the final copy")
 		w.Header().Set(hdrComplete, "true")
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	log = log.With("snapshot", plan.Send.Snapshot, "from", plan.Send.From)
+	log = log.With("snapshot", spec.Send.Snapshot, "from", spec.Send.From)
 	if req.ResumeToken != "" {
-		if err := s.checkToken(ctx, req.ResumeToken, plan); err != nil {
+		if err := s.checkToken(ctx, req.ResumeToken, spec); err != nil {
 			if errors.Is(err, zfs.ErrResumeTokenRefused) {
 				log.Warn("refused a resume token that does not resume this transfer", "reason", err)
 			} else {
@@ -315,7 +317,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.stream(ctx, w, req, plan, log)
+	s.stream(ctx, w, req, spec, log)
 }
 
 // errRefusedOnWire is all a refused peer is told.
@@ -341,25 +343,25 @@ func (s *Server) leave(peer netip.Addr) {
 	}
 }
 
-// checkToken decodes a token with zfs and checks it against the plan
+// checkToken decodes a token with zfs and checks it against the send
 // (zfs.CheckResumeToken). A token zfs cannot decode is refused too.
-func (s *Server) checkToken(ctx context.Context, token string, plan Plan) error {
+func (s *Server) checkToken(ctx context.Context, token string, spec SendSpec) error {
 	tok, err := s.c.ZFS.DecodeResumeToken(ctx, token)
 	if err != nil {
 		return fmt.Errorf("decoding the resume token: %w", err)
 	}
-	return zfs.CheckResumeToken(tok, zfs.ExpectFor(plan.Send, plan.ToGUID, plan.FromGUID, plan.Encrypted))
+	return zfs.CheckResumeToken(tok, zfs.ExpectFor(spec.Send, spec.ToGUID, spec.FromGUID, spec.Encrypted))
 }
 
 // stream sends the headers, then zfs send's stream, then the result as a
 // trailer. A failure after the headers can only be told in the trailer:
 // the body then ends early, and the receiver's zfs receive keeps what came.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request, plan Plan, log hclog.Logger) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request, spec SendSpec, log hclog.Logger) {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
-	h.Set(hdrSnapshot, plan.Send.Snapshot)
-	h.Set(hdrSnapshotGUID, strconv.FormatUint(plan.ToGUID, 10))
-	h.Set(hdrFromGUID, strconv.FormatUint(plan.FromGUID, 10))
+	h.Set(hdrSnapshot, spec.Send.Snapshot)
+	h.Set(hdrSnapshotGUID, strconv.FormatUint(spec.ToGUID, 10))
+	h.Set(hdrFromGUID, strconv.FormatUint(spec.FromGUID, 10))
 	h.Set(hdrResumed, strconv.FormatBool(req.ResumeToken != ""))
 	h.Set("Trailer", trailerResult)
 	w.WriteHeader(http.StatusOK)
@@ -369,9 +371,9 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request,
 	cw := &countingWriter{w: w}
 	var err error
 	if req.ResumeToken != "" {
-		err = s.c.ZFS.SendResume(ctx, req.ResumeToken, plan.Send.Raw, cw)
+		err = s.c.ZFS.SendResume(ctx, req.ResumeToken, spec.Send.Raw, cw)
 	} else {
-		err = s.c.ZFS.Send(ctx, plan.Send, cw)
+		err = s.c.ZFS.Send(ctx, spec.Send, cw)
 	}
 	if err != nil {
 		h.Set(trailerResult, "error: "+err.Error())

@@ -50,22 +50,22 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// planSource is the test's Source: the plan it is told, or its error.
-type planSource struct {
+// specSource is the test's Source: the send it is told, or its error.
+type specSource struct {
 	mu    sync.Mutex
-	plan  transfer.Plan
+	spec  transfer.SendSpec
 	err   error
-	block chan struct{} // if set, Plan waits for it
+	block chan struct{} // if set, SendSpec waits for it
 	asked []transfer.Request
 }
 
-func (s *planSource) set(p transfer.Plan, err error) {
+func (s *specSource) set(p transfer.SendSpec, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.plan, s.err = p, err
+	s.spec, s.err = p, err
 }
 
-func (s *planSource) Plan(ctx context.Context, req transfer.Request) (transfer.Plan, error) {
+func (s *specSource) SendSpec(ctx context.Context, req transfer.Request) (transfer.SendSpec, error) {
 	s.mu.Lock()
 	s.asked = append(s.asked, req)
 	block := s.block
@@ -74,12 +74,12 @@ func (s *planSource) Plan(ctx context.Context, req transfer.Request) (transfer.P
 		select {
 		case <-block:
 		case <-ctx.Done():
-			return transfer.Plan{}, ctx.Err()
+			return transfer.SendSpec{}, ctx.Err()
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.plan, s.err
+	return s.spec, s.err
 }
 
 // cutStreamer is node A's zfs, which can be made to die after writing n
@@ -135,7 +135,7 @@ type harness struct {
 	nomad, peers *transfertest.Nomad
 	a, b         *zfstest.Fake
 	aZFS         *cutStreamer
-	source       *planSource
+	source       *specSource
 	logs         *syncBuffer
 	srvCfg       transfer.Config
 	// bodyTimeout, when set, is the server's BodyTimeout.
@@ -149,7 +149,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, pki: transfertest.NewPKI(t, nomadtest.Binary(t)), nomad: transfertest.NewNomad(),
-		peers: transfertest.NewNomad(), source: &planSource{}, logs: &syncBuffer{}}
+		peers: transfertest.NewNomad(), source: &specSource{}, logs: &syncBuffer{}}
 	h.a = zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
 	h.b = zfstest.New(zfstest.Options{MountRoot: t.TempDir(), RandomGUIDs: true})
 	for _, f := range []*zfstest.Fake{h.a, h.b} {
@@ -238,15 +238,15 @@ func (h *harness) zfs(f *zfstest.Fake, args ...string) string {
 	return string(out)
 }
 
-// snapshot writes file on A's data and snapshots it: the plan to send it.
-func (h *harness) snapshot(name, file string, size int, from string) transfer.Plan {
+// snapshot writes file on A's data and snapshots it: the send of it.
+func (h *harness) snapshot(name, file string, size int, from string) transfer.SendSpec {
 	h.t.Helper()
 	dir := filepath.Join(h.aRoot(), "tank/data/a")
 	if err := os.WriteFile(filepath.Join(dir, file), bytes.Repeat([]byte(file[:1]), size), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
 	h.zfs(h.a, "snapshot", "tank/data/a@"+name)
-	p := transfer.Plan{Send: zfs.SendOptions{Snapshot: "tank/data/a@" + name}, ToGUID: h.guid(h.a, "tank/data/a@"+name)}
+	p := transfer.SendSpec{Send: zfs.SendOptions{Snapshot: "tank/data/a@" + name}, ToGUID: h.guid(h.a, "tank/data/a@"+name)}
 	if from != "" {
 		p.Send.From, p.FromGUID = "tank/data/a@"+from, h.guid(h.a, "tank/data/a@"+from)
 	}
@@ -351,7 +351,7 @@ func TestTransfer(t *testing.T) {
 	}
 
 	// The source says the requester holds the last of it: nothing comes.
-	h.source.set(transfer.Plan{Complete: true}, nil)
+	h.source.set(transfer.SendSpec{Complete: true}, nil)
 	req.ResumeToken, req.HaveGUID = "", p3.ToGUID
 	if res, err = b.Fetch(ctx, req, into); err != nil || !res.Complete || res.Bytes != 0 {
 		t.Fatalf("complete: %+v, %v", res, err)
@@ -387,7 +387,7 @@ func TestTransferRefusals(t *testing.T) {
 		{name: "a forged token dropping rawok", from: ipB, wantErr: transfer.ErrResumeRefused,
 			wantLog: "rawok is false",
 			setup: func(h *harness, req *transfer.Request) {
-				p := h.source.plan
+				p := h.source.spec
 				p.Send.Raw, p.Encrypted = true, true
 				h.source.set(p, nil)
 				req.ResumeToken = zfstest.EncodeResumeToken(zfs.ResumeToken{ToName: p.Send.Snapshot, ToGUID: p.ToGUID, Bytes: 10})
@@ -395,10 +395,10 @@ func TestTransferRefusals(t *testing.T) {
 		{name: "a token zfs cannot read", from: ipB, wantErr: transfer.ErrResumeRefused, wantLog: "cannot resume from the token",
 			setup: func(h *harness, req *transfer.Request) { req.ResumeToken = "1-0-2-abcd" }},
 		{name: "no data here", from: ipB, wantErr: transfer.ErrNoData, wantLog: "nothing to send",
-			setup: func(h *harness, req *transfer.Request) { h.source.set(transfer.Plan{}, transfer.ErrNoData) }},
+			setup: func(h *harness, req *transfer.Request) { h.source.set(transfer.SendSpec{}, transfer.ErrNoData) }},
 		{name: "an encrypted dataset planned without raw", from: ipB, wantLog: "would go out decrypted",
 			setup: func(h *harness, req *transfer.Request) {
-				p := h.source.plan
+				p := h.source.spec
 				p.Encrypted = true
 				h.source.set(p, nil)
 			}},

@@ -46,14 +46,14 @@ func (m inMemory) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestFetchVerifiesTheGUID(t *testing.T) {
 	cases := []struct {
 		name string
-		// plan changes the plan of tank/data/a@t1 the sender answers with.
-		plan    func(p *transfer.Plan)
+		// spec changes the send of tank/data/a@t1 the sender answers with.
+		spec    func(p *transfer.SendSpec)
 		wantErr error
 	}{
-		{name: "the guid the stream has", plan: func(*transfer.Plan) {}},
-		{name: "another guid under the same name", plan: func(p *transfer.Plan) { p.ToGUID ^= 0x5a5a }, wantErr: transfer.ErrNotVerified},
+		{name: "the guid the stream has", spec: func(*transfer.SendSpec) {}},
+		{name: "another guid under the same name", spec: func(p *transfer.SendSpec) { p.ToGUID ^= 0x5a5a }, wantErr: transfer.ErrNotVerified},
 		{name: "another dataset's snapshot of the same name", wantErr: transfer.ErrNotVerified,
-			plan: func(p *transfer.Plan) { p.Send.Snapshot = "tank/data/other@t1" }},
+			spec: func(p *transfer.SendSpec) { p.Send.Snapshot = "tank/data/other@t1" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,10 +90,10 @@ func TestFetchVerifiesTheGUID(t *testing.T) {
 					}
 				}
 			}
-			plan := transfer.Plan{Send: zfs.SendOptions{Snapshot: "tank/data/a@t1"}, ToGUID: guids["tank/data/a@t1"]}
-			tc.plan(&plan)
-			src := &planSource{}
-			src.set(plan, nil)
+			spec := transfer.SendSpec{Send: zfs.SendOptions{Snapshot: "tank/data/a@t1"}, ToGUID: guids["tank/data/a@t1"]}
+			tc.spec(&spec)
+			src := &specSource{}
+			src.set(spec, nil)
 			srv, err := transfer.NewHandler(transfer.ServerConfig{Authorizer: allowAll{}, Source: src, ZFS: za})
 			if err != nil {
 				t.Fatal(err)

@@ -127,10 +127,12 @@ func fixedNomad(from netip.Addr, peer netip.AddrPort) *transfertest.Nomad {
 
 // oneSend is the benchmark's Source: the one snapshot, whoever asks.
 type oneSend struct {
-	plan transfer.Plan
+	spec transfer.SendSpec
 }
 
-func (o *oneSend) Plan(context.Context, transfer.Request) (transfer.Plan, error) { return o.plan, nil }
+func (o *oneSend) SendSpec(context.Context, transfer.Request) (transfer.SendSpec, error) {
+	return o.spec, nil
+}
 
 // serve answers one request and exits once its stream is sent.
 func serve(snap, listen, from, dir string) error {
@@ -148,7 +150,7 @@ func serve(snap, listen, from, dir string) error {
 		return err
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "xfernode", Output: os.Stderr, Level: hclog.Info})
-	src := &oneSend{plan: transfer.Plan{Send: sendOptions(snap), ToGUID: guid}}
+	src := &oneSend{spec: transfer.SendSpec{Send: sendOptions(snap), ToGUID: guid}}
 	srv, err := transfer.NewServer(transfer.ServerConfig{Config: tlsConfig(dir, listen),
 		Authorizer: &transfer.NomadAuthorizer{Nomad: fixedNomad(fromAddr, netip.AddrPort{}),
 			Self: func(context.Context) (string, error) { return nodeA, nil }},
