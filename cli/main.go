@@ -79,7 +79,7 @@ var commands = map[string]command{
 	"status":  {"Show the slots by class, their holders, and retained data", runStatus},
 	"release": {"Ask the running plugin to release a slot by its class's policy", runRelease},
 	"gc":      {"Destroy retained data past its retention (and beyond retain_max)", runGC},
-	"plan":    {"Show which nodes and slots a job's device asks would get now, or why not", runPlan},
+	"plan":    {"Show which nodes and slots a job's device asks would get now, or why not", runPlanCommand},
 	"version": {"Print the version", runVersion},
 }
 

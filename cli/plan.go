@@ -41,7 +41,9 @@ Exit status: 0 when every allocation can be placed now, 2 when some cannot,
 // Exit status of plan when a placement fails.
 const exitNotPlaceable = 2
 
-func runPlan(ctx context.Context, e *env, args []string) int {
+// runPlanCommand runs the operator's plan command (a Nomad job plan for a
+// job's zfs/dataset devices), not a model.Plan of zfs commands.
+func runPlanCommand(ctx context.Context, e *env, args []string) int {
 	fs := newFlags(e, "plan", "<job file>", planHelp)
 	var cf commonFlags
 	cf.register(fs)
@@ -86,7 +88,7 @@ func runPlan(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "✗ %v\n", err)
 		return 1
 	}
-	rep := buildPlan(job, live, result)
+	rep := buildPlanReport(job, live, result)
 	rep.NomadAPI, rep.Notes = t.addr, notes
 	if cf.json {
 		if err := printJSON(e.stdout, rep); err != nil {

@@ -80,8 +80,8 @@ type slotExplain struct {
 	JobID  string `json:"job_id,omitempty"`
 }
 
-// buildPlan turns Nomad's plan into the report.
-func buildPlan(job *structs.Job, live *scheduler.Live, res *scheduler.LivePlan) *planReport {
+// buildPlanReport turns Nomad's plan into the report.
+func buildPlanReport(job *structs.Job, live *scheduler.Live, res *scheduler.LivePlan) *planReport {
 	rep := &planReport{Job: job.ID, Namespace: job.Namespace, Placeable: len(res.Failed) == 0, Groups: []groupPlan{}}
 	nodes := map[string]*structs.Node{}
 	for _, n := range live.Nodes {
