@@ -70,7 +70,7 @@ func BenchmarkRequestsPerStateChange(b *testing.B) {
 }
 
 // BenchmarkRequestsIdle: nothing changes for b.N blocking waits. Expect 1
-// request per wait period: with the default 5m WaitTime, 12 an hour.
+// request per wait period: with the default 1m WaitTime, 60 an hour.
 func BenchmarkRequestsIdle(b *testing.B) {
 	const wait = 20 * time.Millisecond
 	f := nomadfake.New(b, id(9))

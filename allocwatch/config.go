@@ -21,9 +21,16 @@ const (
 	// between a batch task's end and its release: such a task's updates
 	// (running, then complete) come within a second of each other.
 	DefaultMinInterval = 200 * time.Millisecond
-	// DefaultWaitTime bounds one blocking query. Nomad caps it at 5m too
-	// (MaxBlockingRPCQueryTime) and adds up to 1/16 of jitter.
-	DefaultWaitTime = 5 * time.Minute
+	// DefaultWaitTime bounds one blocking query (Nomad caps it at 5m,
+	// MaxBlockingRPCQueryTime, and adds up to 1/16 of jitter). It also
+	// bounds how long a deletion can go unseen: Nomad answers the node's
+	// query with the highest ModifyIndex of the allocations left, so when
+	// the newest one is purged or collected (`nomad system gc` right after
+	// a stop the watcher had not heard yet) the index goes down and the
+	// blocked query is not answered until its wait runs out; the slot its
+	// holder had stays held until then (the simulation's seed 6003880).
+	// One minute costs an idle node one answer a minute.
+	DefaultWaitTime = time.Minute
 	// ResyncEvery is the longest Run goes without delivering a snapshot
 	// while the API answers, so consumers can apply time-based rules.
 	ResyncEvery = 5 * time.Minute
@@ -42,7 +49,7 @@ type Config struct {
 	NodeID       string
 	ClientIDFile string
 	// MinInterval is the least time between two queries of Run (default
-	// 200ms). WaitTime bounds each blocking query (default 5m).
+	// 200ms). WaitTime bounds each blocking query (default 1m).
 	MinInterval, WaitTime time.Duration
 }
 

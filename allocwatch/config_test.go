@@ -62,9 +62,9 @@ func TestConfigDefaults(t *testing.T) {
 		cfg                   Config
 		minInterval, waitTime time.Duration
 	}{
-		{name: "defaults", cfg: Config{}, minInterval: DefaultMinInterval, waitTime: 5 * time.Minute},
-		{name: "config wins", cfg: Config{MinInterval: 2 * time.Second, WaitTime: time.Minute},
-			minInterval: 2 * time.Second, waitTime: time.Minute},
+		{name: "defaults", cfg: Config{}, minInterval: DefaultMinInterval, waitTime: time.Minute},
+		{name: "config wins", cfg: Config{MinInterval: 2 * time.Second, WaitTime: 5 * time.Minute},
+			minInterval: 2 * time.Second, waitTime: 5 * time.Minute},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -234,7 +234,7 @@ func TestRunResync(t *testing.T) {
 		step{advance: time.Minute, allocs: a, index: 5},     // 1m after: dropped
 		step{advance: 4 * time.Minute, allocs: a, index: 5}, // 5m after: delivered
 	)
-	w, _ := scripted(t, src, Config{})
+	w, _ := scripted(t, src, Config{WaitTime: 5 * time.Minute}) // Nomad's longest
 	got, _ := runScript(t, w, src)
 	var at []time.Duration
 	for _, s := range got {

@@ -514,6 +514,19 @@ func TestSeedRegressions(t *testing.T) {
 			name: "a purge while the servers did not answer is seen when they do",
 			seed: 5170958, events: 60, keep: []int{13, 32, 33, 34, 40, 42, 47, 51},
 		},
+		{
+			// Found by make sim-node SCHEDULES=20000 SEED=6000001 (seed
+			// 6003880, the 3,880th schedule, after finding 23's change):
+			// 0002 was stopped before it started and collected at once
+			// (`nomad system gc`), before the watcher heard of the stop.
+			// The node's index went down to 0001's ModifyIndex, so the
+			// query blocked on the old one was not answered until its
+			// five minutes ran out, and pg-1 stayed held by 0002 for them
+			// (liveness, bound 2m). Queries now wait a minute at most
+			// (allocwatch.DefaultWaitTime).
+			name: "the newest allocation collected before its stop was heard",
+			seed: 6003880, events: 60, keep: []int{14, 30, 32, 33, 34, 43, 44, 47, 49, 51, 52},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
