@@ -16,7 +16,7 @@ import (
 // The cross-node invariants (docs/lifecycle.md, X1-X5 and X7), from
 // data: each task writes token files into the slot its Reserve gave it,
 // and the world keeps what each found, wrote and left; X7 reads the
-// parked data's own marks around each pass.
+// parked data's own marks around each pass. X8-X10 are in xclaim.go.
 
 // checkStart is X1 when a task starts: its slot holds exactly what its
 // predecessor's held when its task ended (its final data), whole, or
@@ -129,6 +129,7 @@ func (w *XWorld) check() {
 		}
 	}
 	w.checkOwed()
+	w.checkCopies()
 }
 
 // checkOwed is X2: the final data of an ended allocation whose

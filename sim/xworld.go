@@ -152,6 +152,11 @@ const (
 	xPoolSize       = 1 << 30
 )
 
+// xClassProps are the class's limits, on both nodes: each slot and each
+// copy received for it carries them (X8); a copy larger is refused (X10).
+// The tasks' tokens take a few KiB.
+var xClassProps = map[string]string{"quota": "2M", "refquota": "1M", "compression": "lz4"}
+
 // NewX builds a two-node world in a fresh directory below dir.
 func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 	d, err := os.MkdirTemp(dir, fmt.Sprintf("xsim-%d-", seed))
@@ -172,7 +177,7 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 		policy = model.PolicySnapshot
 	}
 	w.cfg = model.Config{Parent: parent, ScanInterval: 15 * time.Second, Classes: []model.Class{
-		{Name: "pg", Slots: 2, MountPath: "/data", Sticky: true, StickyWait: xStickyWait,
+		{Name: "pg", Slots: 2, MountPath: "/data", Sticky: true, StickyWait: xStickyWait, Properties: xClassProps,
 			Release: model.Release{Policy: policy, Retain: xStickyWait, RetainMax: 4},
 			Migrate: model.Migrate{Enabled: true, Timeout: xMigrateTimeout, OnTimeout: onTimeout}},
 	}}
