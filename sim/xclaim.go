@@ -17,7 +17,7 @@ import (
 // X8-X10), read after every event from each node's datasets as zfs lists
 // them, against the class's configuration and the values the node's own
 // plugins wrote: a copy is the receiver's, whatever its sender put in the
-// stream.
+// stream (xhostile.go).
 
 // xGot are the properties checkCopies reads. Not referenced: asked for
 // any space property, the fake scans every dataset's files; X10 sums the
@@ -70,7 +70,7 @@ func (n *xnode) rows() ([]xrow, error) {
 // one of the plugin's properties, and readonly=on, on any dataset below
 // the parent is a value this node's plugins wrote (model.ReceiveExclude
 // keeps a stream's out). The fake keeps no "received" source, so the
-// values tell.
+// values tell; a hostile sender plants values no plugin writes.
 //
 // X10, a copy is claimed only whole, one filesystem, within its class's
 // limits and of its sender's data: no slot or parked data has a dataset

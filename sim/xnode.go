@@ -55,6 +55,9 @@ type xnode struct {
 	// readonly) that this node's plugins have written, in any command
 	// (X9).
 	wrote map[string]map[string]bool
+	// replicated are the copies a hostile sender's replication stream
+	// brought a dataset below (forOperator).
+	replicated map[string]bool
 }
 
 // xplugin is one incarnation of a node's plugin process.
@@ -73,7 +76,8 @@ var xNodeIDs = [2]string{"00000000-0000-4000-8000-0000000000b1", "00000000-0000-
 func (w *XWorld) newNode(i int) (*xnode, error) {
 	n := &xnode{w: w, i: i, id: xNodeIDs[i], name: fmt.Sprintf("node-%d", i+1),
 		addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), connected: true, local: map[string]*xalloc{},
-		copied: map[string]bool{}, busyTill: map[string]time.Time{}, wrote: map[string]map[string]bool{}}
+		copied: map[string]bool{}, busyTill: map[string]time.Time{}, wrote: map[string]map[string]bool{},
+		replicated: map[string]bool{}}
 	// Guids differ between the nodes, as real ones do: a received
 	// snapshot keeps the sender's.
 	n.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(w.dir, n.name), Now: func() time.Time { return w.now },

@@ -52,6 +52,9 @@ type XWorld struct {
 	link xfaults
 	// holds: a process holds parked data answered copied whole (XBusy).
 	holds xholds
+	// hostileTill: until then, the sending plugins are hostile (XHostile),
+	// the settle included.
+	hostileTill time.Time
 	// turn is the pull that runs now (nil: the world's goroutine).
 	turn *xpull
 	// reserving: a Reserve runs (only one at a time: a Reserve's waits run
@@ -73,6 +76,10 @@ type XWorld struct {
 	// snapContent is the files of every snapshot taken, by guid: what a
 	// received copy holds (X2).
 	snapContent map[string]string
+	// replicating are the copies whose receive now running a hostile
+	// sender's replication stream feeds (hostileChild): a dataset below
+	// comes with it.
+	replicating map[string]bool
 
 	counts XCounts
 }
@@ -81,6 +88,7 @@ type XWorld struct {
 type XCounts struct {
 	Streams, Cuts, PeerKills, Resumes, TokensRefused, Lies, LiesCaught, Forged, ForgedRefused                int
 	Complete, HandedOver, HandedOverRemote, StartedEmpty, StartFailed, PluginKills, PoolFull, NodeDown, Busy int
+	Hostile, Stalls                                                                                          int
 }
 
 func (c *XCounts) add(o XCounts) {
@@ -102,15 +110,18 @@ func (c *XCounts) add(o XCounts) {
 	c.PoolFull += o.PoolFull
 	c.NodeDown += o.NodeDown
 	c.Busy += o.Busy
+	c.Hostile += o.Hostile
+	c.Stalls += o.Stalls
 }
 
 func (c XCounts) String() string {
 	return fmt.Sprintf("%d streams (%d cut, %d with the sender killed, %d resumed, %d tokens refused), "+
 		"%d lies (%d caught), %d forged requests (%d refused), %d copies complete, "+
 		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down, "+
-		"%d parked data held busy",
+		"%d parked data held busy, %d hostile streams, %d stalled",
 		c.Streams, c.Cuts, c.PeerKills, c.Resumes, c.TokensRefused, c.Lies, c.LiesCaught, c.Forged, c.ForgedRefused,
-		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy)
+		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy,
+		c.Hostile, c.Stalls)
 }
 
 // xjob is a submitted job: one group of one task asking one slot of pg,
@@ -167,7 +178,7 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 		logger = hclog.NewNullLogger()
 	}
 	w := &XWorld{journal: journal{now: epoch}, seed: seed, dir: d, logger: logger, rng: rand.New(rand.NewPCG(seed, 1)),
-		jobs: map[string]*xjob{}, data: map[string]*xdata{}, snapContent: map[string]string{}}
+		jobs: map[string]*xjob{}, data: map[string]*xdata{}, snapContent: map[string]string{}, replicating: map[string]bool{}}
 	onTimeout := model.MigrateFail
 	if w.rng.IntN(2) == 0 {
 		onTimeout = model.MigrateStartEmpty
