@@ -23,11 +23,13 @@ import (
 // world: xpull.go) run as in the plugin's process; the two plugins talk
 // through the transfer package's own Client and Server, joined in memory
 // by a wire (xlink.go) that cuts streams, kills the sending plugin
-// mid-stream, refuses to connect, and lies; forged requests go to the same
-// servers (xforge.go). Invariants X1-X5 are checked from the tokens the
-// tasks write (xcheck.go), X6 on the wire, X7 from the parked data's marks
-// around each pass; a process may hold parked data once it is copied whole
-// (xbusy.go).
+// mid-stream, refuses to connect, lies, and stalls, and a sender that is
+// hostile: the data asked for, with more than it (xhostile.go); forged
+// requests go to the same servers (xforge.go). Invariants X1-X5 are
+// checked from the tokens the tasks write (xcheck.go), X6 on the wire, X7
+// from the parked data's marks around each pass, X8-X10 from each node's
+// datasets against its class (xclaim.go); a process may hold parked data
+// once it is copied whole (xbusy.go).
 //
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs
