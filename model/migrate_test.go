@@ -138,6 +138,14 @@ func TestDecideInheritAcrossNodes(t *testing.T) {
 		{name: "a class that does not migrate starts empty at once", class: notMigrating, want: InheritNone},
 		{name: "a partial copy is never claimed, even past the timeout", class: startEmpty, parked: copyOf(StateReceiving),
 			waited: time.Hour, want: InheritNone},
+		// Seed 73 of the two-node simulation: the replacement started
+		// empty at once, with on_timeout = "fail".
+		{name: "a copy refused for the datasets below it, fail: wait, then fail the start", class: migrating,
+			parked: withStranger(copyOf(StateReceiving)), waited: time.Second, want: InheritWait},
+		{name: "a copy refused for the datasets below it past the timeout, fail: fail the start", class: migrating,
+			parked: withStranger(copyOf(StateReceiving)), waited: time.Minute, want: InheritFail},
+		{name: "a copy refused for the datasets below it past the timeout, start_empty: start empty", class: startEmpty,
+			parked: withStranger(copyOf(StateReceiving)), waited: time.Minute, want: InheritNone},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,6 +156,12 @@ func TestDecideInheritAcrossNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withStranger is p with a dataset below it that is not the plugin's.
+func withStranger(p *Retained) *Retained {
+	p.Strangers = []string{p.Dataset + "/from-a-peer"}
+	return p
 }
 
 func TestMigrations(t *testing.T) {

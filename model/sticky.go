@@ -241,6 +241,13 @@ func DecideInherit(in InheritInput) InheritDecision {
 		return InheritDecision{Kind: InheritWait, Reason: fmt.Sprintf(
 			"%s ran again on %s after its data was parked as %s; waiting for its newer data there to be parked",
 			short(prev.ID), prevSlot.ID, parked.Dataset)}
+	case parked != nil && parked.Holder == prev.ID && len(parked.Strangers) > 0 && parked.State == StateReceiving:
+		// A copy from prev's node that came with datasets below it (a
+		// replication stream) is refused and left for the operator
+		// (CopyNotOneFilesystem); the data is still on that node, so the
+		// class's on_timeout decides, as when no copy comes.
+		return in.waitForCopy(fmt.Sprintf("parked data %s is not handed over: %s",
+			parked.Dataset, strangersAdvice(zfsParent2(parked.Dataset), parked.Dataset, parked.Strangers)))
 	case parked != nil && parked.Holder == prev.ID && len(parked.Strangers) > 0:
 		return InheritDecision{Kind: InheritNone, Reason: fmt.Sprintf("parked data %s is not handed over: %s",
 			parked.Dataset, strangersAdvice(zfsParent2(parked.Dataset), parked.Dataset, parked.Strangers))}

@@ -34,8 +34,9 @@
 // a short one.
 //
 // XWorld (x*.go) is two such nodes whose sticky data follows its
-// allocation from one to the other, with transfer faults, checked against
-// X1-X7 (docs/lifecycle.md): TestTwoNodes.
+// allocation from one to the other, with transfer faults (streams cut,
+// senders killed, lying, hostile and stalling senders, forged requests),
+// checked against X1-X10 (docs/lifecycle.md): TestTwoNodes.
 //
 // Run it with `go test ./sim` (flags -sim.seed, -sim.keep, -sim.schedules,
 // -sim.log) or `make sim SCHEDULES=N`.

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ import (
 // The cross-node invariants (docs/lifecycle.md, X1-X5 and X7), from
 // data: each task writes token files into the slot its Reserve gave it,
 // and the world keeps what each found, wrote and left; X7 reads the
-// parked data's own marks around each pass.
+// parked data's own marks around each pass. X8-X10 are in xclaim.go.
 
 // checkStart is X1 when a task starts: its slot holds exactly what its
 // predecessor's held when its task ended (its final data), whole, or
@@ -129,6 +130,7 @@ func (w *XWorld) check() {
 		}
 	}
 	w.checkOwed()
+	w.checkCopies()
 }
 
 // checkOwed is X2: the final data of an ended allocation whose
@@ -255,7 +257,9 @@ func (w *XWorld) digest() string {
 // checkQuiescent is X4 and X5: on either node, nothing below the parent
 // but the class and its slots, each ready or held by an allocation that
 // runs there; no snapshot (a pre-copy's, a copy's), no partial receive,
-// no copy; no pull still running, no replacement still waiting.
+// no copy, but one the plugin refused for what a hostile sender's stream
+// brought below it, which it leaves for the operator (forOperator); no
+// pull still running, no replacement still waiting.
 func (w *XWorld) checkQuiescent() {
 	for _, n := range w.nodes {
 		z := zfs.NewClient(n.fake)
@@ -267,6 +271,7 @@ func (w *XWorld) checkQuiescent() {
 		for _, s := range sets {
 			switch {
 			case s.Name == parent || s.Name == parent+"/pg":
+			case n.forOperator(sets, s.Name):
 			case strings.Contains(s.Name, "@"):
 				w.violate("X4", "%s: snapshot %s left behind", n.name, s.Name)
 			case s.Name == parent+"/pg/pg-1" || s.Name == parent+"/pg/pg-2":
@@ -360,4 +365,21 @@ func (w *XWorld) checkReleased(n *xnode, copied []string, clean bool) {
 				n.name, ds)
 		}
 	}
+}
+
+// forOperator reports whether name, as listed on n (sets), is what the
+// plugin leaves for the operator: a copy a hostile sender's replication
+// stream brought a dataset below (XHostile), still receiving (never made
+// claimable), with what is below it and its snapshots
+// (model.CopyNotOneFilesystem: the plugin never destroys what is not its
+// own).
+func (n *xnode) forOperator(sets []zfs.Dataset, name string) bool {
+	for _, s := range sets {
+		c := s.Name
+		if n.replicated[c] && (name == c || strings.HasPrefix(name, c+"/") || strings.HasPrefix(name, c+"@")) {
+			below := slices.ContainsFunc(sets, func(b zfs.Dataset) bool { return strings.HasPrefix(b.Name, c+"/") })
+			return below && model.State(s.User.Get(model.PropState)) == model.StateReceiving
+		}
+	}
+	return false
 }

@@ -38,13 +38,15 @@ const (
 	XForge     // someone asks a node for data it must not send (another replacement, the wrong node, a forged token)
 	XPoolFull  // a node's pool is full for a while
 	XPluginDie // a node's plugin dies within its next few zfs commands
+	XHostile   // for a while, every whole stream is a hostile sender's: the plugin's own properties, a dataset below, more than the quota
+	XStall     // the next stream stops for a while, then goes on (or is cut, if its sender died or the link went meanwhile)
 
 	numXKinds
 )
 
 var xKindNames = [...]string{"pass", "settle", "pulls", "client-step", "write", "tick",
 	"submit", "move", "update", "stop-job", "task-fail", "gc", "node-down", "node-up", "busy",
-	"cut", "peer-kill", "link-down", "lie", "forge", "pool-full", "plugin-die"}
+	"cut", "peer-kill", "link-down", "lie", "forge", "pool-full", "plugin-die", "hostile", "stall"}
 
 func (k XKind) String() string {
 	if k >= 0 && int(k) < len(xKindNames) {
@@ -53,32 +55,41 @@ func (k XKind) String() string {
 	return fmt.Sprintf("xkind(%d)", int(k))
 }
 
-// xWeights are how often each kind is drawn. XBusy's weight was taken from
-// the top of XNodeUp's range, next to it in the order GenerateX draws in:
-// every other event a seed drew before XBusy existed is drawn the same, and
-// the regressions' schedules (TestTwoNodeRegressions) replay unchanged.
-var xWeights = [numXKinds]int{
-	XPass: 8, XSettle: 10, XPulls: 16, XClientStep: 26, XWrite: 8, XTick: 6,
-	XSubmit: 5, XMove: 6, XUpdate: 2, XStopJob: 2, XTaskFail: 2, XGC: 2, XNodeDown: 1, XNodeUp: 1, XBusy: 1,
-	XCut: 3, XPeerKill: 2, XLinkDown: 1, XLie: 2, XForge: 2, XPoolFull: 1, XPluginDie: 3,
+// xDraw are the kinds' ranges in the order a draw walks them, each with
+// its weight: how often it is drawn. A new kind takes its weight from a
+// neighbour's range, at an end where no event of the regressions'
+// schedules (TestTwoNodeRegressions) falls, so that every other event a
+// seed drew before is drawn the same and they replay unchanged: XBusy took
+// the top of XNodeUp's range; XHostile the bottom of XSettle's and the top
+// of XUpdate's (a kind may have more than one range); XStall the bottom of
+// XCut's. New kinds are numbered last: an event's Kind seeds its own draws
+// (XWorld.Run), so the old kinds keep their numbers.
+var xDraw = []struct {
+	kind   XKind
+	weight int
+}{
+	{XPass, 8}, {XHostile, 1}, {XSettle, 9}, {XPulls, 16}, {XClientStep, 26}, {XWrite, 8}, {XTick, 6},
+	{XSubmit, 5}, {XMove, 6}, {XUpdate, 1}, {XHostile, 1}, {XStopJob, 2}, {XTaskFail, 2}, {XGC, 2}, {XNodeDown, 1},
+	{XNodeUp, 1}, {XBusy, 1}, {XStall, 1}, {XCut, 2}, {XPeerKill, 2}, {XLinkDown, 1}, {XLie, 2}, {XForge, 2},
+	{XPoolFull, 1}, {XPluginDie, 3},
 }
 
 // GenerateX draws n events of the two-node world from seed.
 func GenerateX(seed uint64, n int) []Event {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed2))
 	total := 0
-	for _, wt := range xWeights {
-		total += wt
+	for _, d := range xDraw {
+		total += d.weight
 	}
 	out := make([]Event, 0, n)
 	for len(out) < n {
 		r := rng.IntN(total)
 		k := XKind(0)
-		for ; k < numXKinds; k++ {
-			if r < xWeights[k] {
+		for _, d := range xDraw {
+			if k = d.kind; r < d.weight {
 				break
 			}
-			r -= xWeights[k]
+			r -= d.weight
 		}
 		out = append(out, Event{Kind: Kind(k), Arg: rng.Uint64(), Dt: time.Duration(rng.IntN(8000)) * time.Millisecond, Index: len(out)})
 	}
@@ -157,6 +168,12 @@ func (w *XWorld) apply(e Event) {
 			w.counts.PluginKills++
 			w.logf("%s: the plugin dies within %d zfs commands", n.name, n.p.run.budget)
 		}
+	case XHostile:
+		w.hostileTill = w.now.Add(time.Duration(1+w.rng.IntN(5)) * time.Minute)
+		w.logf("until +%s, every whole stream is a hostile sender's", w.hostileTill.Sub(epoch).Truncate(time.Second))
+	case XStall:
+		w.link.stalls++
+		w.logf("the next stream stops for a while")
 	}
 }
 

@@ -48,6 +48,8 @@ type xfaults struct {
 	told lieKind
 	// lies numbers the liar's datasets.
 	lies int
+	// stalls: the next streams stop for a while.
+	stalls int
 }
 
 // lieKind is how a lying sender answers.
@@ -113,7 +115,7 @@ func (n *xnode) newFetcher(p *xplugin) transfer.Fetcher {
 		n.w.violate("harness", "transfer client of %s: %v", n.name, err)
 		return nil
 	}
-	return xfetcher{w: n.w, c: c}
+	return xfetcher{w: n.w, n: n, c: c}
 }
 
 // holdsFinal reports whether req's HaveGUID is the guid of the final
@@ -141,12 +143,17 @@ func (n *xnode) holdsFinal(req transfer.Request) bool {
 // fetch fails.
 type xfetcher struct {
 	w *XWorld
+	n *xnode
 	c *transfer.Client
 }
 
 func (f xfetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
 	f.w.link.told = lieNone
 	res, err := f.c.Fetch(ctx, req, into)
+	if err != nil {
+		delete(f.w.replicating, into.Target)
+	}
+	f.n.replicate(into.Target)
 	switch told := f.w.link.told; {
 	case told != lieNone && errors.Is(err, transfer.ErrNotVerified):
 		f.w.counts.LiesCaught++
@@ -202,7 +209,7 @@ func (x xwire) RoundTrip(r *http.Request) (*http.Response, error) {
 		if resp.Header.Get("Ndz-Resumed") == "true" {
 			w.counts.Resumes++
 		}
-		return w.tamper(from, resp), nil
+		return w.tamper(from, x.by, w.cfg.ParkedName("pg", req.Alloc, req.Slot), resp), nil
 	case http.StatusNoContent:
 		w.counts.Complete++
 		from.holdCopied(w.cfg.ParkedName("pg", req.Alloc, req.Slot))
@@ -239,11 +246,11 @@ func (w *XWorld) serve(from, by *xnode, r *http.Request) *httptest.ResponseRecor
 	return rec
 }
 
-// tamper passes a stream through the armed faults: a lie, then a cut at a
-// random byte or by the sending plugin's death. A cut connection has no
-// trailer; the receiver reads what came, then the error a broken
-// connection gives.
-func (w *XWorld) tamper(from *xnode, resp *http.Response) *http.Response {
+// tamper passes a stream for copy target on node by through the armed
+// faults: a lie or a hostile sender, then a cut at a random byte or by the
+// sending plugin's death, or a stall. A cut connection has no trailer; the
+// receiver reads what came, then the error a broken connection gives.
+func (w *XWorld) tamper(from, by *xnode, target string, resp *http.Response) *http.Response {
 	body, _ := io.ReadAll(resp.Body)
 	planned := resp.Header.Get("Ndz-Snapshot")
 	told := w.link.lie
@@ -288,6 +295,9 @@ func (w *XWorld) tamper(from *xnode, resp *http.Response) *http.Response {
 		w.link.told, w.link.lie = told, lieNone
 		w.counts.Lies++
 	}
+	if told == lieNone && resp.StatusCode == http.StatusOK && !w.link.killSender && w.link.cuts == 0 {
+		body = w.hostile(from, target, resp.Header, body)
+	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body = io.NopCloser(bytes.NewReader(nil))
 		return resp
@@ -307,6 +317,11 @@ func (w *XWorld) tamper(from *xnode, resp *http.Response) *http.Response {
 		at := w.rng.IntN(len(body) + 1)
 		w.logf("  link: stream cut at byte %d of %d", at, len(body))
 		rd, resp.Trailer = io.MultiReader(bytes.NewReader(body[:at]), errReader{errors.New("read tcp: connection reset by peer")}), nil
+	case w.link.stalls > 0 && told == lieNone:
+		// (A lie's stream is never stalled: the fetch that sees it would
+		// then end after others, and the lie told is the world's one.)
+		w.link.stalls--
+		rd = w.stalled(from, by, body)
 	}
 	resp.Body = io.NopCloser(rd)
 	return resp

@@ -51,6 +51,13 @@ type xnode struct {
 	copied map[string]bool
 	// busyTill: parked data a process holds, until when (XBusy).
 	busyTill map[string]time.Time
+	// wrote are the values of each property of the plugin's own (and
+	// readonly) that this node's plugins have written, in any command
+	// (X9).
+	wrote map[string]map[string]bool
+	// replicated are the copies a hostile sender's replication stream
+	// brought a dataset below (forOperator).
+	replicated map[string]bool
 }
 
 // xplugin is one incarnation of a node's plugin process.
@@ -69,7 +76,8 @@ var xNodeIDs = [2]string{"00000000-0000-4000-8000-0000000000b1", "00000000-0000-
 func (w *XWorld) newNode(i int) (*xnode, error) {
 	n := &xnode{w: w, i: i, id: xNodeIDs[i], name: fmt.Sprintf("node-%d", i+1),
 		addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), connected: true, local: map[string]*xalloc{},
-		copied: map[string]bool{}, busyTill: map[string]time.Time{}}
+		copied: map[string]bool{}, busyTill: map[string]time.Time{}, wrote: map[string]map[string]bool{},
+		replicated: map[string]bool{}}
 	// Guids differ between the nodes, as real ones do: a received
 	// snapshot keeps the sender's.
 	n.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(w.dir, n.name), Now: func() time.Time { return w.now },
@@ -349,6 +357,7 @@ func (r *xrunner) before(cmd string, args []string) error {
 	if r.budget > 0 {
 		r.budget--
 	}
+	r.n.noteWritten(cmd, args)
 	if cmd == "zfs" && len(args) > 1 && mutating[args[0]] {
 		for _, a := range args[1:] {
 			if strings.HasPrefix(a, pool+"/") && !strings.HasPrefix(a, parent+"/") && !strings.Contains(a, "=") {
@@ -357,6 +366,25 @@ func (r *xrunner) before(cmd string, args []string) error {
 		}
 	}
 	return nil
+}
+
+// noteWritten records the values of the properties X9 follows that a
+// command of the plugin sets (create, clone and snapshot -o, receive -o,
+// set), whether or not it then succeeds.
+func (n *xnode) noteWritten(cmd string, args []string) {
+	if cmd != "zfs" || len(args) == 0 || args[0] == "list" || args[0] == "get" {
+		return
+	}
+	for _, a := range args[1:] {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || !followed(k) {
+			continue
+		}
+		if n.wrote[k] == nil {
+			n.wrote[k] = map[string]bool{}
+		}
+		n.wrote[k][v] = true
+	}
 }
 
 func (r *xrunner) after(cmd string, args []string, err error) {

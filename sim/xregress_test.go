@@ -58,6 +58,17 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 25,
 			keep: []int{62, 71, 72, 73},
 		},
+		{
+			// A hostile sender's replication stream brought a dataset below
+			// 0001's copy on node 1, which the receiver refused and left for
+			// the operator; model.DecideInherit took it for strangers below
+			// parked data and started 0002 empty at once, though on_timeout
+			// is "fail" and the data was whole on node 2 (X1). A copy refused
+			// so now waits, then starts as on_timeout says.
+			name: "a copy refused for a dataset below it: on_timeout decides",
+			seed: 73,
+			keep: []int{41, 44, 47, 58, 59, 60, 62, 64, 65, 66, 67},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

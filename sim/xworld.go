@@ -23,11 +23,13 @@ import (
 // world: xpull.go) run as in the plugin's process; the two plugins talk
 // through the transfer package's own Client and Server, joined in memory
 // by a wire (xlink.go) that cuts streams, kills the sending plugin
-// mid-stream, refuses to connect, and lies; forged requests go to the same
-// servers (xforge.go). Invariants X1-X5 are checked from the tokens the
-// tasks write (xcheck.go), X6 on the wire, X7 from the parked data's marks
-// around each pass; a process may hold parked data once it is copied whole
-// (xbusy.go).
+// mid-stream, refuses to connect, lies, and stalls, and a sender that is
+// hostile: the data asked for, with more than it (xhostile.go); forged
+// requests go to the same servers (xforge.go). Invariants X1-X5 are
+// checked from the tokens the tasks write (xcheck.go), X6 on the wire, X7
+// from the parked data's marks around each pass, X8-X10 from each node's
+// datasets against its class (xclaim.go); a process may hold parked data
+// once it is copied whole (xbusy.go).
 //
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs
@@ -52,6 +54,9 @@ type XWorld struct {
 	link xfaults
 	// holds: a process holds parked data answered copied whole (XBusy).
 	holds xholds
+	// hostileTill: until then, the sending plugins are hostile (XHostile),
+	// the settle included.
+	hostileTill time.Time
 	// turn is the pull that runs now (nil: the world's goroutine).
 	turn *xpull
 	// reserving: a Reserve runs (only one at a time: a Reserve's waits run
@@ -73,6 +78,10 @@ type XWorld struct {
 	// snapContent is the files of every snapshot taken, by guid: what a
 	// received copy holds (X2).
 	snapContent map[string]string
+	// replicating are the copies whose receive now running a hostile
+	// sender's replication stream feeds (hostileChild): a dataset below
+	// comes with it.
+	replicating map[string]bool
 
 	counts XCounts
 }
@@ -81,6 +90,7 @@ type XWorld struct {
 type XCounts struct {
 	Streams, Cuts, PeerKills, Resumes, TokensRefused, Lies, LiesCaught, Forged, ForgedRefused                int
 	Complete, HandedOver, HandedOverRemote, StartedEmpty, StartFailed, PluginKills, PoolFull, NodeDown, Busy int
+	Hostile, Stalls                                                                                          int
 }
 
 func (c *XCounts) add(o XCounts) {
@@ -102,15 +112,18 @@ func (c *XCounts) add(o XCounts) {
 	c.PoolFull += o.PoolFull
 	c.NodeDown += o.NodeDown
 	c.Busy += o.Busy
+	c.Hostile += o.Hostile
+	c.Stalls += o.Stalls
 }
 
 func (c XCounts) String() string {
 	return fmt.Sprintf("%d streams (%d cut, %d with the sender killed, %d resumed, %d tokens refused), "+
 		"%d lies (%d caught), %d forged requests (%d refused), %d copies complete, "+
 		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down, "+
-		"%d parked data held busy",
+		"%d parked data held busy, %d hostile streams, %d stalled",
 		c.Streams, c.Cuts, c.PeerKills, c.Resumes, c.TokensRefused, c.Lies, c.LiesCaught, c.Forged, c.ForgedRefused,
-		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy)
+		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy,
+		c.Hostile, c.Stalls)
 }
 
 // xjob is a submitted job: one group of one task asking one slot of pg,
@@ -152,6 +165,11 @@ const (
 	xPoolSize       = 1 << 30
 )
 
+// xClassProps are the class's limits, on both nodes: each slot and each
+// copy received for it carries them (X8); a copy larger is refused (X10).
+// The tasks' tokens take a few KiB.
+var xClassProps = map[string]string{"quota": "2M", "refquota": "1M", "compression": "lz4"}
+
 // NewX builds a two-node world in a fresh directory below dir.
 func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 	d, err := os.MkdirTemp(dir, fmt.Sprintf("xsim-%d-", seed))
@@ -162,7 +180,7 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 		logger = hclog.NewNullLogger()
 	}
 	w := &XWorld{journal: journal{now: epoch}, seed: seed, dir: d, logger: logger, rng: rand.New(rand.NewPCG(seed, 1)),
-		jobs: map[string]*xjob{}, data: map[string]*xdata{}, snapContent: map[string]string{}}
+		jobs: map[string]*xjob{}, data: map[string]*xdata{}, snapContent: map[string]string{}, replicating: map[string]bool{}}
 	onTimeout := model.MigrateFail
 	if w.rng.IntN(2) == 0 {
 		onTimeout = model.MigrateStartEmpty
@@ -172,7 +190,7 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 		policy = model.PolicySnapshot
 	}
 	w.cfg = model.Config{Parent: parent, ScanInterval: 15 * time.Second, Classes: []model.Class{
-		{Name: "pg", Slots: 2, MountPath: "/data", Sticky: true, StickyWait: xStickyWait,
+		{Name: "pg", Slots: 2, MountPath: "/data", Sticky: true, StickyWait: xStickyWait, Properties: xClassProps,
 			Release: model.Release{Policy: policy, Retain: xStickyWait, RetainMax: 4},
 			Migrate: model.Migrate{Enabled: true, Timeout: xMigrateTimeout, OnTimeout: onTimeout}},
 	}}

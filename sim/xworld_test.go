@@ -15,10 +15,11 @@ var flagXEvents = flag.Int("sim.xevents", 80, "events per schedule of the two-no
 
 // TestTwoNodes runs seeded schedules of two nodes whose sticky data
 // follows its allocation from one to the other, with transfers cut,
-// senders killed, plugins that cannot reach each other, lies and forged
-// requests, full pools, parked data held busy and crashes, and fails on
-// the first violation of X1-X7 (docs/lifecycle.md) with its seed, a
-// shrunk timeline and the flags that replay it. SIM_SCHEDULES (or
+// senders killed, plugins that cannot reach each other, lies, hostile and
+// stalling senders and forged requests, full pools, parked data held busy
+// and crashes, and fails on the first violation of X1-X10
+// (docs/lifecycle.md) with its seed, a shrunk timeline and the flags that
+// replay it. SIM_SCHEDULES (or
 // -sim.schedules) sets how many; -sim.first the first seed; -sim.seed
 // replays one.
 func TestTwoNodes(t *testing.T) {

@@ -28,7 +28,8 @@
 // or incremental from a snapshot or bookmark, -s partial state with its
 // receive_resume_token, -t resume, -A abort, -n -v -P estimates and token
 // contents, -o/-x/-u; EncodeResumeToken makes the tokens a hostile
-// receiver would forge); zpool list and get. Property inheritance and sources, validation of
+// receiver would forge, StreamWithProps and StreamWithFile the streams a
+// hostile sender would); zpool list and get. Property inheritance and sources, validation of
 // names and values with libzfs's messages, dependents and clones, holds,
 // busy mounts (SetBusy), pool health, fault injection (Inject, Hang) and a
 // log of calls (Calls).
