@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/testrig"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer/transfertest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -515,6 +517,9 @@ type killableRunner struct {
 	mu   sync.Mutex
 	n    int64
 	kill func()
+	// replicate adds -R to every zfs send: a sender that sends more than
+	// it was asked for.
+	replicate bool
 }
 
 func (k *killableRunner) killAfter(n int64, kill func()) {
@@ -527,6 +532,9 @@ func (k *killableRunner) Stream(ctx context.Context, cmd string, args []string, 
 	k.mu.Lock()
 	n, kill := k.n, k.kill
 	k.n = 0
+	if k.replicate && len(args) > 0 && args[0] == "send" {
+		args = append([]string{"send", "-R"}, args[1:]...)
+	}
 	k.mu.Unlock()
 	if n > 0 && stdout != nil {
 		stdout = &killingWriter{w: stdout, left: n, kill: kill}
@@ -558,4 +566,100 @@ func waitLogged(t testing.TB, logs *testrig.LockedBuffer, want string) {
 	waitFor(t, 30*time.Second, "the log to say "+want, func() (bool, string) {
 		return strings.Contains(logs.String(), want), logs.String()
 	})
+}
+
+// TestTransferHostileShapes: a sending node whose stream is not one
+// filesystem (a volume; a replication stream with a dataset below), taken
+// with the receiving class's properties as hooks takes it. The copy never
+// passes as one filesystem: zfs refuses a volume's stream when the class
+// sets a property only a filesystem has (ErrWrongType); otherwise the copy
+// arrives, model.CopyNotOneFilesystem refuses it on the real listing, and a
+// volume, the plugin's by its receive's mark, is dropped by
+// model.PlanDropCopy.
+func TestTransferHostileShapes(t *testing.T) {
+	t.Parallel()
+	volume := func(x *xferNodes, src string) uint64 {
+		run(t, "zfs", "create", "-V", "8M", src)
+		run(t, "zfs", "snapshot", src+"@migrate-1")
+		return guidOf(t, src+"@migrate-1")
+	}
+	cases := []struct {
+		name  string
+		props map[string]string // the receiving class's
+		// make creates the sent dataset src and returns the snapshot's guid.
+		make func(x *xferNodes, src string) uint64
+		// replicate sends with -R (a sender that sends more than asked).
+		replicate bool
+		wantErr   error
+		wantWhy   string
+		wantDrop  bool
+	}{
+		{name: "a volume, the class setting a quota", props: map[string]string{"quota": "64M", "compression": "lz4"},
+			make: volume, wantErr: zfs.ErrWrongType},
+		{name: "a volume, the class setting only what volumes have too", props: map[string]string{"compression": "lz4"},
+			make: volume, wantWhy: "a volume (zvol), not a filesystem", wantDrop: true},
+		{name: "a replication stream with a dataset below", props: map[string]string{"quota": "64M"}, replicate: true,
+			make: func(x *xferNodes, src string) uint64 {
+				run(t, "zfs", "create", src)
+				run(t, "zfs", "create", src+"/evil")
+				run(t, "zfs", "snapshot", "-r", src+"@migrate-1")
+				return guidOf(t, src+"@migrate-1")
+			}, wantWhy: "1 dataset(s) below the copy"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newXferNodes(t, fmt.Sprintf("xfh%d", i))
+			src := x.a.Parent + "/shape"
+			g := tc.make(x, src)
+			x.runner.replicate = tc.replicate
+			x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@migrate-1"}, ToGUID: g})
+			target := x.b.Parent + "/in/parked-shape"
+			now := time.Now()
+			props := model.ReceiveProps(model.Class{Name: "pg", Properties: tc.props}, target, xferAllocA, now, now.Add(time.Hour))
+			ctx := t.Context()
+			_, err := x.client(xferB).Fetch(ctx, xferReq, transfer.Into{Target: target, Props: props, Exclude: model.ReceiveExclude(props)})
+			listing := func() string {
+				return run(t, "zfs", "list", "-H", "-r", "-t", "all", "-o", "name,type", x.b.Parent+"/in")
+			}
+			t.Logf("fetch: %v; node B has:\n%s", err, listing())
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("fetch: %v, want %v", err, tc.wantErr)
+				}
+				if l := listing(); strings.Contains(l, target) {
+					t.Fatalf("zfs refused the stream but left %s:\n%s", target, l)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := zc.ListAll(ctx, target, model.UserProps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			why := model.CopyNotOneFilesystem(target, rows)
+			if !strings.Contains(why, tc.wantWhy) {
+				t.Fatalf("CopyNotOneFilesystem = %q, want %q; rows %+v", why, tc.wantWhy, rows)
+			}
+			if dropped := why == model.NotAFilesystem(target); dropped != tc.wantDrop {
+				t.Fatalf("the pull drops the copy: %v, want %v (hooks.refuseShape)", dropped, tc.wantDrop)
+			}
+			if !tc.wantDrop {
+				return // left for the operator, with what is below it
+			}
+			drop := model.PlanDropCopy(target, rows)
+			if len(drop.Ops) == 0 {
+				t.Fatalf("the volume is not seen as the plugin's: rows %+v", rows)
+			}
+			for _, op := range drop.Ops {
+				if err := zc.Exec(ctx, op.Command); err != nil && !slices.ContainsFunc(op.Done, func(e error) bool { return errors.Is(err, e) }) {
+					t.Fatalf("%s: %v", op.Command, err)
+				}
+			}
+			if l := listing(); strings.Contains(l, target) {
+				t.Fatalf("after the drop, node B has:\n%s", l)
+			}
+		})
+	}
 }

@@ -22,6 +22,8 @@ import (
 type ZFS interface {
 	List(ctx context.Context, root string, userProps []string) ([]zfs.Dataset, error)
 	ListMany(ctx context.Context, roots []string, userProps []string) ([]zfs.Dataset, error)
+	// ListAll lists volumes too: a received copy (migrate.go).
+	ListAll(ctx context.Context, root string, userProps []string) ([]zfs.Dataset, error)
 	Pools(ctx context.Context, pools ...string) ([]zfs.Pool, error)
 	// Exec runs one command of a plan (model.Plan); every change goes
 	// through it.

@@ -161,6 +161,24 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	}
 }
 
+// refuseShape refuses copy name, as just listed (rows, volumes included),
+// when it is not one filesystem (model.CopyNotOneFilesystem): a volume,
+// marked as the plugin's by its receive, is dropped; datasets below a
+// filesystem carry no mark of the plugin's and are left, with the copy,
+// for the operator. nil when the copy is one filesystem.
+func (m *Manager) refuseShape(ctx context.Context, name string, rows []zfs.Dataset) error {
+	why := model.CopyNotOneFilesystem(name, rows)
+	if why == "" {
+		return nil
+	}
+	if why == model.NotAFilesystem(name) {
+		if err := m.run(ctx, model.PlanDropCopy(name, rows)); err != nil {
+			return fmt.Errorf("%s; dropping it: %w", why, err)
+		}
+	}
+	return fmt.Errorf("%w: %s", errCopyRefused, why)
+}
+
 // settled reports whether mg's replacement holds its slot already
 // (model.Migration.Settled), read under the copy's lock.
 func (m *Manager) settled(ctx context.Context, mg model.Migration) (bool, error) {
@@ -185,7 +203,7 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 	lock := m.locks.get(mg.ParkedName)
 	lock.Lock()
 	defer lock.Unlock()
-	rows, err := m.zfs.List(ctx, mg.ParkedName, model.UserProps)
+	rows, err := m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps)
 	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
 		return false, err
 	}
@@ -218,8 +236,8 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		return false, fmt.Errorf("the sending node says %s is complete, but its newest snapshot is not the final one", mg.ParkedName)
 	case err == nil && res.Complete:
 		// Whole now; claimable once marked received, so checked first.
-		if why := model.CopyNotOneFilesystem(mg.ParkedName, rows); why != "" {
-			return false, fmt.Errorf("%w: %s", errCopyRefused, why)
+		if err := m.refuseShape(ctx, mg.ParkedName, rows); err != nil {
+			return false, err
 		}
 		for _, r := range rows {
 			if why := model.CopyOverLimits(c, r); r.Name == mg.ParkedName && why != "" {
@@ -231,11 +249,11 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		}
 		return true, m.run(ctx, model.PlanReceived(mg.ParkedName, now, now.Add(c.StickyWait)))
 	case err == nil:
-		if rows, err = m.zfs.List(ctx, mg.ParkedName, model.UserProps); err != nil {
+		if rows, err = m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps); err != nil {
 			return false, err
 		}
-		if why := model.CopyNotOneFilesystem(mg.ParkedName, rows); why != "" {
-			return false, fmt.Errorf("%w: %s", errCopyRefused, why)
+		if err := m.refuseShape(ctx, mg.ParkedName, rows); err != nil {
+			return false, err
 		}
 		if older := model.OlderCopied(mg.ParkedName, rows); len(older) > 0 {
 			if err := m.run(ctx, model.PlanDropSnapshots(older)); err != nil {
@@ -246,6 +264,11 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 			return false, errFinalArrived
 		}
 		return false, nil
+	case errors.Is(err, zfs.ErrWrongType):
+		// A property the class sets (-o quota=...) does not apply to what
+		// the stream holds: a volume's stream, refused before anything was
+		// written. Every stream from that node is the same.
+		return false, fmt.Errorf("%w: the sending node's stream is not of a filesystem (a volume?): %w", errCopyRefused, err)
 	case errors.Is(err, transfer.ErrResumeRefused):
 		// The sender will not resume it (its data moved on): drop the
 		// partial receive; the next request starts from the last
@@ -260,7 +283,7 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		// sender named (another guid: not the data asked for): start over
 		// with a whole copy, as it is now (the receive may have added a
 		// snapshot since the listing above).
-		current, lerr := m.zfs.List(ctx, mg.ParkedName, model.UserProps)
+		current, lerr := m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps)
 		if lerr != nil {
 			return false, lerr
 		}

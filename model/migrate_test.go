@@ -307,6 +307,14 @@ func TestCopyNotOneFilesystem(t *testing.T) {
 			want: "1 dataset(s) below the copy (" + name + "/evil)"},
 		{name: "a sibling whose name starts alike is not below it",
 			rows: []zfs.Dataset{row(name, zfs.DatasetFilesystem), row(name+"x", zfs.DatasetFilesystem)}},
+		{name: "a volume: its snapshots listed, not itself",
+			rows: []zfs.Dataset{row(name+"@migrate-1", zfs.DatasetSnapshot)},
+			want: "a volume (zvol), not a filesystem"},
+		{name: "a volume listed as one",
+			rows: []zfs.Dataset{row(name, zfs.DatasetVolume), row(name+"@migrate-1", zfs.DatasetSnapshot)},
+			want: "a volume (zvol), not a filesystem"},
+		{name: "nothing received yet",
+			rows: nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,15 @@ func ListArgs(root string, userProps []string) ([]string, error) {
 // ListManyArgs is ListArgs for several roots in one process: zfs lists each
 // root's tree in turn.
 func ListManyArgs(roots []string, userProps []string) ([]string, error) {
+	return listArgs("filesystem,snapshot", roots, userProps)
+}
+
+// ListAllArgs is ListArgs with volumes too (ListAll).
+func ListAllArgs(root string, userProps []string) ([]string, error) {
+	return listArgs("filesystem,snapshot,volume", []string{root}, userProps)
+}
+
+func listArgs(types string, roots []string, userProps []string) ([]string, error) {
 	if len(roots) == 0 {
 		return nil, errors.New("no dataset to list")
 	}
@@ -52,7 +61,7 @@ func ListManyArgs(roots []string, userProps []string) ([]string, error) {
 		}
 		cols = append(cols, p)
 	}
-	return append([]string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot", "-o", strings.Join(cols, ",")}, roots...), nil
+	return append([]string{"list", "-H", "-p", "-r", "-t", types, "-o", strings.Join(cols, ",")}, roots...), nil
 }
 
 // ZpoolListArgs lists the given pools, or all pools when none is given.

@@ -21,6 +21,13 @@ func TestArgvBuilders(t *testing.T) {
 				"tank/nomad"},
 		},
 		{
+			name: "list volumes too",
+			args: func() ([]string, error) { return ListAllArgs("tank/nomad/pg/parked-a", []string{"a:owner"}) },
+			want: []string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot,volume", "-o",
+				"name,type,used,available,referenced,mountpoint,mounted,quota,refquota,reservation,compression,compressratio,recordsize,encryption,origin,guid,a:owner",
+				"tank/nomad/pg/parked-a"},
+		},
+		{
 			name: "zpool list one pool",
 			args: func() ([]string, error) { return ZpoolListArgs("tank") },
 			want: []string{"list", "-H", "-p", "-o", "name,size,allocated,free,health,readonly", "tank"},

@@ -37,6 +37,21 @@ func (c *Client) ListMany(ctx context.Context, roots []string, userProps []strin
 	return ParseList(out, userProps)
 }
 
+// ListAll is List with volumes too: a received copy is what its stream
+// made it, and a volume's stream makes a volume (a zvol), which List does
+// not show (its snapshots, it does).
+func (c *Client) ListAll(ctx context.Context, root string, userProps []string) ([]Dataset, error) {
+	args, err := ListAllArgs(root, userProps)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	out, err := c.r.Run(ctx, "zfs", args...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseList(out, userProps)
+}
+
 // Pools lists the given pools (all when none). A missing pool is ErrNotExist.
 func (c *Client) Pools(ctx context.Context, pools ...string) ([]Pool, error) {
 	args, err := ZpoolListArgs(pools...)

@@ -57,6 +57,11 @@ var (
 	// ErrKeyUnavailable: an encrypted dataset's key is not loaded where it
 	// is needed (a non-raw send, a non-raw stream onto a raw copy).
 	ErrKeyUnavailable = errors.New("encryption key not loaded")
+	// ErrWrongType: a property given does not apply to the dataset's type;
+	// for a receive, the stream is not of a filesystem (a volume's stream
+	// refused for a filesystem-only property set with -o; with -x, zfs
+	// only warns).
+	ErrWrongType = errors.New("property does not apply to the dataset's type")
 )
 
 // Error is a failed zfs or zpool command: what ran, what it said, and the
@@ -133,6 +138,7 @@ var classifications = []struct {
 	{"must be superuser", ErrPermission},
 	{"out of space", ErrNoSpace},
 	{"quota exceeded", ErrNoSpace},
+	{"does not apply to datasets of this type", ErrWrongType},
 	{"invalid property", ErrInvalid},
 	{"invalid numeric suffix", ErrInvalid},
 	{"must be one of", ErrInvalid},

@@ -27,7 +27,8 @@ const (
 // output of the command that listed it.
 type Dataset struct {
 	Name string
-	// Type is DatasetFilesystem or DatasetSnapshot.
+	// Type is DatasetFilesystem or DatasetSnapshot (DatasetVolume only in
+	// ListAll's rows).
 	Type       string
 	Used       uint64
 	Available  uint64 // 0 for snapshots

@@ -214,9 +214,10 @@ func TestClassifyReplicationErrors(t *testing.T) {
 		{"err-recv-raw-o-encryption", ErrInvalid},
 		{"err-recv-garbage", ErrInvalid},
 		{"err-send-token-with-i", ErrInvalid},
+		{"err-recv-volume-o", ErrWrongType},
 	}
 	kinds := []error{ErrNotExist, ErrExists, ErrNoParent, ErrNoSpace, ErrInvalid, ErrInterrupted, ErrDestinationModified,
-		ErrIncrementalMismatch, ErrBadResumeToken, ErrKeyUnavailable}
+		ErrIncrementalMismatch, ErrBadResumeToken, ErrKeyUnavailable, ErrWrongType}
 	for _, tc := range cases {
 		t.Run(tc.capture, func(t *testing.T) {
 			c := readCapture(t, tc.capture)

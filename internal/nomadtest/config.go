@@ -1,9 +1,11 @@
 package nomadtest
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,7 +58,8 @@ type Config struct {
 	// ExtraHCL is appended to the generated agent config. Top-level blocks
 	// such as client { } may repeat; Nomad merges them.
 	ExtraHCL string
-	// LogLevel is the agent log_level. Default "DEBUG".
+	// LogLevel is the agent log_level. Default $NDZ_E2E_LOG_LEVEL, else
+	// "DEBUG" (TRACE adds each zfs command with its duration).
 	LogLevel string
 	// LogWriter also receives the agent's stdout and stderr. The log always
 	// goes to a file too, for Logs, LogContains and the tail printed when the
@@ -109,7 +112,7 @@ func (c Config) withDefaults(t testing.TB) Config {
 		c.DataDir = abs
 	}
 	if c.LogLevel == "" {
-		c.LogLevel = "DEBUG"
+		c.LogLevel = cmp.Or(os.Getenv("NDZ_E2E_LOG_LEVEL"), "DEBUG")
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 2 * time.Minute

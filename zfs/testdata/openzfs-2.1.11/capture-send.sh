@@ -142,4 +142,14 @@ run err-send-enc-unloaded zfs send tank/xfer/enc@s1
 run send-dry-raw-unloaded zfs send -nvP -w tank/xfer/enc@s1
 pipe err-recv-raw-o-encryption cat send -w tank/xfer/enc@s1 -- receive -s -u -o encryption=off tank/xfer/encdst2
 
+# A volume's stream: excluding a property only a filesystem has (-x
+# canmount -x mountpoint, as the transfer always does) only warns, and the
+# volume is received; setting one (-o quota, as a class may) refuses the
+# stream before anything is written.
+zfs create -V 4M tank/xfer/vol
+zfs snapshot tank/xfer/vol@s1
+pipe recv-volume-x cat send tank/xfer/vol@s1 -- receive -s -u -x canmount -x mountpoint tank/xfer/voldst
+pipe err-recv-volume-o cat send tank/xfer/vol@s1 -- receive -s -u -o quota=64M tank/xfer/voldst2
+run list-after-volume zfs list -H -r -t all -o name,type tank/xfer
+
 cd "$O" && for f in *.rc; do n=${f%.rc}; printf '%-32s rc=%s  %s\n' "$n" "$(cat "$f")" "$(head -c 150 "$n.stderr" | tr '\n' ' ')"; done
