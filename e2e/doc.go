@@ -19,6 +19,8 @@
 //	NDZ_E2E_NOMAD       the nomad binary (else $NOMAD_BINARY)
 //	NDZ_E2E_PLUGIN_DIR  a directory holding the nomad-device-zfs and nomad-device-zfs-ctl binaries
 //	NDZ_E2E_LOG_DIR     if set, each test's agent log is written there
+//	NDZ_E2E_LOG_LEVEL   the client agents' log_level (default DEBUG; TRACE
+//	                    logs each zfs command the plugin runs, with its duration)
 //	NDZ_E2E_DISK        a blank disk (/dev/vda) for the pool of the test that
 //	                    writes a gigabyte, too much for the guest's memory
 //	NDZ_E2E_DOCKER      1: the TestDocker* tests must find the Docker engine

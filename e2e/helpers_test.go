@@ -196,7 +196,10 @@ func startAgentWith(t *testing.T, p *testPool, scan time.Duration, classes, extr
 // agentConfig is the configuration of startAgentWith's agent.
 func agentConfig(p *testPool, scan time.Duration, classes, extraHCL string) nomadtest.Config {
 	return nomadtest.Config{
-		Slowness:   pace.Slowness,
+		Slowness: pace.Slowness,
+		// NDZ_E2E_LOG_LEVEL=TRACE has the plugin log every zfs command
+		// with its duration (bench/cutover.sh); empty: the default.
+		LogLevel:   os.Getenv("NDZ_E2E_LOG_LEVEL"),
 		Binary:     nomadBin,
 		PluginDir:  pluginDir,
 		PluginName: pluginName,
