@@ -31,6 +31,51 @@ type migrations struct {
 	// spawn starts a pull (nil: on a goroutine of its own;
 	// Simulation.Spawn).
 	spawn func(fn func())
+	// waiting are the pauses of the Reserves waiting for a copy
+	// (takeReady), each cancelled with errCopyParked when a pull has
+	// made its copy claimable (wake).
+	waiting map[*int]context.CancelCauseFunc
+}
+
+// errCopyParked ends a waiting Reserve's pause early: a pull has made its
+// copy claimable (migrations.wake).
+var errCopyParked = errors.New("a copy from another node is claimable")
+
+// pause is sleep(ctx, d), ended early, with nil, once a pull makes its copy
+// claimable: a Reserve waiting for the predecessor's copy claims it then,
+// not at its next look, up to d later (measured on a real cluster,
+// docs/performance.md: the cutover's pickup). Any other end of the sleep
+// is returned as it came.
+func (p *migrations) pause(ctx context.Context, sleep func(context.Context, time.Duration) error, d time.Duration) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	key := new(int)
+	p.mu.Lock()
+	if p.waiting == nil {
+		p.waiting = map[*int]context.CancelCauseFunc{}
+	}
+	p.waiting[key] = cancel
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.waiting, key)
+		p.mu.Unlock()
+	}()
+	err := sleep(wctx, d)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errCopyParked) {
+		return nil
+	}
+	return err
+}
+
+// wake ends every waiting Reserve's pause: a copy is claimable. Which
+// Reserve it is for does not matter; each looks again, as after its pause.
+func (p *migrations) wake() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cancel := range p.waiting {
+		cancel(errCopyParked)
+	}
 }
 
 // pullEvery paces the pre-copy increments while the allocation the copy is
@@ -128,6 +173,7 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 		pause := pullEvery
 		switch {
 		case done:
+			m.pulls.wake()
 			m.trigger()
 			return
 		case errors.Is(err, errCopyRefused):
