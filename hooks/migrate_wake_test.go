@@ -75,3 +75,54 @@ func TestWaitingReserveWokenByTheCopy(t *testing.T) {
 		t.Fatal("B's Reserve still waits with the copy claimable: the pull did not wake it")
 	}
 }
+
+// TestPullOfAClaimableCopyIsQuiet: once the copy is parked (claimable), a
+// pull a pass starts for it (one does for each migration until Nomad shows
+// the replacement running) asks the sending node nothing and asks for no
+// further pass: before, each such pull ended with a pass, which started
+// the next, over and over beside the replacement's claim.
+func TestPullOfAClaimableCopyIsQuiet(t *testing.T) {
+	class := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
+		Migrate: model.Migrate{Enabled: true, Timeout: time.Hour, OnTimeout: model.MigrateFail}}
+	c := &cluster{}
+	n1 := newMigrationNode(t, c, "node-1", class)
+	n2 := newMigrationNode(t, c, "node-2", class)
+	n2.m.fetcher = directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	a, b := placeReplacement(t, c, n1, "the data")
+	a.ClientStatus = "complete"
+	c.set(a, b)
+	waitUntil(t, 30*time.Second, "A's data parked on node 1", func() bool {
+		n1.settle(t, c, "node-1")
+		rows, _ := n1.c.List(ctx, "tank/nomad/pg/parked-A-pg-1", model.UserProps)
+		return len(rows) > 0
+	})
+	n2.m.storeSnapshot(nodeAllocs{c: c, node: "node-2"}.snap())
+	n2.m.lookupPredecessors(ctx)
+	migs, _ := model.Migrations(n2.m.cfg, n2.m.snapshot())
+	if len(migs) != 1 {
+		t.Fatalf("migrations: %v, want one", migs)
+	}
+	n2.m.pull(ctx, migs[0]) // pre-copy, final increment, "complete": parked
+	if rows, _ := n2.c.List(ctx, migs[0].ParkedName, model.UserProps); len(rows) == 0 || rows[0].User.Get(model.PropState) != string(model.StateParked) {
+		t.Fatalf("the copy after the pull: %+v, want it parked", rows)
+	}
+
+	select {
+	case <-n2.m.wake: // the first pull's pass, asked for
+	default:
+	}
+	counting := &countingFetcher{next: n2.m.fetcher}
+	n2.m.fetcher = counting
+	n2.m.pull(ctx, migs[0])
+	if n := counting.calls.Load(); n != 0 {
+		t.Errorf("a pull of the claimable copy asked node 1 %d times", n)
+	}
+	select {
+	case <-n2.m.wake:
+		t.Error("a pull of the claimable copy asked for a pass: the next pass starts the next such pull")
+	default:
+	}
+}
