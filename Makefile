@@ -89,7 +89,7 @@ bench: nomad ## Benchmarks (long): Go benchmarks, the plugin's memory, the churn
 bench-scan: ## The scan's cost column by column, on real OpenZFS in the VM (about 20 min). docs/performance.md.
 	bench/scan-columns.sh
 
-bench-cutover: nomad ## A migration's cutover (old allocation's end to the replacement's Reserve), 10 MiB and 1 GiB, on a real cluster in the VM (about 30 min). docs/performance.md.
+bench-cutover: nomad ## A migration's cutover (old allocation's end to the replacement's Reserve) beside its floor (the same steps by hand), 10 MiB and 1 GiB, on a real cluster in the VM (about 30 min). docs/performance.md.
 	bench/cutover.sh
 
 bench-handover: nomad ## A sticky slot's handover of 10 MiB and of 1 GiB (a rename, not a copy) on real OpenZFS in the VM (about 10 min). docs/sticky-and-migration.md.

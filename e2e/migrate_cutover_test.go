@@ -24,7 +24,9 @@ import (
 //	scripts/e2e.sh -test.run '^TestMigrateCutover$' -ndz.cutover 10,1024
 //
 // (bench/cutover.sh does that, with two disks for the two nodes' pools).
-// Each size prints a "cutover ..." line, the figures.
+// Each size prints a "cutover ..." line, the figures, and a "cutover
+// floor ..." line: the same steps by hand right after (measureFloor), and
+// the ratio of the Reserve's return to their sum.
 var (
 	cutoverSizes  = flag.String("ndz.cutover", "", "comma-separated sizes in MiB of the data whose cutover is timed (empty: skip TestMigrateCutover)")
 	cutoverChange = flag.Int("ndz.cutover-change", 10, "MiB of the data changed after the pre-copy, before the old allocation ends")
@@ -59,6 +61,10 @@ func TestMigrateCutover(t *testing.T) {
 			fmt.Printf("cutover size_mib=%d round=%d change_mib=%d precopy_s=%.1f final_bytes=%d parked_s=%.1f final_received_s=%.1f claimed_s=%.1f reserved_s=%.1f task_started_s=%.1f claim_took=%s\n",
 				mib, r, *cutoverChange, res.precopy.Seconds(), res.finalBytes, res.parked.Seconds(), res.finalReceived.Seconds(),
 				res.claimed.Seconds(), res.reserved.Seconds(), res.started.Seconds(), res.claimTook)
+			f := measureFloor(t, c, mib, *cutoverChange, r)
+			fmt.Printf("cutover floor size_mib=%d round=%d snapshot_s=%.2f rename1_s=%.2f send_recv_s=%.2f bytes=%d rename2_s=%.2f floor_s=%.2f reserved_s=%.1f ratio=%.1f\n",
+				mib, r, f.snapshot.Seconds(), f.rename1.Seconds(), f.sendRecv.Seconds(), f.bytes, f.rename2.Seconds(),
+				f.sum().Seconds(), res.reserved.Seconds(), res.reserved.Seconds()/f.sum().Seconds())
 		}
 	}
 }

@@ -31,6 +31,51 @@ type migrations struct {
 	// spawn starts a pull (nil: on a goroutine of its own;
 	// Simulation.Spawn).
 	spawn func(fn func())
+	// waiting are the pauses of the Reserves waiting for a copy
+	// (takeReady), each cancelled with errCopyParked when a pull has
+	// made its copy claimable (wake).
+	waiting map[*int]context.CancelCauseFunc
+}
+
+// errCopyParked ends a waiting Reserve's pause early: a pull has made its
+// copy claimable (migrations.wake).
+var errCopyParked = errors.New("a copy from another node is claimable")
+
+// pause is sleep(ctx, d), ended early, with nil, once a pull makes its copy
+// claimable: a Reserve waiting for the predecessor's copy claims it then,
+// not at its next look, up to d later (measured on a real cluster,
+// docs/performance.md: the cutover's pickup). Any other end of the sleep
+// is returned as it came.
+func (p *migrations) pause(ctx context.Context, sleep func(context.Context, time.Duration) error, d time.Duration) error {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	key := new(int)
+	p.mu.Lock()
+	if p.waiting == nil {
+		p.waiting = map[*int]context.CancelCauseFunc{}
+	}
+	p.waiting[key] = cancel
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.waiting, key)
+		p.mu.Unlock()
+	}()
+	err := sleep(wctx, d)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errCopyParked) {
+		return nil
+	}
+	return err
+}
+
+// wake ends every waiting Reserve's pause: a copy is claimable. Which
+// Reserve it is for does not matter; each looks again, as after its pause.
+func (p *migrations) wake() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cancel := range p.waiting {
+		cancel(errCopyParked)
+	}
 }
 
 // pullEvery paces the pre-copy increments while the allocation the copy is
@@ -119,8 +164,8 @@ func (m *Manager) waitPulls() { m.pulls.wg.Wait() }
 func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	log := m.logger.With("slot", mg.Slot, "alloc_id", mg.Previous.ID, "replacement_id", mg.Replacement.ID, "copy", mg.ParkedName)
 	failures := 0
-	if settled, err := m.settled(ctx, mg); err == nil && settled {
-		return // claimed or started empty; Nomad does not show it running yet
+	if nothing, err := m.nothingToPull(ctx, mg); err == nil && nothing {
+		return // claimable already, claimed or started empty; Nomad does not show it running yet
 	}
 	log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
 	for ctx.Err() == nil {
@@ -128,6 +173,7 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 		pause := pullEvery
 		switch {
 		case done:
+			m.pulls.wake()
 			m.trigger()
 			return
 		case errors.Is(err, errCopyRefused):
@@ -179,16 +225,30 @@ func (m *Manager) refuseShape(ctx context.Context, name string, rows []zfs.Datas
 	return fmt.Errorf("%w: %s", errCopyRefused, why)
 }
 
-// settled reports whether mg's replacement holds its slot already
-// (model.Migration.Settled), read under the copy's lock.
-func (m *Manager) settled(ctx context.Context, mg model.Migration) (bool, error) {
+// nothingToPull reports, read under the copy's lock, whether mg needs no
+// pull: its copy is claimable already (a pull marked it parked; the
+// replacement's Reserve claims it from there), or the replacement holds
+// its slot (model.Migration.Settled). A pass starts a pull for each
+// migration until Nomad shows the replacement running; a pull that found
+// the copy parked used to end as one that had just marked it, with a
+// pass, which started the next such pull: on a real cluster three in 3 s,
+// each with its zfs commands, beside the claim's (bench/cutover.sh).
+func (m *Manager) nothingToPull(ctx context.Context, mg model.Migration) (bool, error) {
 	lock := m.locks.get(mg.ParkedName)
 	lock.Lock()
 	defer lock.Unlock()
+	rows, err := m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps)
+	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
+		return false, err
+	}
+	if _, state := model.NewestCopied(mg.ParkedName, rows); state == model.StateParked {
+		return true, nil
+	}
 	return m.readSettled(ctx, mg)
 }
 
-// readSettled is settled; the caller holds the copy's lock.
+// readSettled reports whether mg's replacement holds its slot already
+// (model.Migration.Settled); the caller holds the copy's lock.
 func (m *Manager) readSettled(ctx context.Context, mg model.Migration) (bool, error) {
 	s, err := readSlot(ctx, m.cfg, m.zfs, mg.Class, m.cfg.SlotDataset(mg.Class, mg.Slot), "")
 	if err != nil {

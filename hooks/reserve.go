@@ -192,7 +192,9 @@ func (m *Manager) takeReady(ctx context.Context, s model.Slot, c model.Class, ca
 	claimed, err := m.inherit(ctx, s, c, caller, start)
 	switch {
 	case errors.Is(err, errWaitPark):
-		if err := m.sleep(ctx, waitStep); err != nil {
+		// Woken early when a pull makes a copy claimable: the wait is
+		// still bounded by waitStep, the look again is only sooner.
+		if err := m.pulls.pause(ctx, m.sleep, waitStep); err != nil {
 			return false, err
 		}
 		return m.refresh(ctx)
