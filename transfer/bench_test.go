@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,16 +16,30 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer/transfertest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfsexec"
 )
 
 // streamZFS stands for zfs on either node, with the data cost taken out:
-// its send writes size bytes of a pattern, its receive reads the stream
-// to its end, and its listing shows the received snapshot. What is left
-// to measure is the transport: TLS, HTTP/2, the copies.
+// its send is a process that writes size bytes of a pattern to its
+// stdout, its receive a process that reads its stdin to the end (this
+// test binary, TestMain), both run by the real zfsexec.Runner, so the
+// bytes go through the pipes and the copies of a real transfer; its
+// listing shows the received snapshot. What is left to measure is the
+// transport: TLS, HTTP/2, the copies and the pipes.
 type streamZFS struct {
-	size int64
-	guid uint64
-	snap string
+	size   int64
+	guid   uint64
+	snap   string
+	runner *zfsexec.Runner
+}
+
+func newStreamZFS(b *testing.B, size int64) *streamZFS {
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv(streamEnv, "1")
+	return &streamZFS{size: size, guid: 42, snap: "s", runner: &zfsexec.Runner{Paths: map[string]string{"zfs": self}}}
 }
 
 func (s *streamZFS) Run(_ context.Context, cmd string, args ...string) ([]byte, error) {
@@ -41,13 +57,43 @@ func (s *streamZFS) Run(_ context.Context, cmd string, args ...string) ([]byte, 
 	return nil, zfs.NewError(cmd, args, "not emulated", 1)
 }
 
-func (s *streamZFS) Stream(_ context.Context, _ string, args []string, stdin io.Reader, stdout io.Writer) error {
+func (s *streamZFS) Stream(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if args[0] == "send" {
-		_, err := io.CopyBuffer(stdout, io.LimitReader(pattern{}, s.size), make([]byte, 256<<10))
-		return err
+		return s.runner.Stream(ctx, cmd, []string{"send", strconv.FormatInt(s.size, 10)}, stdin, stdout)
 	}
-	_, err := io.CopyBuffer(io.Discard, stdin, make([]byte, 256<<10))
-	return err
+	return s.runner.Stream(ctx, cmd, []string{"receive"}, stdin, stdout)
+}
+
+// streamEnv makes this test binary the zfs of streamZFS: "send N" writes
+// N bytes of a pattern in writes of 128 KiB (zfs send writes a record at a
+// time), "receive" reads its stdin to the end.
+const streamEnv = "TRANSFER_TEST_STREAM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(streamEnv) != "" {
+		os.Exit(streamHelper(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func streamHelper(args []string) int {
+	var err error
+	switch {
+	case len(args) == 2 && args[0] == "send":
+		var n int64
+		if n, err = strconv.ParseInt(args[1], 10, 64); err == nil {
+			_, err = io.CopyBuffer(struct{ io.Writer }{os.Stdout}, io.LimitReader(pattern{}, n), make([]byte, 128<<10))
+		}
+	case len(args) == 1 && args[0] == "receive":
+		_, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{os.Stdin}, make([]byte, 128<<10))
+	default:
+		err = fmt.Errorf("not emulated: %q", args)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 type pattern struct{}
@@ -67,7 +113,7 @@ func BenchmarkTransport(b *testing.B) {
 	pki := transfertest.NewPKI(b, nomadtest.Binary(b))
 	for _, size := range []int64{64 << 20, 512 << 20} {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
-			zfsA := &streamZFS{size: size, guid: 42, snap: "s"}
+			zfsA := newStreamZFS(b, size)
 			nomad := transfertest.NewNomad()
 			nomad.SetAlloc(transfer.Alloc{ID: allocA, NodeID: nodeA, Namespace: "default", JobID: "j", TaskGroup: "g",
 				DesiredStatus: "stop", ClientStatus: "running"})
@@ -92,7 +138,7 @@ func BenchmarkTransport(b *testing.B) {
 			go func() { done <- srv.Serve(ctx, ln) }()
 			defer func() { cancel(); <-done }()
 			c, err := transfer.NewClient(transfer.ClientConfig{Config: pki.Config(b, ipB.String()+":0"),
-				Locator: transfer.NomadLocator{Nomad: nomad}, ZFS: zfs.NewClient(&streamZFS{guid: 42, snap: "s"})})
+				Locator: transfer.NomadLocator{Nomad: nomad}, ZFS: zfs.NewClient(newStreamZFS(b, 0))})
 			if err != nil {
 				b.Fatal(err)
 			}

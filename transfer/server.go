@@ -418,9 +418,16 @@ func http2Only() *http.Protocols {
 // minute (a peer that stopped reading).
 //
 // MaxReadFrameSize lets the sender write the stream in frames of up to
-// 1 MiB instead of HTTP/2's default 16 KiB: the same bytes in a
-// sixty-fourth of the frames, each of which costs the frame writer an
-// allocation and a pass through its scheduler.
+// 1 MiB instead of HTTP/2's default 16 KiB: each write of the body goes
+// out as one frame, and the writes are as large as a read of zfs send's
+// stdout (256 KiB: zfsexec widens its pipes), not 16 KiB pieces, each of
+// which costs the frame writer an allocation, a pass through its
+// scheduler and a TLS record for its 9-byte header.
+//
+// The flow-control windows are Go's (4 MiB a stream at the receiver):
+// wider ones moved the bytes no faster on loopback, and a window is what
+// the receiving process may hold of a stream while zfs receive is slower
+// than the network (docs/performance.md, "Moving data between nodes").
 func http2Config() *http.HTTP2Config {
 	return &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second, WriteByteTimeout: time.Minute,
 		MaxReadFrameSize: 1 << 20}

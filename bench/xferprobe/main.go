@@ -1,80 +1,213 @@
-// Command xferprobe measures, in the e2e VM, what a transfer's bytes pass
-// through besides zfs: copies, AES-GCM, TLS 1.3 on loopback, and HTTP/1.1
-// and HTTP/2 over it, each for the same number of bytes. It explains the
-// transfer's throughput against a local pipe in docs/performance.md.
+// Command xferprobe measures what a transfer's bytes pass through besides
+// zfs: copies, AES-GCM and ChaCha20-Poly1305, TLS 1.3 on loopback, and the
+// framings a transfer could put over it (HTTP/1.1, HTTP/2 with the
+// transfer's settings and with others), each for the same number of bytes
+// and moved as the transfer moves them: read from a pipe-like source in
+// pieces of at most 64 KiB (what a read of zfs send's stdout returns)
+// through a 256 KiB buffer, read at the other end through a 256 KiB buffer.
+// It explains the transfer's throughput against a local pipe, and chose its
+// framing (docs/performance.md).
 //
-// usage: xferprobe MIB
+// With -rounds N it runs every probe N times, interleaved (round 1 of
+// each, then round 2 of each...), and ends with a table of the medians:
+// MiB/s, the ratio to TLS alone in the same round, and the CPU seconds of
+// this process (both ends) per GiB. On a machine shared with other work
+// the absolute figures move from round to round; the same-round ratios
+// and the CPU cost move much less.
+//
+// usage: xferprobe [-rounds N] [-only name,name] [-cpuprofile file] MIB
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
+	"flag"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
-	"net/http"
 	"os"
+	"runtime/pprof"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
+// probeFunc moves n bytes once.
+type probeFunc func(ctx context.Context, n int64) error
+
+type probe struct {
+	name string
+	run  probeFunc
+}
+
 func main() {
-	mib, err := strconv.Atoi(os.Args[1])
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "usage: xferprobe MIB")
+	rounds := flag.Int("rounds", 1, "run every probe this many times, interleaved, and print the medians")
+	only := flag.String("only", "", "comma-separated probe names to run (default all)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.Parse()
+	mib, err := strconv.Atoi(flag.Arg(0))
+	if err != nil || flag.NArg() != 1 || *rounds < 1 {
+		fmt.Fprintln(os.Stderr, "usage: xferprobe [-rounds N] [-only name,name] [-cpuprofile file] MIB")
 		os.Exit(2)
 	}
 	n := int64(mib) << 20
-	probe("memcopy", n, func() error {
-		_, err := io.CopyBuffer(io.Discard, io.LimitReader(zero{}, n), make([]byte, 256<<10))
-		return err
-	})
-	probe("pipe", n, func() error {
-		r, w, err := os.Pipe()
+	probes := slices.Concat(basics(), framings(selfSigned()))
+	if *only != "" {
+		want := strings.Split(*only, ",")
+		probes = slices.DeleteFunc(probes, func(p probe) bool { return !slices.Contains(want, p.name) })
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
 		if err != nil {
-			return err
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
 		}
-		go func() { _, _ = io.CopyBuffer(w, io.LimitReader(zero{}, n), make([]byte, 256<<10)); w.Close() }()
-		_, err = io.CopyBuffer(io.Discard, r, make([]byte, 256<<10))
-		r.Close()
-		return err
-	})
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx := context.Background()
+	results := map[string][]result{}
+	for round := 1; round <= *rounds; round++ {
+		for _, p := range probes {
+			r, err := measure(ctx, p, n)
+			if err != nil {
+				fmt.Printf("probe %s error=%v\n", p.name, err)
+				continue
+			}
+			r.round = round
+			results[p.name] = append(results[p.name], r)
+			fmt.Printf("probe %s bytes=%d seconds=%.3f mib_s=%.1f cpu_s_per_gib=%.2f round=%d\n",
+				p.name, n, r.wall.Seconds(), r.mibs(n), r.cpuPerGiB(n), round)
+		}
+	}
+	if *rounds > 1 {
+		summary(probes, results, n)
+	}
+}
+
+// basics are what every byte costs whatever the framing.
+func basics() []probe {
 	key := make([]byte, 32)
 	block, _ := aes.NewCipher(key)
 	gcm, _ := cipher.NewGCM(block)
-	probe("aes-gcm-seal", n, func() error { return seal(gcm, n) })
 	cc, _ := chacha20poly1305.New(key)
-	probe("chacha20-seal", n, func() error { return seal(cc, n) })
-	cert := selfSigned()
-	probe("tls13-loopback", n, func() error { return tlsCopy(cert, n) })
-	probe("http1-tls", n, func() error { return httpCopy(cert, n, false) })
-	probe("http2-tls", n, func() error { return httpCopy(cert, n, true) })
+	return []probe{
+		{"memcopy", func(_ context.Context, n int64) error {
+			_, err := io.CopyBuffer(sink{}, source(n), make([]byte, 256<<10))
+			return err
+		}},
+		{"pipe", func(_ context.Context, n int64) error {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return err
+			}
+			go func() { _, _ = io.CopyBuffer(w, io.LimitReader(zero{}, n), make([]byte, 256<<10)); w.Close() }()
+			_, err = io.CopyBuffer(sink{}, r, make([]byte, 256<<10))
+			r.Close()
+			return err
+		}},
+		{"aes-gcm-seal", func(_ context.Context, n int64) error { return seal(gcm, n) }},
+		{"chacha20-seal", func(_ context.Context, n int64) error { return seal(cc, n) }},
+	}
 }
 
-func probe(name string, n int64, f func() error) {
+type result struct {
+	round int
+	wall  time.Duration
+	cpu   time.Duration // user and system time of this process
+}
+
+func (r result) mibs(n int64) float64 { return float64(n) / (1 << 20) / r.wall.Seconds() }
+func (r result) cpuPerGiB(n int64) float64 {
+	return r.cpu.Seconds() / (float64(n) / (1 << 30))
+}
+
+func measure(ctx context.Context, p probe, n int64) (result, error) {
+	c0 := cpuTime()
 	start := time.Now()
-	if err := f(); err != nil {
-		fmt.Printf("probe %s error=%v\n", name, err)
-		return
+	err := p.run(ctx, n)
+	return result{wall: time.Since(start), cpu: cpuTime() - c0}, err
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// summary prints, for each probe, the median MiB/s, the median of its
+// ratio to tls13-loopback in the same round, and the median CPU cost.
+func summary(probes []probe, results map[string][]result, n int64) {
+	tls := map[int]result{}
+	for _, r := range results["tls13-loopback"] {
+		tls[r.round] = r
 	}
-	d := time.Since(start)
-	fmt.Printf("probe %s bytes=%d seconds=%.3f mib_s=%.1f\n", name, n, d.Seconds(), float64(n)/(1<<20)/d.Seconds())
+	fmt.Printf("\n| probe | rounds | MiB/s (median) | × TLS, same round (median) | CPU s per GiB, both ends (median) |\n|---|---|---|---|---|\n")
+	for _, p := range probes {
+		rs := results[p.name]
+		if len(rs) == 0 {
+			continue
+		}
+		var speed, ratio, cpu []float64
+		for _, r := range rs {
+			speed = append(speed, r.mibs(n))
+			cpu = append(cpu, r.cpuPerGiB(n))
+			if t, ok := tls[r.round]; ok {
+				ratio = append(ratio, r.mibs(n)/t.mibs(n))
+			}
+		}
+		rt := "-"
+		if len(ratio) > 0 {
+			rt = fmt.Sprintf("%.2f", median(ratio))
+		}
+		fmt.Printf("| %s | %d | %.0f | %s | %.2f |\n", p.name, len(rs), median(speed), rt, median(cpu))
+	}
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 type zero struct{}
 
 func (zero) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// pipeRead is what one read of zfs send's stdout returns at most: a
+// Linux pipe's default capacity.
+const pipeRead = 64 << 10
+
+// source is n bytes read as from zfs send's stdout.
+func source(n int64) io.Reader { return sourceOf(n, pipeRead) }
+
+// sourceOf is n bytes read in pieces of at most chunk (0: pipeRead), as
+// from a pipe of that capacity.
+func sourceOf(n int64, chunk int) io.Reader {
+	if chunk <= 0 {
+		chunk = pipeRead
+	}
+	return io.LimitReader(pipeLike(chunk), n)
+}
+
+type pipeLike int
+
+func (c pipeLike) Read(p []byte) (int, error) {
+	p = p[:min(len(p), int(c))]
+	clear(p)
+	return len(p), nil
+}
 
 func seal(a cipher.AEAD, n int64) error {
 	buf := make([]byte, 16<<10)
@@ -86,66 +219,9 @@ func seal(a cipher.AEAD, n int64) error {
 	return nil
 }
 
-func selfSigned() tls.Certificate {
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "probe"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"probe"}}
-	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
+// sink discards what it is given, as zfs receive's stdin takes it: in the
+// writes of the copy's buffer. (io.Discard would read the body itself, in
+// 8 KiB pieces, through its ReadFrom.)
+type sink struct{}
 
-func tlsCopy(cert tls.Certificate, n int64) error {
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		_, _ = io.CopyBuffer(c, io.LimitReader(zero{}, n), make([]byte, 256<<10))
-		c.Close()
-	}()
-	c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	got, err := io.CopyBuffer(io.Discard, c, make([]byte, 256<<10))
-	if err == nil && got != n {
-		err = fmt.Errorf("got %d bytes", got)
-	}
-	return err
-}
-
-func httpCopy(cert tls.Certificate, n int64, h2 bool) error {
-	var p http.Protocols
-	p.SetHTTP1(!h2)
-	p.SetHTTP2(h2)
-	srv := &http.Server{Protocols: &p, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
-		HTTP2: &http.HTTP2Config{MaxReadFrameSize: 1 << 20},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.CopyBuffer(w, io.LimitReader(zero{}, n), make([]byte, 256<<10))
-		})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	defer srv.Close()
-	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}, Protocols: &p,
-		ForceAttemptHTTP2: h2, HTTP2: &http.HTTP2Config{MaxReadFrameSize: 1 << 20}}
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "https://"+ln.Addr().String()+"/", bytes.NewReader(nil))
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	got, err := io.CopyBuffer(io.Discard, resp.Body, make([]byte, 256<<10))
-	if err == nil && got != n {
-		err = fmt.Errorf("got %d bytes (%s)", got, resp.Proto)
-	}
-	return err
-}
+func (sink) Write(p []byte) (int, error) { return len(p), nil }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -19,6 +20,22 @@ var _ zfs.Streamer = (*Runner)(nil)
 // data. zfs send writes in records of up to 128 KiB (more with -L); a
 // buffer of a few records keeps the pipe full without holding more.
 const streamBuffer = 256 << 10
+
+// streamPipe is the capacity Stream asks for each of a zfs process's
+// pipes (Linux's default is 64 KiB; 1 MiB is what /proc/sys/fs/pipe-max-size
+// allows by default). With 64 KiB, a read of zfs send's stdout returned
+// at most 64 KiB however large the buffer, and each read went to the
+// transfer's HTTP/2 stream as a frame of its own: four frames, four
+// hand-offs between the handler and the connection, and four short TLS
+// records for the frame headers per buffer. With 1 MiB the reads fill the
+// buffer, and zfs can write on while a buffer is on its way
+// (docs/performance.md). It is kernel memory, fixed per pipe.
+const streamPipe = 1 << 20
+
+// rawConner is a pipe end os/exec gives (an *os.File, or its wrapper).
+type rawConner interface {
+	SyscallConn() (syscall.RawConn, error)
+}
 
 // maxStderr bounds what is kept of a streaming command's stderr: zfs says
 // what went wrong in a few lines, and a stream's stderr must not grow
@@ -65,6 +82,14 @@ func (r *Runner) Stream(ctx context.Context, cmd string, args []string, stdin io
 	if stdout != nil {
 		if outPipe, err = c.StdoutPipe(); err != nil {
 			return &zfs.Error{Cmd: cmd, Args: args, ExitCode: -1, Cause: err}
+		}
+	}
+	for _, p := range []any{inPipe, outPipe} {
+		if f, ok := p.(rawConner); ok {
+			if err := widen(f); err != nil && r.Logger != nil {
+				// The stream still flows, in smaller pieces.
+				r.Logger.Debug("cannot widen a zfs pipe", "cmd", cmd, "error", err)
+			}
 		}
 	}
 	start := time.Now()
