@@ -97,9 +97,9 @@ var errKeep = errors.New("holder may still run")
 // the allocation: a lost allocation keeps running on a node that was cut
 // off from the servers, and the servers collect lost allocations too.
 func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, c model.Class, a model.Alloc, outcome string) error {
-	running, err := m.allocs.RunningLocally(ctx, a.ID)
+	running, err := m.runningLocally(ctx, a.ID, outcome)
 	if err != nil {
-		return fmt.Errorf("cannot ask the local client about %s allocation %s: %w", outcome, a.ID, err)
+		return err
 	}
 	if running {
 		// Said once, when the slot's wait begins (syncWaits), not at
@@ -110,21 +110,26 @@ func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, 
 	return m.release(ctx, s, c, a, outcome)
 }
 
+// runningLocally asks the local client whether allocation id, lost or
+// gone from the servers (outcome), runs here. An error is never read as
+// "it does not".
+func (m *Manager) runningLocally(ctx context.Context, id, outcome string) (bool, error) {
+	running, err := m.allocs.RunningLocally(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("cannot ask the local client about %s allocation %s: %w", outcome, id, err)
+	}
+	return running, nil
+}
+
 // releaseIfGone looks up a holder missing from the node's allocation list
 // and acts on the model's judgement of the answer. An error is never read
 // as absence: an allocation the token cannot read is missing from the list
 // too.
 func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class, id string) error {
-	a, found, err := m.allocs.Lookup(ctx, id)
+	a, found, err := m.lookupHolder(ctx, id)
 	if err != nil {
-		return fmt.Errorf("holder %s is missing from the node's allocations and cannot be looked up (does the token have read-job in its namespace?): %w", id, err)
+		return err
 	}
-	if !found {
-		// Garbage-collected. If a snapshot showed how it ended, that is its
-		// outcome; otherwise it is "gone".
-		a, found = m.endedAlloc(id)
-	}
-	a.ID = id
 	switch live, outcome := model.Judge(a, found); live {
 	case model.MayRun:
 		return errKeep
@@ -133,6 +138,22 @@ func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class
 	default:
 		return m.release(ctx, s, c, a, outcome)
 	}
+}
+
+// lookupHolder looks up holder id, missing from the node's allocations. An
+// error is never read as absence.
+func (m *Manager) lookupHolder(ctx context.Context, id string) (model.Alloc, bool, error) {
+	a, found, err := m.allocs.Lookup(ctx, id)
+	if err != nil {
+		return model.Alloc{}, false, fmt.Errorf("holder %s is missing from the node's allocations and cannot be looked up (does the token have read-job in its namespace?): %w", id, err)
+	}
+	if !found {
+		// Garbage-collected. If a snapshot showed how it ended, that is its
+		// outcome; otherwise it is "gone".
+		a, found = m.endedAlloc(id)
+	}
+	a.ID = id
+	return a, found, nil
 }
 
 // reread scans the dataset of one slot of class (one zfs process), judged
