@@ -87,18 +87,28 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time, said
 	return r
 }
 
-// logWait says why a loop pauses: at Info the first time it waits for an
-// allocation, at Debug after.
+// logWait says why a Reserve pauses, in the lines docs/troubleshooting.md
+// lists: a wait at Info the first time it is for an allocation, at Debug
+// after; a holder kept (it may still run) at Debug; a retry as a warning.
 func (m *Manager) logWait(mv model.Move, said *string) {
-	if mv.Retry != nil {
+	var msg string
+	switch mv.Awaits {
+	case model.AwaitsRetry:
 		m.logger.Warn("reserve: retrying", "slot", mv.Slot.ID, "error", mv.Retry)
 		return
+	case model.AwaitsKept:
+		m.logger.Debug("allocation still runs here; keeping its slot", "slot", mv.Slot.ID, "alloc_id", mv.Alloc.ID)
+		return
+	case model.AwaitsHolder:
+		msg = "waiting for the previous holder to end"
+	case model.AwaitsData:
+		msg = "reserve: waiting for the predecessor's data"
 	}
 	level := hclog.Debug
 	if mv.Alloc.ID != *said {
 		level, *said = hclog.Info, mv.Alloc.ID
 	}
-	m.logger.Log(level, "reserve: waiting", "slot", mv.Slot.ID, "alloc_id", mv.Alloc.ID, "reason", mv.Reason)
+	m.logger.Log(level, msg, "slot", mv.Slot.ID, "alloc_id", mv.Alloc.ID, "reason", mv.Reason)
 }
 
 // act carries out a MoveRun under the slot's lock and reads the slot back

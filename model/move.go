@@ -74,6 +74,23 @@ func (a Act) String() string {
 	return actNames[a]
 }
 
+// Awaits is what a MoveWait waits for: the driver says it in the log
+// line an operator reads (docs/troubleshooting.md).
+type Awaits int
+
+const (
+	// AwaitsRetry: the last move failed (Move.Retry); try again.
+	AwaitsRetry Awaits = iota
+	// AwaitsHolder: the previous holder is stopping.
+	AwaitsHolder
+	// AwaitsKept: the holder may still run (the servers or the local
+	// client say so).
+	AwaitsKept
+	// AwaitsData: the predecessor's data, still in its slot or still
+	// coming from its node.
+	AwaitsData
+)
+
 // Move is a loop's next step, as its decider returns it.
 type Move struct {
 	Kind MoveKind
@@ -94,6 +111,8 @@ type Move struct {
 	// (a wait for a holder to end, a release: what Nomad said before it no
 	// longer explains the slot).
 	Stale bool
+	// Awaits, on a MoveWait: what it waits for.
+	Awaits Awaits
 	// Wake, on a MoveWait: wake the watcher's pass first (it parks the
 	// predecessor's data the Reserve waits for).
 	Wake bool

@@ -99,7 +99,7 @@ func DecideReserveMove(in ReserveLoop) Move {
 	case ReserveRefresh:
 		return Move{Kind: MoveAsk, Slot: s}
 	case ReserveWait:
-		return in.wait(Move{Alloc: d.Alloc, Reason: d.Reason, Stale: true})
+		return in.wait(Move{Alloc: d.Alloc, Reason: d.Reason, Stale: true, Awaits: AwaitsHolder})
 	case ReserveReleaseFirst:
 		return in.run(Move{Act: ActRelease, Alloc: d.Alloc, Outcome: d.Outcome, Stale: true})
 	case ReserveCheckLost:
@@ -125,7 +125,7 @@ func (in ReserveLoop) judged(a Alloc, found bool) Move {
 
 // keep waits for holder a, which may still run, and asks Nomad again.
 func (in ReserveLoop) keep(a Alloc) Move {
-	return in.wait(Move{Alloc: a, Reason: "the holder may still run", Stale: true})
+	return in.wait(Move{Alloc: a, Reason: "the holder may still run", Stale: true, Awaits: AwaitsKept})
 }
 
 // inheritMove acts on the reading of what caller may inherit on the ready
@@ -165,7 +165,7 @@ func (in ReserveLoop) record(caller Alloc, why string) Move {
 // waitPrev waits for the predecessor's data, waking the watcher's pass to
 // park it, and asks Nomad again.
 func (in ReserveLoop) waitPrev(caller Alloc, why string) Move {
-	return in.wait(Move{Alloc: caller, Reason: why, Stale: true, Wake: true})
+	return in.wait(Move{Alloc: caller, Reason: why, Stale: true, Wake: true, Awaits: AwaitsData})
 }
 
 func (in ReserveLoop) wait(n Move) Move {
