@@ -21,9 +21,15 @@
 //     reports (a stopping holder the servers may forget, one only the local
 //     client still runs): recheck, nextRecheck.
 //   - release.go: a release, and recording a holder, as plans.
-//   - reserve.go: the Reserve fence (model.DecideReserve) and its waits.
-//   - sticky.go: a Reserve's claim of parked data, and the pass over parked
-//     data.
+//   - drive.go: the driver of the loops that decide, act and read again:
+//     it asks a model decider for the next move (read the slot, ask Nomad,
+//     look up a holder, ask the local client, read the predecessor's data,
+//     wait, run an act, grant, fail), makes it, and asks again with what
+//     came of it, keeping what the loop has read since its last pause.
+//   - reserve.go: the Reserve fence on the driver (model.DecideReserveMove,
+//     which asks model.DecideReserve and model.DecideInherit).
+//   - sticky.go: what a Reserve reads of its predecessor's data, a claim of
+//     parked data, and the pass over parked data.
 //   - prune.go: retained data past its retention, crash finishes, removed
 //     classes; DestroyRetained for the operator's gc.
 //   - inspect.go: what the operator CLI may do from another process: read

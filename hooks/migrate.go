@@ -87,9 +87,19 @@ const pullEvery = 10 * time.Second
 // data (parking it as its allocation ended): a second or two.
 const busyWait = time.Second
 
-// errFinalArrived is pullOnce's news that the increment it received is the
-// final one: the pull asks again at once for the sender's "complete".
-var errFinalArrived = errors.New("the final snapshot arrived")
+// pulled is what one pullOnce brought.
+type pulled int
+
+const (
+	// pulledMore: an increment, or nothing; ask again after a pause.
+	pulledMore pulled = iota
+	// pulledFinal: the increment received is the final one: ask again at
+	// once for the sender's "complete" (the replacement waits).
+	pulledFinal
+	// pulledDone: the copy is final and marked so, or the replacement
+	// holds its slot already.
+	pulledDone
+)
 
 // errCopyRefused is pullOnce's news that the copy cannot become a slot of
 // its class: whole and larger than its limits (model.CopyOverLimits; it
@@ -169,10 +179,10 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	}
 	log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
 	for ctx.Err() == nil {
-		done, err := m.pullOnce(ctx, mg)
+		got, err := m.pullOnce(ctx, mg)
 		pause := pullEvery
 		switch {
-		case done:
+		case got == pulledDone:
 			m.pulls.wake()
 			m.trigger()
 			return
@@ -185,9 +195,7 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 			m.pulls.refused[mg.ParkedName] = true
 			m.pulls.mu.Unlock()
 			return
-		case errors.Is(err, errFinalArrived):
-			// The final snapshot is here: ask at once for the "complete"
-			// that makes the copy claimable (the replacement waits).
+		case got == pulledFinal:
 			failures, pause = 0, 0
 		case errors.Is(err, transfer.ErrPeerBusy):
 			// The sending node parks or releases the data under its lock
@@ -258,30 +266,30 @@ func (m *Manager) readSettled(ctx context.Context, mg model.Migration) (bool, er
 }
 
 // pullOnce asks for the next increment of the copy and receives it; it
-// reports whether the copy is now final (and marked so).
-func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error) {
+// reports what it brought.
+func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (pulled, error) {
 	lock := m.locks.get(mg.ParkedName)
 	lock.Lock()
 	defer lock.Unlock()
 	rows, err := m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps)
 	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
-		return false, err
+		return pulledMore, err
 	}
 	have, state := model.NewestCopied(mg.ParkedName, rows)
 	if state == model.StateParked {
-		return true, nil // final already (a pass before a restart marked it)
+		return pulledDone, nil // final already (a pass before a restart marked it)
 	}
 	if len(rows) == 0 {
 		// No copy: the replacement may have claimed it (under this lock)
 		// or started empty.
 		if settled, err := m.readSettled(ctx, mg); err != nil || settled {
-			return settled, err
+			return doneIf(settled), err
 		}
 	}
 	req := transfer.Request{Alloc: mg.Previous.ID, Replacement: mg.Replacement.ID, Slot: mg.PrevSlot, HaveGUID: have}
 	if len(rows) > 0 {
 		if req.ResumeToken, err = m.zfs.ResumeToken(ctx, mg.ParkedName); err != nil {
-			return false, err
+			return pulledMore, err
 		}
 	}
 	now := m.now()
@@ -293,48 +301,48 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 	case err == nil && res.Complete && !model.HoldsFinal(mg.ParkedName, rows):
 		// The sender names no snapshot: its "complete" is believed only
 		// of a copy whose newest snapshot is the final one it sent.
-		return false, fmt.Errorf("the sending node says %s is complete, but its newest snapshot is not the final one", mg.ParkedName)
+		return pulledMore, fmt.Errorf("the sending node says %s is complete, but its newest snapshot is not the final one", mg.ParkedName)
 	case err == nil && res.Complete:
 		// Whole now; claimable once marked received, so checked first.
 		if err := m.refuseShape(ctx, mg.ParkedName, rows); err != nil {
-			return false, err
+			return pulledMore, err
 		}
 		for _, r := range rows {
 			if why := model.CopyOverLimits(c, r); r.Name == mg.ParkedName && why != "" {
 				if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, rows)); derr != nil {
-					return false, fmt.Errorf("%s; dropping it: %w", why, derr)
+					return pulledMore, fmt.Errorf("%s; dropping it: %w", why, derr)
 				}
-				return false, fmt.Errorf("%w: %s", errCopyRefused, why)
+				return pulledMore, fmt.Errorf("%w: %s", errCopyRefused, why)
 			}
 		}
-		return true, m.run(ctx, model.PlanReceived(mg.ParkedName, now, now.Add(c.StickyWait)))
+		return pulledDone, m.run(ctx, model.PlanReceived(mg.ParkedName, now, now.Add(c.StickyWait)))
 	case err == nil:
 		if rows, err = m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps); err != nil {
-			return false, err
+			return pulledMore, err
 		}
 		if err := m.refuseShape(ctx, mg.ParkedName, rows); err != nil {
-			return false, err
+			return pulledMore, err
 		}
 		if older := model.OlderCopied(mg.ParkedName, rows); len(older) > 0 {
 			if err := m.run(ctx, model.PlanDropSnapshots(older)); err != nil {
-				return false, err
+				return pulledMore, err
 			}
 		}
 		if model.HoldsFinal(mg.ParkedName, rows) {
-			return false, errFinalArrived
+			return pulledFinal, nil
 		}
-		return false, nil
+		return pulledMore, nil
 	case errors.Is(err, zfs.ErrWrongType):
 		// A property the class sets (-o quota=...) does not apply to what
 		// the stream holds: a volume's stream, refused before anything was
 		// written. Every stream from that node is the same.
-		return false, fmt.Errorf("%w: the sending node's stream is not of a filesystem (a volume?): %w", errCopyRefused, err)
+		return pulledMore, fmt.Errorf("%w: the sending node's stream is not of a filesystem (a volume?): %w", errCopyRefused, err)
 	case errors.Is(err, transfer.ErrResumeRefused):
 		// The sender will not resume it (its data moved on): drop the
 		// partial receive; the next request starts from the last
 		// complete snapshot.
 		if aerr := m.run(ctx, model.PlanAbortReceive(mg.ParkedName)); aerr != nil {
-			return false, aerr
+			return pulledMore, aerr
 		}
 	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch),
 		errors.Is(err, transfer.ErrNotVerified):
@@ -345,11 +353,19 @@ func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (bool, error
 		// snapshot since the listing above).
 		current, lerr := m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps)
 		if lerr != nil {
-			return false, lerr
+			return pulledMore, lerr
 		}
 		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, current)); derr != nil {
-			return false, derr
+			return pulledMore, derr
 		}
 	}
-	return false, err
+	return pulledMore, err
+}
+
+// doneIf is pulledDone when settled, else pulledMore.
+func doneIf(settled bool) pulled {
+	if settled {
+		return pulledDone
+	}
+	return pulledMore
 }

@@ -375,20 +375,20 @@ func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
 	}
 
 	n2.m.fetcher = completeFetcher{}
-	if done, err := n2.m.pullOnce(ctx, mg); done || err == nil {
-		t.Errorf("a complete over no copy: done %v, error %v; want an error", done, err)
+	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err == nil {
+		t.Errorf("a complete over no copy: pulled %v, error %v; want an error", got, err)
 	}
 	if got := state(); got != "none" {
 		t.Errorf("after a complete over no copy: %s", got)
 	}
 
 	n2.m.fetcher = directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}
-	if done, err := n2.m.pullOnce(ctx, mg); done || err != nil {
-		t.Fatalf("the pre-copy (A still runs): done %v, error %v", done, err)
+	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err != nil {
+		t.Fatalf("the pre-copy (A still runs): pulled %v, error %v", got, err)
 	}
 	n2.m.fetcher = completeFetcher{}
-	if done, err := n2.m.pullOnce(ctx, mg); done || err == nil {
-		t.Errorf("a complete over a pre-copy: done %v, error %v; want an error", done, err)
+	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err == nil {
+		t.Errorf("a complete over a pre-copy: pulled %v, error %v; want an error", got, err)
 	}
 	if got := state(); got != string(model.StateReceiving) {
 		t.Errorf("after a complete over a pre-copy the copy is %q, want %q: never claimable", got, model.StateReceiving)

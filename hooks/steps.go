@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -61,21 +60,22 @@ func (m *Manager) runStep(ctx context.Context, class, dataset string, snap *mode
 	if !ok {
 		return false, false, model.Wait{}
 	}
+	kept := false
 	switch st.Kind {
 	case model.StepRecord:
 		err = m.recordHolder(ctx, s, st.Alloc)
 	case model.StepRelease:
 		err = m.release(ctx, s, c, st.Alloc, st.Outcome)
 	case model.StepCheckLost:
-		err = m.releaseIfNotRunningLocally(ctx, s, c, st.Alloc, model.OutcomeLost)
+		kept, err = m.releaseIfNotRunningLocally(ctx, s, c, st.Alloc, model.OutcomeLost)
 	case model.StepCheckGone:
-		err = m.releaseIfGone(ctx, s, c, st.Alloc.ID)
+		kept, err = m.releaseIfGone(ctx, s, c, st.Alloc.ID)
 	case model.StepTidy:
 		err = m.run(ctx, model.PlanTidy(s))
 	case model.StepPristine:
 		err = m.run(ctx, model.PlanPristine(s))
 	}
-	if errors.Is(err, errKeep) {
+	if kept {
 		// Only the local client can tell when it ends: asked again on
 		// the slot's clock, not at the next news of other allocations.
 		return false, false, model.Wait{Kind: model.WaitLocal, Alloc: st.Alloc.ID}
@@ -89,35 +89,61 @@ func (m *Manager) runStep(ctx context.Context, class, dataset string, snap *mode
 	return true, err != nil, model.Wait{}
 }
 
-// errKeep means a check found the holder may still run: nothing to do.
-var errKeep = errors.New("holder may still run")
-
 // releaseIfNotRunningLocally releases the slot of a holder that is lost or
 // gone from the servers only once the local client confirms it does not run
 // the allocation: a lost allocation keeps running on a node that was cut
-// off from the servers, and the servers collect lost allocations too.
-func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, c model.Class, a model.Alloc, outcome string) error {
-	running, err := m.allocs.RunningLocally(ctx, a.ID)
+// off from the servers, and the servers collect lost allocations too. kept
+// reports that the slot is kept: the holder may still run.
+func (m *Manager) releaseIfNotRunningLocally(ctx context.Context, s model.Slot, c model.Class, a model.Alloc, outcome string) (kept bool, err error) {
+	running, err := m.runningLocally(ctx, a.ID, outcome)
 	if err != nil {
-		return fmt.Errorf("cannot ask the local client about %s allocation %s: %w", outcome, a.ID, err)
+		return false, err
 	}
 	if running {
 		// Said once, when the slot's wait begins (syncWaits), not at
 		// every look.
 		m.logger.Debug("allocation still runs here; keeping its slot", "slot", s.ID, "alloc_id", a.ID, "outcome", outcome)
-		return errKeep
+		return true, nil
 	}
-	return m.release(ctx, s, c, a, outcome)
+	return false, m.release(ctx, s, c, a, outcome)
+}
+
+// runningLocally asks the local client whether allocation id, lost or
+// gone from the servers (outcome), runs here. An error is never read as
+// "it does not".
+func (m *Manager) runningLocally(ctx context.Context, id, outcome string) (bool, error) {
+	running, err := m.allocs.RunningLocally(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("cannot ask the local client about %s allocation %s: %w", outcome, id, err)
+	}
+	return running, nil
 }
 
 // releaseIfGone looks up a holder missing from the node's allocation list
 // and acts on the model's judgement of the answer. An error is never read
 // as absence: an allocation the token cannot read is missing from the list
-// too.
-func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class, id string) error {
+// too. kept reports that the slot is kept: the holder may still run.
+func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class, id string) (kept bool, err error) {
+	a, found, err := m.lookupHolder(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	switch live, outcome := model.Judge(a, found); live {
+	case model.MayRun:
+		return true, nil
+	case model.AskClient:
+		return m.releaseIfNotRunningLocally(ctx, s, c, a, outcome)
+	default:
+		return false, m.release(ctx, s, c, a, outcome)
+	}
+}
+
+// lookupHolder looks up holder id, missing from the node's allocations. An
+// error is never read as absence.
+func (m *Manager) lookupHolder(ctx context.Context, id string) (model.Alloc, bool, error) {
 	a, found, err := m.allocs.Lookup(ctx, id)
 	if err != nil {
-		return fmt.Errorf("holder %s is missing from the node's allocations and cannot be looked up (does the token have read-job in its namespace?): %w", id, err)
+		return model.Alloc{}, false, fmt.Errorf("holder %s is missing from the node's allocations and cannot be looked up (does the token have read-job in its namespace?): %w", id, err)
 	}
 	if !found {
 		// Garbage-collected. If a snapshot showed how it ended, that is its
@@ -125,14 +151,7 @@ func (m *Manager) releaseIfGone(ctx context.Context, s model.Slot, c model.Class
 		a, found = m.endedAlloc(id)
 	}
 	a.ID = id
-	switch live, outcome := model.Judge(a, found); live {
-	case model.MayRun:
-		return errKeep
-	case model.AskClient:
-		return m.releaseIfNotRunningLocally(ctx, s, c, a, outcome)
-	default:
-		return m.release(ctx, s, c, a, outcome)
-	}
+	return a, found, nil
 }
 
 // reread scans the dataset of one slot of class (one zfs process), judged

@@ -30,80 +30,48 @@ func (m *Manager) readParked(ctx context.Context, name string) (*model.Retained,
 	return model.ParkedFromRows(name, rows), nil
 }
 
-// inherit decides, for a Reserve of ready slot s by caller, whether caller
-// inherits its predecessor's data, and claims it if so. It reports whether
-// the slot changed (read it again), or errWaitPark while the data is still
-// in the predecessor's slot, or still coming from the predecessor's node.
-// start is when the Reserve began. The caller holds s's lock.
-func (m *Manager) inherit(ctx context.Context, s model.Slot, c model.Class, caller model.Alloc, start time.Time) (bool, error) {
+// readPrev reads what caller, in a Reserve of ready slot s, may inherit
+// (model.DecideInherit's input): its predecessor's slot, as it is now, and
+// the predecessor's parked data. It returns nil when caller replaces no
+// predecessor on s, and the predecessor's slot's dataset. waited is how
+// long the Reserve has waited. The caller holds s's lock.
+func (m *Manager) readPrev(ctx context.Context, c model.Class, s model.Slot, caller model.Alloc, waited time.Duration) (*model.InheritInput, string, error) {
 	snap := m.snapshot()
 	prev, prevID, ok := model.Predecessor(c, caller, s.ID, snap)
 	if !ok && c.Migrate.Enabled && caller.PreviousAllocation != "" {
 		// It ran on another node, and no pass has looked it up yet.
 		if err := m.lookupRemote(ctx, caller.PreviousAllocation); err != nil {
-			return false, err
+			return nil, "", err
 		}
 		snap = m.snapshot()
 		prev, prevID, ok = model.Predecessor(c, caller, s.ID, snap)
 	}
 	if !ok {
-		return false, nil
+		return nil, "", nil
 	}
-	name := m.cfg.ParkedName(c.Name, prev.ID, prevID)
 	local := prev.NodeID == "" || prev.NodeID == snap.NodeID
-	for attempt := 0; ; attempt++ {
-		var prevSlot *model.Slot
-		if prevID != s.ID && local {
-			prevSlot, _ = m.current(prevID)
-		}
-		if v, _ := m.View(); prevSlot != nil && v != nil {
-			// The decision rests on the predecessor's slot: what lies below
-			// it (a stranger the operator may have removed since the scan)
-			// and its state. Read it as it is now (without its lock, so not
-			// recorded as an override); on an error, as last read.
-			pv := v.Parent(slotParent(prevSlot.Dataset))
-			if now, err := readSlot(ctx, m.cfg, m.zfs, c.Name, prevSlot.Dataset, pv.Mountpoint); err == nil {
-				now.Healthy, now.Reason = model.Health(&now, pv.Problem, "")
-				prevSlot = &now
-			}
-		}
-		p, err := m.readParked(ctx, name)
-		if err != nil {
-			return false, err
-		}
-		d := model.DecideInherit(model.InheritInput{Class: c, Slot: s, Caller: caller, Prev: prev, PrevSlot: prevSlot,
-			Parked: p, NodeID: snap.NodeID, Waited: m.now().Sub(start)})
-		switch {
-		case d.Kind == model.InheritWait && attempt == 0 && local:
-			// Park it now if its holder has ended (the watcher's pass
-			// would, a little later): the predecessor's slot, under its
-			// own lock, as a pass does it; skipped if that lock is busy.
-			if changed, _, _ := m.runStep(ctx, c.Name, m.cfg.SlotDataset(c.Name, prevID), m.snapshot()); changed {
-				continue
-			}
-			fallthrough
-		case d.Kind == model.InheritWait:
-			level := hclog.Debug
-			if m.now().Sub(start) < waitStep {
-				level = hclog.Info // once per Reserve, not every step
-			}
-			m.logger.Log(level, "reserve: waiting for the predecessor's data", "slot", s.ID, "alloc_id", caller.ID, "reason", d.Reason)
-			m.trigger()
-			return false, errWaitPark
-		case d.Kind == model.InheritFail:
-			return false, fmt.Errorf("%w: %s: %s", ErrNotReady, s.ID, d.Reason)
-		case d.Kind == model.InheritClaim:
-			return true, m.claim(ctx, s, caller, *p)
-		}
-		if d.Reason != "" {
-			m.logger.Warn("reserve: not inheriting", "slot", s.ID, "alloc_id", caller.ID, "reason", d.Reason)
-		}
-		return false, nil
+	var prevSlot *model.Slot
+	if prevID != s.ID && local {
+		prevSlot, _ = m.current(prevID)
 	}
+	if v, _ := m.View(); prevSlot != nil && v != nil {
+		// The decision rests on the predecessor's slot: what lies below
+		// it (a stranger the operator may have removed since the scan)
+		// and its state. Read it as it is now (without its lock, so not
+		// recorded as an override); on an error, as last read.
+		pv := v.Parent(slotParent(prevSlot.Dataset))
+		if now, err := readSlot(ctx, m.cfg, m.zfs, c.Name, prevSlot.Dataset, pv.Mountpoint); err == nil {
+			now.Healthy, now.Reason = model.Health(&now, pv.Problem, "")
+			prevSlot = &now
+		}
+	}
+	p, err := m.readParked(ctx, m.cfg.ParkedName(c.Name, prev.ID, prevID))
+	if err != nil {
+		return nil, "", err
+	}
+	return &model.InheritInput{Class: c, Slot: s, Caller: caller, Prev: prev, PrevSlot: prevSlot,
+		Parked: p, NodeID: snap.NodeID, Waited: waited}, m.cfg.SlotDataset(c.Name, prevID), nil
 }
-
-// errWaitPark: the predecessor's data is not parked yet.
-var errWaitPark = errors.New("waiting for the predecessor's data to be parked")
 
 // claim hands parked data p to caller as ready slot s (model.PlanClaim).
 // The caller holds s's lock; p's lock orders it against a pass releasing p.

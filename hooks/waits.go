@@ -111,7 +111,7 @@ func (m *Manager) recheck(ctx context.Context) {
 		if w.Kind != model.WaitStopping {
 			continue
 		}
-		if _, err := m.refresh(ctx); err != nil {
+		if err := m.refresh(ctx); err != nil {
 			m.logger.Debug("cannot ask again whether a stopping holder ended; asking later", "alloc_id", w.Alloc, "error", err)
 		}
 		break

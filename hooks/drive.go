@@ -1,0 +1,143 @@
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+)
+
+// maxMoves bounds the moves a loop makes between two pauses: a decider
+// that never waits is a bug, not a fence.
+const maxMoves = 64
+
+// decider is one loop's model decider, bound to what it decides on (the
+// slot as last read, Nomad's latest answer): given what the loop has read
+// since its last pause and what came of its last move, its next move.
+type decider func(since model.Since, last model.Result) model.Move
+
+// drive runs a loop: it asks decide for the next move, makes it, and asks
+// again with what came of it, until decide grants or fails. The caller
+// holds the slot's lock. It keeps what the loop has read since its last
+// pause (model.Since.After), and gives up, with the last move's error,
+// when ctx ends or a pause fails: a Reserve is bounded by Nomad's reserve
+// timeout.
+func (m *Manager) drive(ctx context.Context, decide decider) (model.Move, error) {
+	var (
+		since model.Since
+		last  model.Result
+		said  string // whom the last wait logged at Info was for
+		start = m.now()
+	)
+	for moves := 0; ; moves++ {
+		mv := decide(since, last)
+		switch mv.Kind {
+		case model.MoveGrant, model.MoveFail:
+			return mv, nil
+		case model.MoveWait:
+			moves = 0
+		}
+		if moves >= maxMoves {
+			return mv, fmt.Errorf("%d moves without a pause (the last: %s %s): a bug in the decider", maxMoves, mv.Kind, mv.Act)
+		}
+		last = m.move(ctx, mv, start, &said)
+		since = since.After(mv, last.Err)
+		switch {
+		case last.Err != nil && ctx.Err() != nil:
+			return mv, fmt.Errorf("gave up waiting: %v (last: %v)", ctx.Err(), last.Err)
+		case last.Err != nil && mv.Kind == model.MoveWait:
+			// The pause itself failed: the loop's time is up (a deadline
+			// the simulation keeps in its own time, the process ending).
+			return mv, fmt.Errorf("gave up waiting: %v", last.Err)
+		}
+	}
+}
+
+// move makes one move; start is when the loop began.
+func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time, said *string) model.Result {
+	r := model.Result{Step: mv}
+	switch mv.Kind {
+	case model.MoveRead:
+		_, r.Err = m.reread(ctx, mv.Class.Name, mv.Slot.Dataset)
+	case model.MoveAsk:
+		r.Err = m.refresh(ctx)
+	case model.MoveLookup:
+		r.Alloc, r.Found, r.Err = m.lookupHolder(ctx, mv.Alloc.ID)
+	case model.MoveLocal:
+		r.Running, r.Err = m.runningLocally(ctx, mv.Alloc.ID, mv.Outcome)
+	case model.MoveReadPrev:
+		r.Inherit, r.Dataset, r.Err = m.readPrev(ctx, mv.Class, mv.Slot, mv.Alloc, m.now().Sub(start))
+	case model.MoveWait:
+		m.logWait(mv, said)
+		if mv.Wake {
+			m.trigger()
+		}
+		sleep := m.sleep
+		if mv.Awaits == model.AwaitsData {
+			// Woken early when a pull makes a copy claimable: the pause is
+			// still bounded by mv.For, the look again is only sooner.
+			sleep = func(ctx context.Context, d time.Duration) error { return m.pulls.pause(ctx, m.sleep, d) }
+		}
+		if err := sleep(ctx, mv.For); err != nil {
+			r.Err = err
+			if mv.Retry != nil {
+				r.Err = mv.Retry
+			}
+		}
+	case model.MoveRun:
+		r.Changed, r.Err = m.act(ctx, mv)
+	}
+	return r
+}
+
+// logWait says why a Reserve pauses, in the lines docs/troubleshooting.md
+// lists: a wait at Info the first time it is for an allocation, at Debug
+// after; a holder kept (it may still run) at Debug; a retry as a warning.
+func (m *Manager) logWait(mv model.Move, said *string) {
+	var msg string
+	switch mv.Awaits {
+	case model.AwaitsRetry:
+		m.logger.Warn("reserve: retrying", "slot", mv.Slot.ID, "error", mv.Retry)
+		return
+	case model.AwaitsKept:
+		m.logger.Debug("allocation still runs here; keeping its slot", "slot", mv.Slot.ID, "alloc_id", mv.Alloc.ID)
+		return
+	case model.AwaitsHolder:
+		msg = "waiting for the previous holder to end"
+	case model.AwaitsData:
+		msg = "reserve: waiting for the predecessor's data"
+	}
+	level := hclog.Debug
+	if mv.Alloc.ID != *said {
+		level, *said = hclog.Info, mv.Alloc.ID
+	}
+	m.logger.Log(level, msg, "slot", mv.Slot.ID, "alloc_id", mv.Alloc.ID, "reason", mv.Reason)
+}
+
+// act carries out a MoveRun under the slot's lock and reads the slot back
+// (an ActPark is a pass's step on another slot, which reads its own). It
+// reports whether an ActPark changed the predecessor's slot.
+func (m *Manager) act(ctx context.Context, mv model.Move) (changed bool, err error) {
+	s, c := mv.Slot, mv.Class
+	switch mv.Act {
+	case model.ActPark:
+		changed, _, _ = m.runStep(ctx, c.Name, mv.Dataset, m.snapshot())
+		return changed, nil
+	case model.ActRelease:
+		err = m.release(ctx, s, c, mv.Alloc, mv.Outcome)
+	case model.ActRecord:
+		if mv.Reason != "" {
+			m.logger.Warn("reserve: not inheriting", "slot", s.ID, "alloc_id", mv.Alloc.ID, "reason", mv.Reason)
+		}
+		err = m.recordHolder(ctx, s, mv.Alloc)
+	case model.ActClaim:
+		err = m.claim(ctx, s, mv.Alloc, *mv.Parked)
+	}
+	if _, rerr := m.reread(ctx, c.Name, s.Dataset); rerr != nil && err == nil {
+		err = rerr
+	}
+	return false, err
+}

@@ -1,0 +1,179 @@
+package model
+
+import "time"
+
+// A loop in hooks that decides, acts and reads again (a Reserve's fence of
+// one slot, its inheritance of a predecessor's data) is a decider here and
+// the driver there: the decider returns the loop's next Move, the driver
+// (hooks/drive.go) does it and asks again with the Result. The decider
+// does no I/O, so every sequence of steps a crash or a retry can make is a
+// table test (reserve_move_test.go).
+
+// MoveKind is what a loop's driver does next.
+type MoveKind int
+
+const (
+	// MoveRead: read the slot (Move.Slot's dataset) from ZFS again.
+	MoveRead MoveKind = iota + 1
+	// MoveAsk: fetch a fresh answer from the Nomad API (one non-blocking
+	// query) of which allocations name this node's slots.
+	MoveAsk
+	// MoveLookup: look up allocation Move.Alloc.ID on the servers (an
+	// allocation garbage-collected there: as the node last saw it end).
+	MoveLookup
+	// MoveLocal: ask the local client whether Move.Alloc runs here.
+	MoveLocal
+	// MoveReadPrev: read what the caller, Move.Alloc, may inherit: its
+	// predecessor's slot and parked data (looking up a predecessor on
+	// another node first).
+	MoveReadPrev
+	// MoveWait: pause Move.For, then ask again.
+	MoveWait
+	// MoveRun: carry out Move.Act under the slot's lock.
+	MoveRun
+	// MoveGrant: done; hand the slot out.
+	MoveGrant
+	// MoveFail: done; refuse (Move.Reason says why).
+	MoveFail
+)
+
+var moveNames = [...]string{"?", "read", "ask", "lookup", "local", "read-prev", "wait", "run", "grant", "fail"}
+
+func (k MoveKind) String() string {
+	if k < 0 || int(k) >= len(moveNames) {
+		return moveNames[0]
+	}
+	return moveNames[k]
+}
+
+// Act is what a MoveRun step carries out.
+type Act int
+
+const (
+	// ActRelease releases the slot's data by its class's policy for
+	// Move.Alloc's Move.Outcome (PlanRelease; in a sticky class it may
+	// park it).
+	ActRelease Act = iota + 1
+	// ActRecord records Move.Alloc as the slot's holder (PlanRecord).
+	ActRecord
+	// ActClaim claims Move.Parked onto the ready slot for Move.Alloc
+	// (PlanClaim).
+	ActClaim
+	// ActPark runs a pass's step on the predecessor's slot, Move.Dataset,
+	// under its own lock (skipped if busy): it parks the data of a holder
+	// that has ended a little before the watcher's pass would.
+	ActPark
+)
+
+var actNames = [...]string{"?", "release", "record", "claim", "park"}
+
+func (a Act) String() string {
+	if a < 0 || int(a) >= len(actNames) {
+		return actNames[0]
+	}
+	return actNames[a]
+}
+
+// Awaits is what a MoveWait waits for: the driver says it in the log
+// line an operator reads (docs/troubleshooting.md).
+type Awaits int
+
+const (
+	// AwaitsRetry: the last move failed (Move.Retry); try again.
+	AwaitsRetry Awaits = iota
+	// AwaitsHolder: the previous holder is stopping.
+	AwaitsHolder
+	// AwaitsKept: the holder may still run (the servers or the local
+	// client say so).
+	AwaitsKept
+	// AwaitsData: the predecessor's data, still in its slot or still
+	// coming from its node.
+	AwaitsData
+)
+
+// Move is a loop's next step, as its decider returns it.
+type Move struct {
+	Kind MoveKind
+	Act  Act
+	// Slot is the slot the step reads or acts on, of Class; Dataset, for
+	// ActPark, the predecessor's slot.
+	Class   Class
+	Slot    Slot
+	Dataset string
+	// Alloc is the allocation the step is about (the holder to look up or
+	// release, the caller to record); Outcome how it ended.
+	Alloc   Alloc
+	Outcome string
+	Parked  *Retained
+	// For is how long a MoveWait pauses.
+	For time.Duration
+	// Stale: after this step the decider needs a fresh answer from Nomad
+	// (a wait for a holder to end, a release: what Nomad said before it no
+	// longer explains the slot).
+	Stale bool
+	// Awaits, on a MoveWait: what it waits for.
+	Awaits Awaits
+	// Wake, on a MoveWait: wake the watcher's pass first (it parks the
+	// predecessor's data the Reserve waits for).
+	Wake bool
+	// Retry, on a MoveWait: the last step failed with it; the pause is
+	// before trying again.
+	Retry error
+	// Refused, on a MoveFail: handing the slot out could share or wipe
+	// live data (else it is not ready).
+	Refused bool
+	Reason  string
+}
+
+// Result is what came of a step: what the driver feeds back to the
+// decider.
+type Result struct {
+	// Step is the step done; zero before the first.
+	Step Move
+	Err  error
+	// Alloc and Found: a MoveLookup's answer.
+	Alloc Alloc
+	Found bool
+	// Running: a MoveLocal's answer.
+	Running bool
+	// Changed: an ActPark's pass changed the predecessor's slot.
+	Changed bool
+	// Inherit: a MoveReadPrev's reading; nil when the caller replaces no
+	// predecessor on this slot. Dataset is the predecessor's slot.
+	Inherit *InheritInput
+	Dataset string
+}
+
+// Since is what a loop has read since its last pause, which is all it may
+// decide on: something foreign may appear below a slot, and an allocation
+// may end, while it waits. The driver keeps it, by After alone.
+type Since struct {
+	// Read: the slot has been read (or acted on and read back).
+	Read bool
+	// Asked: Nomad has answered this loop, and no step since made the
+	// answer stale.
+	Asked bool
+	// Parked: an ActPark has run (it is tried once a pause).
+	Parked bool
+}
+
+// After is what the loop has read once step has been done, with err.
+func (s Since) After(step Move, err error) Since {
+	switch {
+	case step.Kind == MoveWait:
+		s = Since{Asked: s.Asked}
+	case err != nil:
+	case step.Kind == MoveRead:
+		s.Read = true
+	case step.Kind == MoveAsk:
+		s.Asked = true
+	case step.Kind == MoveRun && step.Act == ActPark:
+		s.Parked = true
+	case step.Kind == MoveRun:
+		s.Read = true // acted on, and read back
+	}
+	if step.Stale || (step.Kind == MoveAsk && err != nil) {
+		s.Asked = false
+	}
+	return s
+}
