@@ -338,8 +338,13 @@ func (w *World) report(a *localAlloc) {
 		w.logf("client re-sends %s: %s (the servers had %s/%s)", a.short(), a.status, sa.ClientStatus, sa.DesiredStatus)
 	}
 	tasks := map[string]string{}
+	// As Nomad's client reports them: a task is pending until it starts,
+	// which is after its device hook (the plugin's Reserve) returned.
 	state := structs.TaskStateRunning
-	if a.phase == dead {
+	switch a.phase {
+	case pulled:
+		state = structs.TaskStatePending
+	case dead:
 		state = structs.TaskStateDead
 	}
 	for _, t := range a.tasks {

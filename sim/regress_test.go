@@ -437,6 +437,19 @@ func TestSeedRegressions(t *testing.T) {
 			seed: 195, events: 60, keep: []int{32, 33, 42, 43, 57, 58},
 		},
 		{
+			// The harness, not the plugin (make sim-node SCHEDULES=5000
+			// SEED=7720001, seed 7720570): after a restore of the servers'
+			// state the client re-reported a sticky replacement whose
+			// Reserve still waited with its task "running" (every phase
+			// but dead was reported so). The pass then took it for started
+			// and recorded it on the fresh slots its predecessor's park
+			// had left, so its Reserve handed them out without the parked
+			// data (I6). Nomad reports a task pending until it starts,
+			// after its device hook returned; so does the client now.
+			name: "a pending replacement re-reported after a restore is not running",
+			seed: 7720570, events: 60, keep: []int{11, 13, 15, 30, 31, 32, 37, 40, 42, 43, 44, 45, 48, 50, 54, 56, 57},
+		},
+		{
 			// The same, found again once readyInTime waited out a
 			// servers' reset (make sim-node SCHEDULES=1500 on the unfixed
 			// Manager: seed 415, the 416th schedule, 24,960 events, 2m10s):
