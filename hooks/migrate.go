@@ -221,11 +221,11 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 // filesystem carry no mark of the plugin's and are left, with the copy,
 // for the operator. nil when the copy is one filesystem.
 func (m *Manager) refuseShape(ctx context.Context, name string, rows []zfs.Dataset) error {
-	why := model.CopyNotOneFilesystem(name, rows)
+	why, drop := model.CopyNotOneFilesystem(name, rows)
 	if why == "" {
 		return nil
 	}
-	if why == model.NotAFilesystem(name) {
+	if drop {
 		if err := m.run(ctx, model.PlanDropCopy(name, rows)); err != nil {
 			return fmt.Errorf("%s; dropping it: %w", why, err)
 		}

@@ -313,16 +313,17 @@ func ReceiveProps(c Class, name, holder string, now, expires time.Time) map[stri
 
 // CopyNotOneFilesystem says why the received copy name, as listed (rows,
 // `zfs list -r -t filesystem,snapshot`), is not what a transfer receives,
-// one filesystem and its snapshots ("" when it is):
+// one filesystem and its snapshots ("" when it is), and whether the copy
+// is to be dropped:
 //   - a replication stream (zfs send -R) brings datasets below it, which no
 //     slot may have. They carry no mark of the plugin's own (they inherit
 //     the copy's), so the plugin does not destroy them: the operator does,
 //     with the copy;
 //   - a volume's stream (a zvol) makes the copy a volume, which no task can
 //     mount. The listing shows its snapshots and not the volume itself.
-//     The copy is the plugin's (the receive marked it): the caller drops it
-//     (PlanDropCopy) before the next pull.
-func CopyNotOneFilesystem(name string, rows []zfs.Dataset) string {
+//     The copy is the plugin's (the receive marked it): drop is true, and
+//     the caller drops it (PlanDropCopy).
+func CopyNotOneFilesystem(name string, rows []zfs.Dataset) (why string, drop bool) {
 	var below []string
 	filesystem, snapshots := false, false
 	for _, r := range rows {
@@ -338,17 +339,12 @@ func CopyNotOneFilesystem(name string, rows []zfs.Dataset) string {
 	if len(below) > 0 {
 		return fmt.Sprintf("the stream brought %d dataset(s) below the copy (%s): a replication stream, not one filesystem; "+
 			"the plugin never destroys what carries no mark of its own: destroy the copy with them (zfs destroy -r %s)",
-			len(below), below[0], name)
+			len(below), below[0], name), false
 	}
 	if snapshots && !filesystem {
-		return NotAFilesystem(name)
+		return fmt.Sprintf("the stream made %s a volume (zvol), not a filesystem: no task can mount it as a slot; the copy is dropped", name), true
 	}
-	return ""
-}
-
-// NotAFilesystem says why a copy that is not a filesystem is refused.
-func NotAFilesystem(name string) string {
-	return fmt.Sprintf("the stream made %s a volume (zvol), not a filesystem: no task can mount it as a slot; the copy is dropped", name)
+	return "", false
 }
 
 // CopyOverLimits says why received copy d cannot become a slot of class

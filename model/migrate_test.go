@@ -298,6 +298,7 @@ func TestCopyNotOneFilesystem(t *testing.T) {
 		name string
 		rows []zfs.Dataset
 		want string
+		drop bool // the copy is dropped, not left
 	}{
 		{name: "one filesystem and its snapshots",
 			rows: []zfs.Dataset{row(name, zfs.DatasetFilesystem), row(name+"@migrate-1", zfs.DatasetSnapshot)}},
@@ -309,18 +310,18 @@ func TestCopyNotOneFilesystem(t *testing.T) {
 			rows: []zfs.Dataset{row(name, zfs.DatasetFilesystem), row(name+"x", zfs.DatasetFilesystem)}},
 		{name: "a volume: its snapshots listed, not itself",
 			rows: []zfs.Dataset{row(name+"@migrate-1", zfs.DatasetSnapshot)},
-			want: "a volume (zvol), not a filesystem"},
+			want: "a volume (zvol), not a filesystem", drop: true},
 		{name: "a volume listed as one",
 			rows: []zfs.Dataset{row(name, zfs.DatasetVolume), row(name+"@migrate-1", zfs.DatasetSnapshot)},
-			want: "a volume (zvol), not a filesystem"},
+			want: "a volume (zvol), not a filesystem", drop: true},
 		{name: "nothing received yet",
 			rows: nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := CopyNotOneFilesystem(name, tc.rows)
-			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-				t.Errorf("CopyNotOneFilesystem = %q, want %q", got, tc.want)
+			got, drop := CopyNotOneFilesystem(name, tc.rows)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) || drop != tc.drop {
+				t.Errorf("CopyNotOneFilesystem = %q, %v; want %q, %v", got, drop, tc.want, tc.drop)
 			}
 		})
 	}

@@ -27,14 +27,7 @@ func (c *Client) List(ctx context.Context, root string, userProps []string) ([]D
 // fails the whole listing with ErrNotExist.
 func (c *Client) ListMany(ctx context.Context, roots []string, userProps []string) ([]Dataset, error) {
 	args, err := ListManyArgs(roots, userProps)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	out, err := c.r.Run(ctx, "zfs", args...)
-	if err != nil {
-		return nil, err
-	}
-	return ParseList(out, userProps)
+	return c.list(ctx, args, err, userProps)
 }
 
 // ListAll is List with volumes too: a received copy is what its stream
@@ -42,8 +35,14 @@ func (c *Client) ListMany(ctx context.Context, roots []string, userProps []strin
 // not show (its snapshots, it does).
 func (c *Client) ListAll(ctx context.Context, root string, userProps []string) ([]Dataset, error) {
 	args, err := ListAllArgs(root, userProps)
-	if err != nil {
-		return nil, invalid(err)
+	return c.list(ctx, args, err, userProps)
+}
+
+// list runs a listing built by ListManyArgs or ListAllArgs (argErr: the
+// builder's error) and parses it.
+func (c *Client) list(ctx context.Context, args []string, argErr error, userProps []string) ([]Dataset, error) {
+	if argErr != nil {
+		return nil, invalid(argErr)
 	}
 	out, err := c.r.Run(ctx, "zfs", args...)
 	if err != nil {
