@@ -56,7 +56,7 @@ func planPark(in ReleaseInput, s Slot, holderIndex uint64, p Plan) (Plan, error)
 // in place. A slot that is parked data at the slot's name (a claim a crash
 // interrupted) is finished as the claim would have.
 func PlanRecord(s Slot, a Alloc, now time.Time) Plan {
-	props := HeldProps(a.ID, a.CreateIndex, now)
+	props := HeldProps(a.ID, ReleaseIndex(s, a.CreateIndex), now)
 	if s.State == StateParked {
 		props = ClaimedProps(s.Dataset, a, s.Generation+1, now)
 	}

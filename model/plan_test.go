@@ -465,3 +465,34 @@ func TestParkedAgainAfterTheHolderRanAgain(t *testing.T) {
 		t.Errorf("C's Reserve once pg-1 is parked: %v, want the claim", got)
 	}
 }
+
+// TestRecordOfAnOlderAllocationKeepsTheIndex: a slot's holder_index only
+// grows within one history. B, placed after A to replace it, ended before
+// A started, on a ready slot: a pass takes it for an unrecorded holder and
+// parks the slot as B's, writing B's index. A pass then records A (placed
+// before B, still pending) on the fresh slot. Had the record written A's
+// lower index, B would look newer than the slot's last holder once A
+// ended, and the next pass would release the fresh, empty slot for B over
+// B's parked data (seed 7740037 of the two-node world: the parked data
+// destroyed as "older", an empty slot renamed into its place).
+func TestRecordOfAnOlderAllocationKeepsTheIndex(t *testing.T) {
+	sticky := model.Class{Name: "pg", Slots: 1, Sticky: true, StickyWait: time.Hour}
+	a := alloc("A", 18, "pending", "stop", "pg", "pg-1")
+	b := ended(alloc("B", 21, "pending", "run", "pg", "pg-1"), "complete")
+	a.NextAllocation, b.PreviousAllocation = "B", "A"
+	b.NextAllocation = "C" // placed on another node
+	w := newWorld(t, sticky)
+	w.settle(snapshot(b), 5)
+	w.write(w.cfg.ParkedName("pg", "B", "pg-1"), "data", "B's")
+	w.settle(snapshot(a, b), 5)
+	if got := w.slot("pg", "pg-1"); got.Holder != "A" || got.HolderIndex != 21 {
+		t.Fatalf("A recorded on the fresh slot: holder %q index %d, want A at B's 21", got.Holder, got.HolderIndex)
+	}
+	w.settle(snapshot(ended(a, "complete"), b), 5)
+	const end = "pg owned files=[]\n" +
+		"pg/parked-B-pg-1 state=parked holder=B holder_index=21 outcome=complete generation=1 retain_as=pg/parked-B-pg-1 owned files=[data:B's]\n" +
+		"pg/pg-1 state=ready holder_index=21 generation=3 owned files=[]"
+	if got := w.state(); got != end {
+		t.Errorf("after A's end: B's parked data kept, the fresh slot ready:\n got %s\nwant %s", indent(got), indent(end))
+	}
+}

@@ -108,13 +108,21 @@ func (w *XWorld) hostile(from *xnode, target string, h http.Header, body []byte)
 
 // replicate makes, below copy target on node n, the dataset a replication
 // stream would have brought there (the fake emulates no send -R): after a
-// receive of a hostile sender's stream (hostileChild) that succeeded.
+// receive of a hostile sender's stream (hostileChild) that succeeded. When
+// an earlier one brought it already (the receiving plugin died before its
+// check of the copy, and its next pull received the increment into the
+// same copy: seed 7740581), the increment updates it.
 func (n *xnode) replicate(target string) {
 	if !n.w.replicating[target] {
 		return
 	}
 	delete(n.w.replicating, target)
 	child := target + "/from-a-peer"
+	if _, err := n.fake.Run(context.Background(), "zfs", "list", "-H", "-o", "name", child); err == nil {
+		n.replicated[target] = true
+		n.w.logf("  link: the stream updated %s on %s", child, n.name)
+		return
+	}
 	if _, err := n.fake.Run(context.Background(), "zfs", "create", "-o", "canmount=off", child); err != nil {
 		n.w.violate("harness", "%s: the dataset a replication stream brings: %v", n.name, err)
 		return

@@ -69,6 +69,34 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 73,
 			keep: []int{41, 44, 47, 58, 59, 60, 62, 64, 65, 66, 67},
 		},
+		{
+			// 0005 (placed after 0004, which it replaces) ended on a ready
+			// slot before 0004 started; a pass took it for an unrecorded
+			// holder and parked the slot under its name, writing its index.
+			// Then a pass recorded 0004, still pending, on the fresh slot,
+			// and the record wrote 0004's lower index over the higher. Once
+			// 0004 ended, 0005 looked newer than the slot's last holder
+			// again: the next pass released the fresh, empty slot for it,
+			// destroyed 0005's real parked data (node 2 had refused its
+			// copy) as "older parked data" and renamed the empty slot into
+			// its place, then the rename failed on every pass (X7). A
+			// record now keeps the slot's higher index (model.PlanRecord,
+			// ReleaseIndex), as a release does.
+			name: "a record of an older allocation does not lower the slot's holder index",
+			seed: 7740037,
+			keep: []int{8, 13, 21, 29, 31, 32, 41, 47, 48, 49, 51, 52, 53, 54, 55, 61, 63, 65, 66, 67},
+		},
+		{
+			// The harness's own bug: a hostile sender's replication stream
+			// brought a dataset below 0001's copy on node 2, whose plugin
+			// died before its check of the copy; its next pull received
+			// the increment into the same copy (refused after it, as
+			// before), and the harness failed to make the dataset below
+			// again. An increment of a replication stream updates it.
+			name: "a second hostile replication stream into the same copy",
+			seed: 7740581,
+			keep: []int{30, 40, 42, 44, 46, 49, 50, 51, 54, 55},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,6 +41,10 @@ func list() []bug {
 			why:     "Reserve hands out a ready slot that holds an ended, unrecorded holder's data",
 			find:    "if dirty := newer(r.terminal, s.HolderIndex); len(dirty) > 0 {",
 			replace: "if dirty := newer(r.terminal, s.HolderIndex); len(dirty) > 99 {"},
+		{name: "record-lowers-holder-index", file: "model/plan_sticky.go",
+			why:     "a holder's record writes its own index over the slot's higher one: an allocation placed after it that ended there counts as unrecorded again, and its parked data goes",
+			find:    "props := HeldProps(a.ID, ReleaseIndex(s, a.CreateIndex), now)",
+			replace: "props := HeldProps(a.ID, a.CreateIndex, now)"},
 		// model: what a pass does to a slot.
 		{name: "wipe-under-running", file: "model/lifecycle.go",
 			why:     "a pass releases an ended holder's data from a slot a newer allocation already runs on",
