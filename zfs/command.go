@@ -28,6 +28,9 @@ const (
 	// VerbReceiveAbort discards an interrupted resumable receive's partial
 	// state (zfs receive -A).
 	VerbReceiveAbort Verb = "receive -A"
+	// VerbBookmark bookmarks snapshot Name as Arg ("pool/fs#name"): what
+	// an incremental send needs of it, without its blocks.
+	VerbBookmark Verb = "bookmark"
 )
 
 // Command is one zfs command as data: what a plan of the slot lifecycle
@@ -39,7 +42,8 @@ type Command struct {
 	// Name is the dataset or snapshot the command acts on.
 	Name string
 	// Arg is the new name of a rename, the origin snapshot of a clone, the
-	// tag of a hold or release, and the property an inherit clears.
+	// tag of a hold or release, the property an inherit clears, and the
+	// bookmark a bookmark makes.
 	Arg string
 	// Props are set by a create, clone, snapshot or set.
 	Props map[string]string
@@ -72,6 +76,8 @@ func (c Command) Args() ([]string, error) {
 		return MountArgs(c.Name)
 	case VerbReceiveAbort:
 		return ReceiveAbortArgs(c.Name)
+	case VerbBookmark:
+		return BookmarkArgs(c.Name, c.Arg)
 	}
 	return nil, fmt.Errorf("unknown zfs verb %q", c.Verb)
 }
