@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,65 @@ func TestTakeoverAtNeverBeforeNomadsReplacement(t *testing.T) {
 			if !ok || at.Before(nomad.Add(model.TakeoverMargin)) {
 				t.Errorf("D %s kill %s: takeover at %s (ok %v), before Nomad's %s plus the margin", d, kill, at, ok, nomad)
 			}
+		}
+	}
+}
+
+// TestTakeoverNeverTwoWriters plays Nomad 1.6.2's own timeline of a
+// cut-off client many times over, and checks that DecideTakeover says
+// claim only once A has stopped writing, by the true clock:
+//
+//   - A's client had its last good heartbeat at lastOk; the servers mark
+//     A lost at lostAt, after it (heartbeat TTL and grace);
+//   - the client's heartbeat stop checks every min(5 s, D) from a phase
+//     of its own, and stops A at the first check after lastOk + D, by its
+//     clock (client/heartbeatstop.go);
+//   - A then writes for at most its shutdown delays and kill_timeout;
+//   - the servers' clock (which recorded lostAt), the client's and the
+//     plugin's are each off the true clock by up to 10 s (a third of
+//     TakeoverMargin; NTP keeps them far closer).
+func TestTakeoverNeverTwoWriters(t *testing.T) {
+	r := rand.New(rand.NewPCG(30, 1))
+	const off = 10 * time.Second
+	skew := func() time.Duration { return time.Duration(r.Int64N(int64(2*off))) - off }
+	pick := func(ds ...time.Duration) time.Duration { return ds[r.IntN(len(ds))] }
+	for i := range 5000 {
+		d := pick(time.Second, 3*time.Second, 5*time.Second, 30*time.Second, time.Minute, 10*time.Minute)
+		kill := pick(0, time.Second, 5*time.Second, 20*time.Second, 2*time.Minute)
+		delay := pick(0, 0, 5*time.Second, 30*time.Second)
+		serverSkew, clientSkew, pluginSkew := skew(), skew(), skew()
+		t0 := time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC)
+		lastOk := t0                                                                       // true time of the last good heartbeat
+		lostAt := lastOk.Add(time.Duration(r.Int64N(int64(time.Minute))) + 10*time.Second) // true time the servers mark it lost
+		interval := min(5*time.Second, d)
+		phase := time.Duration(r.Int64N(int64(interval)))
+		// The client's checks run at its clock's lastOk-relative ticks; it
+		// stops A at the first tick after lastOk + D by its own clock.
+		stopAt := lastOk.Add(d)
+		for k := phase; ; k += interval {
+			tick := lastOk.Add(k)
+			if tick.Add(clientSkew).After(lastOk.Add(clientSkew).Add(d)) {
+				stopAt = tick
+				break
+			}
+		}
+		lastWrite := stopAt.Add(delay + max(kill, 5*time.Second))
+		a := model.LostAlloc{ID: "a", ClientStatus: model.ClientLost, LostAt: lostAt.Add(serverSkew),
+			StopAfter: d, KillTimeout: kill, ShutdownDelay: delay}
+		// The plugin's first claim is at its takeover time, by its clock.
+		at, ok := model.TakeoverAt(a)
+		if !ok {
+			t.Fatalf("case %d: no takeover time", i)
+		}
+		if got := model.DecideTakeover(a, at.Add(-time.Nanosecond)); got.Verdict != model.TakeoverWait {
+			t.Fatalf("case %d: %s just before the takeover time", i, got.Verdict)
+		}
+		if got := model.DecideTakeover(a, at); got.Verdict != model.TakeoverClaim {
+			t.Fatalf("case %d: %s at the takeover time", i, got.Verdict)
+		}
+		if firstClaim := at.Add(-pluginSkew); firstClaim.Before(lastWrite) {
+			t.Fatalf("case %d: the first claim is %s before A's last write (D %s, kill %s, delay %s, skews %s %s %s)",
+				i, lastWrite.Sub(firstClaim), d, kill, delay, serverSkew, clientSkew, pluginSkew)
 		}
 	}
 }
