@@ -30,8 +30,8 @@ type Replicate struct {
 	// pulls the next increment: with one transfer's time, the bound of
 	// the data lost with a node (the RPO).
 	Every time.Duration
-	// Spread names the node attribute the copies spread over, e.g.
-	// "node.datacenter" for ${node.datacenter}; "" for none.
+	// Spread names the node attribute the copies spread over:
+	// "node.datacenter", "node.class" or "node.pool"; "" for none.
 	Spread string
 }
 

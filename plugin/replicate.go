@@ -3,7 +3,8 @@ package plugin
 import (
 	"fmt"
 	"math"
-	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
@@ -49,11 +50,11 @@ const (
 	minEvery = 10 * time.Second
 )
 
-// spreadRE is what spread accepts: one node attribute, named as a job's
-// spread block names it inside its ${...} (node.datacenter, node.class,
-// node.pool, attr.<name>, meta.<name>). Without the ${}: the agent's
-// configuration would read it as a variable of its own and refuse it.
-var spreadRE = regexp.MustCompile(`^(?:node\.(?:datacenter|class|pool)|(?:attr|meta)\.[A-Za-z0-9_.-]+)$`)
+// spreads are what spread accepts: a node attribute as a job's spread
+// block names it inside its ${...}, among those GET /v1/nodes answers for
+// every node in one request (structs.NodeListStub: Datacenter, NodeClass,
+// NodePool). An attr.* or meta.* would take one request per node.
+var spreads = []string{"node.datacenter", "node.class", "node.pool"}
 
 // validate reads a replicate block; nil is a class that keeps no
 // replicas. It needs the migrate block (so sticky = true and the plugin's
@@ -76,9 +77,9 @@ func (rc *ReplicateConfig) validate(migrates bool) (model.Replicate, []string) {
 	if err != nil {
 		errs = append(errs, fmt.Sprintf("every = %q: %v", rc.Every, err))
 	}
-	if rc.Spread != "" && !spreadRE.MatchString(rc.Spread) {
-		errs = append(errs, fmt.Sprintf("spread = %q: must name one node attribute as a job's spread does inside its ${...}: "+
-			"node.datacenter, node.class, node.pool, attr.<name> or meta.<name>", rc.Spread))
+	if rc.Spread != "" && !slices.Contains(spreads, rc.Spread) {
+		errs = append(errs, fmt.Sprintf("spread = %q: must be one of %s (a node attribute as a job's spread names it inside its ${...})",
+			rc.Spread, strings.Join(spreads, ", ")))
 	}
 	errs = append(errs, "not built yet: replicas are designed (docs/node-loss.md, issue 30) but no node keeps one; "+
 		"remove the replicate block")

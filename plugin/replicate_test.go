@@ -43,7 +43,8 @@ func TestConfigReplicateRefused(t *testing.T) {
 		{"every not a duration", class(`replicate { every = "often" }`), []string{`replicate: every = "often": not a duration`}},
 		{"every too short", class(`replicate { every = "1s" }`), []string{`every = "1s": must be at least 10s`}},
 		{"spread of a job's attribute", class(`replicate { spread = "job.name" }`),
-			[]string{`replicate: spread = "job.name": must name one node attribute`}},
+			[]string{`replicate: spread = "job.name": must be one of node.datacenter, node.class, node.pool`}},
+		{"spread of a meta key (one request per node)", class(`replicate { spread = "meta.rack" }`), []string{`spread = "meta.rack"`}},
 		{"spread of an unknown node field", class(`replicate { spread = "node.cpu" }`), []string{`spread = "node.cpu"`}},
 		{"spread interpolated (the agent's own variables)", class(`replicate { spread = "$${node.datacenter}" }`),
 			[]string{`spread = "${node.datacenter}"`}},
@@ -80,10 +81,10 @@ func TestReplicateValidateMaps(t *testing.T) {
 		{"the defaults", ReplicateConfig{Copies: 1, Every: "1m"}, model.Replicate{Copies: 1, Every: time.Minute}},
 		{"spread over a datacenter", ReplicateConfig{Copies: 2, Every: "10s", Spread: "node.datacenter"},
 			model.Replicate{Copies: 2, Every: 10 * time.Second, Spread: "node.datacenter"}},
-		{"spread over a meta key", ReplicateConfig{Copies: 5, Every: "1h", Spread: "meta.rack"},
-			model.Replicate{Copies: 5, Every: time.Hour, Spread: "meta.rack"}},
-		{"spread over a fingerprinted attribute", ReplicateConfig{Copies: 1, Every: "1m", Spread: "attr.platform.aws.placement.availability-zone"},
-			model.Replicate{Copies: 1, Every: time.Minute, Spread: "attr.platform.aws.placement.availability-zone"}},
+		{"spread over node pools", ReplicateConfig{Copies: 5, Every: "1h", Spread: "node.pool"},
+			model.Replicate{Copies: 5, Every: time.Hour, Spread: "node.pool"}},
+		{"spread over node classes", ReplicateConfig{Copies: 1, Every: "1m", Spread: "node.class"},
+			model.Replicate{Copies: 1, Every: time.Minute, Spread: "node.class"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
