@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,7 +101,7 @@ func DecideReplicaSend(in ReplicaSendInput) (ReplicaSend, error) {
 			newestSnap = s
 		}
 	}
-	for _, m := range append(snaps, marks...) {
+	for _, m := range slices.Concat(snaps, marks) {
 		newest = max(newest, m.n)
 	}
 	var out ReplicaSend
@@ -108,7 +109,7 @@ func DecideReplicaSend(in ReplicaSendInput) (ReplicaSend, error) {
 	// (it outlives the snapshot), else the snapshot itself.
 	base := replicaMark{}
 	if in.HaveGUID != 0 {
-		for _, m := range append(marks, snaps...) {
+		for _, m := range slices.Concat(marks, snaps) {
 			if m.guid == in.HaveGUID {
 				base = m
 				break
