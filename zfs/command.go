@@ -42,8 +42,7 @@ type Command struct {
 	// Name is the dataset or snapshot the command acts on.
 	Name string
 	// Arg is the new name of a rename, the origin snapshot of a clone, the
-	// tag of a hold or release, the property an inherit clears, and the
-	// bookmark a bookmark makes.
+	// tag of a hold or release, and the property an inherit clears.
 	Arg string
 	// Props are set by a create, clone, snapshot or set.
 	Props map[string]string
