@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,9 @@ const (
 	// replacement's Reserve pairs it with its own request
 	// (successorSlot), as it pairs parked data.
 	PropReplicaSlot = PropPrefix + "replica_slot"
+	// PropReplicaGroup is the source allocation's task group,
+	// "<namespace>/<job>/<group>": what the node publishes (ReplicasAttr).
+	PropReplicaGroup = PropPrefix + "replica_group"
 )
 
 // ReplicaName is where this node keeps the replica of allocation source's
@@ -94,20 +98,53 @@ func ReplicaProps(c Class, name string, source Alloc, id string, now time.Time) 
 	delete(props, PropOutcome)
 	delete(props, PropExpires)
 	maps.Copy(props, map[string]string{
-		PropState:       string(StateReplica),
-		PropReplicaNode: source.NodeID,
-		PropReplicaSlot: id,
-		"canmount":      "noauto",
+		PropState:        string(StateReplica),
+		PropReplicaNode:  source.NodeID,
+		PropReplicaSlot:  id,
+		PropReplicaGroup: ReplicaGroup(source),
+		"canmount":       "noauto",
 	})
 	return props
+}
+
+// ReplicaGroup names a's task group as a replica node publishes it:
+// "<namespace>/<job>/<group>".
+func ReplicaGroup(a Alloc) string { return a.Namespace + "/" + a.JobID + "/" + a.TaskGroup }
+
+// ReplicasAttrName is the name of ReplicasAttr's attribute: a job reads it
+// as ${device.attr.replicas}.
+const ReplicasAttrName = "replicas"
+
+// ReplicasAttr is the device-group attribute a node publishes for the
+// replicas it keeps of a class (ReplicasAttrName): the groups they are
+// of (Replica.Group), sorted, each once, joined by commas. A job makes
+// Nomad prefer a node that keeps a replica of its own group with a device
+// affinity on it, operator set_contains (Nomad 1.6.2's
+// scheduler/feasible.go checkAttributeConstraint, lines 1506-1517, and
+// checkSetContainsAll, 1049: the attribute split at commas), so a
+// replacement lands where its claim is a rename. It names groups, not
+// allocations or snapshots: a job cannot name its predecessor, and every
+// attribute change re-registers the node (plugin/fingerprint.go), so the
+// value changes only when a group's first replica comes or its last goes,
+// never with an increment. A group whose name holds a comma cannot be
+// matched so, and is left out.
+func ReplicasAttr(rs []Replica) string {
+	var groups []string
+	for _, r := range rs {
+		if r.Group != "" && !strings.Contains(r.Group, ",") && !slices.Contains(groups, r.Group) {
+			groups = append(groups, r.Group)
+		}
+	}
+	slices.Sort(groups)
+	return strings.Join(groups, ",")
 }
 
 // Replica is one replica this node keeps, as read back.
 type Replica struct {
 	Dataset string
 	// Source is the allocation whose data it is; Node the node it ran on,
-	// Slot its slot there.
-	Source, Node, Slot string
+	// Slot its slot there, Group its task group (ReplicaGroup).
+	Source, Node, Slot, Group string
 	// Newest is the number of its newest snapshot (@replica-<n>), 0 when
 	// a first receive has not finished; NewestAt when that snapshot was
 	// taken on the holder (its creation, which the receive keeps): the

@@ -52,10 +52,10 @@ func TestReplicaProps(t *testing.T) {
 	c := model.Class{Name: "pg", Properties: map[string]string{"quota": "10G", "encryption": "on", "compression": "zstd"}}
 	now := time.Unix(1_800_000_000, 0)
 	name := "tank/nomad/pg/replica-a-pg-1"
-	got := model.ReplicaProps(c, name, model.Alloc{ID: "a", NodeID: "node-1"}, "pg-1", now)
+	got := model.ReplicaProps(c, name, model.Alloc{ID: "a", NodeID: "node-1", Namespace: "default", JobID: "pg", TaskGroup: "db"}, "pg-1", now)
 	want := map[string]string{
 		model.PropOwner: name, model.PropState: "replica", model.PropHolder: "a", model.PropSince: "1800000000",
-		model.PropReplicaNode: "node-1", model.PropReplicaSlot: "pg-1", "canmount": "noauto",
+		model.PropReplicaNode: "node-1", model.PropReplicaSlot: "pg-1", model.PropReplicaGroup: "default/pg/db", "canmount": "noauto",
 		"quota": "10G", "compression": "zstd", // encryption: only a create sets it
 	}
 	if len(got) != len(want) {
@@ -148,6 +148,30 @@ func TestDecideReplica(t *testing.T) {
 			}
 			if got.Why == "" || !strings.Contains(got.Why, tc.why) {
 				t.Errorf("why %q, want it to say %q", got.Why, tc.why)
+			}
+		})
+	}
+}
+
+func TestReplicasAttr(t *testing.T) {
+	r := func(group string) model.Replica { return model.Replica{Group: group} }
+	tests := []struct {
+		name string
+		in   []model.Replica
+		want string
+	}{
+		{name: "none", want: ""},
+		{name: "one", in: []model.Replica{r("default/pg/db")}, want: "default/pg/db"},
+		{name: "sorted, each group once (two slots, or two allocations of a group)",
+			in: []model.Replica{r("prod/web/cache"), r("default/pg/db"), r("default/pg/db")}, want: "default/pg/db,prod/web/cache"},
+		{name: "a group with a comma in its name is left out", in: []model.Replica{r("default/a,b/db"), r("default/pg/db")},
+			want: "default/pg/db"},
+		{name: "a replica without its group mark is left out", in: []model.Replica{r(""), r("default/pg/db")}, want: "default/pg/db"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := model.ReplicasAttr(tc.in); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
