@@ -54,6 +54,9 @@ type Class struct {
 	// Migrate: a sticky class's data follows its replacement to another
 	// node (migrate.go).
 	Migrate Migrate
+	// Replicate: copies of a migrating class's held slots kept on other
+	// nodes (replica.go); the plugin refuses the block until it is built.
+	Replicate Replicate
 }
 
 // Migrates reports whether any class's data follows its replacement to

@@ -141,6 +141,8 @@ var classSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	),
 	// migrate: see migrateSpec; nil when absent (the data stays on its node).
 	"migrate": hclspec.NewBlock("migrate", false, migrateSpec),
+	// replicate: see replicateSpec (replicate.go); nil when absent.
+	"replicate": hclspec.NewBlock("replicate", false, replicateSpec),
 })
 
 // migrateSpec is a sticky class's `migrate { ... }` block: its data
@@ -231,6 +233,8 @@ type ClassConfig struct {
 	Release    *ReleaseConfig `codec:"release"`
 	// Migrate is the migrate block; nil when absent.
 	Migrate *MigrateConfig `codec:"migrate"`
+	// Replicate is the replicate block; nil when absent.
+	Replicate *ReplicateConfig `codec:"replicate"`
 }
 
 // MigrateConfig is the decoded `migrate` block of a class.

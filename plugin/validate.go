@@ -275,8 +275,13 @@ func (cc *ClassConfig) validate(name, parent string) (model.Class, []string) {
 	for _, p := range problems {
 		bad("migrate: %s", p)
 	}
+	replicate, problems := cc.Replicate.validate(cc.Migrate != nil)
+	for _, p := range problems {
+		bad("replicate: %s", p)
+	}
 	return model.Class{Name: name, Parent: parent, Slots: int(cc.Slots), Properties: cc.Properties, MountPath: mount, NeedBytes: need,
-		Release: release, FromSnapshot: cc.FromSnapshot, Sticky: cc.Sticky, StickyWait: wait, Migrate: migrate}, errs
+		Release: release, FromSnapshot: cc.FromSnapshot, Sticky: cc.Sticky, StickyWait: wait, Migrate: migrate,
+		Replicate: replicate}, errs
 }
 
 // validate reads a migrate block; nil is a class whose data stays on its

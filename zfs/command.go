@@ -28,6 +28,9 @@ const (
 	// VerbReceiveAbort discards an interrupted resumable receive's partial
 	// state (zfs receive -A).
 	VerbReceiveAbort Verb = "receive -A"
+	// VerbBookmark bookmarks snapshot Name as Arg ("pool/fs#name"): what
+	// an incremental send needs of it, without its blocks.
+	VerbBookmark Verb = "bookmark"
 )
 
 // Command is one zfs command as data: what a plan of the slot lifecycle
@@ -72,6 +75,8 @@ func (c Command) Args() ([]string, error) {
 		return MountArgs(c.Name)
 	case VerbReceiveAbort:
 		return ReceiveAbortArgs(c.Name)
+	case VerbBookmark:
+		return BookmarkArgs(c.Name, c.Arg)
 	}
 	return nil, fmt.Errorf("unknown zfs verb %q", c.Verb)
 }

@@ -157,10 +157,16 @@ func (c *Client) Allocation(ctx context.Context, allocID string) (*api.Allocatio
 		alloc, _, err = c.api.Allocations().Info(allocID, q)
 		return err
 	})
+	if err != nil {
+		return nil, allocationErr(allocID, err)
+	}
+	return alloc, nil
+}
+
+// allocationErr classifies a failed GET /v1/allocation/<id>.
+func allocationErr(allocID string, err error) error {
 	status, body := HTTPStatus(err)
 	switch {
-	case err == nil:
-		return alloc, nil
 	case status == http.StatusNotFound && body == "alloc not found":
 		err = fmt.Errorf("%w: %w", ErrAllocNotFound, err)
 	case status == http.StatusInternalServerError && strings.HasPrefix(body, "Unknown allocation"):
@@ -168,7 +174,7 @@ func (c *Client) Allocation(ctx context.Context, allocID string) (*api.Allocatio
 		// the token cannot read.
 		err = fmt.Errorf("%w: the allocation is in a namespace the token cannot read-job: %w", ErrPermissionDenied, err)
 	}
-	return nil, fmt.Errorf("reading allocation %s: %w", allocID, err)
+	return fmt.Errorf("reading allocation %s: %w", allocID, err)
 }
 
 // AllocationStats is GET /v1/client/allocation/<id>/stats, asked of the

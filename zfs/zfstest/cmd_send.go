@@ -1,6 +1,7 @@
 package zfstest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -82,7 +83,7 @@ func (s *sess) zfsSend(args []string) int {
 		if strings.HasPrefix(from, "@") || strings.HasPrefix(from, "#") {
 			from = fsName(snap.Name) + from
 		}
-		guid, txg, ok := s.incrementalSource(from)
+		guid, txg, ok := s.incrementalSource(from, snap.Name)
 		if !ok {
 			return 1
 		}
@@ -114,13 +115,16 @@ func (s *sess) zfsSend(args []string) int {
 	return 0
 }
 
-// incrementalSource opens a snapshot or bookmark: its guid and txg.
-func (s *sess) incrementalSource(name string) (guid, txg uint64, ok bool) {
+// incrementalSource opens a snapshot or bookmark, the source of an
+// increment of snap: its guid and txg. A bookmark that is not there is
+// reported as OpenZFS 2.1.11 does (capture err-rep-send-from-gone-bookmark),
+// a snapshot as any dataset (err-send-from-missing).
+func (s *sess) incrementalSource(name, snap string) (guid, txg uint64, ok bool) {
 	if strings.Contains(name, "#") {
 		if b := s.st.Bookmarks[name]; b != nil {
 			return b.GUID, b.CreateTxg, true
 		}
-		s.errf("cannot open '%s': dataset does not exist\n", name)
+		s.errf("warning: cannot send '%s': incremental source (%s) does not exist\n", snap, name)
 		return 0, 0, false
 	}
 	d := s.openDataset(name, tSnap)
@@ -253,8 +257,9 @@ func (s *sess) zfsBookmark(args []string) int {
 	}
 	snap := s.st.Datasets[src]
 	if snap == nil || !snap.Snap {
-		s.errf("cannot create bookmark '%s': snapshot does not exist\n", name)
-		return 1
+		// OpenZFS 2.1.11 opens the source first, and a failure there is a
+		// usage error (capture err-rep-bookmark-no-snap).
+		return s.usage("bookmark", fmt.Sprintf("cannot open '%s': dataset does not exist\n", src))
 	}
 	if fsname != fsName(src) {
 		s.errf("cannot create bookmark '%s': source is not an ancestor of the new bookmark's dataset\n", name)
@@ -353,6 +358,23 @@ func (s *sess) listBookmarks(operands []string, cols []column, recurse, scripted
 		s.outf("%s\n", strings.Join(vals, sep))
 	}
 	return 0
+}
+
+// bookmarksUnder reports whether a listing of operands (every pool when
+// none; their descendants too when recurse) would show a bookmark.
+func (s *sess) bookmarksUnder(operands []string, recurse bool) bool {
+	for name := range s.st.Bookmarks {
+		fs := fsOfName(name)
+		if len(operands) == 0 {
+			return true
+		}
+		for _, root := range operands {
+			if fs == root || recurse && isDescendant(fs, root) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fsOfName is the filesystem part of a snapshot or bookmark name.

@@ -1,0 +1,53 @@
+package allocwatch
+
+import (
+	"slices"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+)
+
+// The conversions of Nomad's answers that replicas' rules take (issue 30;
+// nothing calls them yet): an allocation's loss, for DecideTakeover, and
+// the node list, for ReplicaNodes.
+
+// LostAlloc converts what the servers say of an allocation's loss
+// (nomadapi.AllocationLoss) into what model.DecideTakeover reads.
+func LostAlloc(l nomadapi.AllocLoss) model.LostAlloc {
+	return model.LostAlloc{ID: l.ID, ClientStatus: l.ClientStatus, LostAt: l.LostAt, WasUnknown: l.WasUnknown,
+		StopAfter: l.StopAfterClientDisconnect, MaxClientDisconnect: l.MaxClientDisconnect, KillTimeout: l.KillTimeout,
+		ShutdownDelay: l.ShutdownDelay}
+}
+
+// transferPortAttr is the device-group attribute a plugin with a transfer
+// block publishes (transfer.AttrPort; the watcher does not import the
+// transport, and a test holds the two equal).
+const transferPortAttr = "transfer_port"
+
+// ReplicaNodes converts the node list (nomadapi.Nodes) into what
+// model.ReplicaNodes chooses from, for class: a node is ready when Nomad
+// has it ready and eligible; it offers the class when it fingerprints
+// its device group (zfs/dataset/<class>) with a transfer port; its spread
+// value is the attribute spread names (node.datacenter, node.class,
+// node.pool; "" for none or any other).
+func ReplicaNodes(nodes []nomadapi.NodeStub, class, spread string) []model.ReplicaNode {
+	out := make([]model.ReplicaNode, 0, len(nodes))
+	for _, n := range nodes {
+		r := model.ReplicaNode{ID: n.ID, Ready: n.Status == "ready" && n.SchedulingEligibility == "eligible"}
+		for _, d := range n.Devices {
+			if d.Vendor == model.Vendor && d.Type == model.DeviceType && d.Name == class && slices.Contains(d.Attributes, transferPortAttr) {
+				r.Offers = true
+			}
+		}
+		switch spread {
+		case "node.datacenter":
+			r.Spread = n.Datacenter
+		case "node.class":
+			r.Spread = n.NodeClass
+		case "node.pool":
+			r.Spread = n.NodePool
+		}
+		out = append(out, r)
+	}
+	return out
+}

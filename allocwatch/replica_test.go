@@ -1,0 +1,66 @@
+package allocwatch
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
+)
+
+func TestReplicaNodesConversion(t *testing.T) {
+	if transferPortAttr != transfer.AttrPort {
+		t.Fatalf("transferPortAttr %q, the transport publishes %q", transferPortAttr, transfer.AttrPort)
+	}
+	pg := nomadapi.DeviceGroup{Vendor: "zfs", Type: "dataset", Name: "pg", Attributes: []string{"quota", "transfer_port"}}
+	nodes := []nomadapi.NodeStub{
+		{ID: "n1", Datacenter: "dc1", NodeClass: "db", NodePool: "p1", Status: "ready", SchedulingEligibility: "eligible",
+			Devices: []nomadapi.DeviceGroup{pg}},
+		{ID: "n2", Datacenter: "dc2", Status: "ready", SchedulingEligibility: "ineligible", Devices: []nomadapi.DeviceGroup{pg}},
+		{ID: "n3", Datacenter: "dc3", Status: "down", SchedulingEligibility: "eligible", Devices: []nomadapi.DeviceGroup{pg}},
+		{ID: "n4", Datacenter: "dc4", Status: "ready", SchedulingEligibility: "eligible",
+			Devices: []nomadapi.DeviceGroup{{Vendor: "zfs", Type: "dataset", Name: "pg", Attributes: []string{"quota"}}}},
+		{ID: "n5", Datacenter: "dc5", Status: "ready", SchedulingEligibility: "eligible",
+			Devices: []nomadapi.DeviceGroup{{Vendor: "zfs", Type: "dataset", Name: "scratch", Attributes: []string{"transfer_port"}}}},
+		{ID: "n6", Datacenter: "dc6", Status: "ready", SchedulingEligibility: "eligible",
+			Devices: []nomadapi.DeviceGroup{{Vendor: "nvidia", Type: "gpu", Name: "pg", Attributes: []string{"transfer_port"}}}},
+	}
+	tests := []struct {
+		name, spread string
+		want         []model.ReplicaNode
+	}{
+		{name: "by datacenter", spread: "node.datacenter", want: []model.ReplicaNode{
+			{ID: "n1", Ready: true, Offers: true, Spread: "dc1"}, {ID: "n2", Offers: true, Spread: "dc2"},
+			{ID: "n3", Offers: true, Spread: "dc3"}, {ID: "n4", Ready: true, Spread: "dc4"},
+			{ID: "n5", Ready: true, Spread: "dc5"}, {ID: "n6", Ready: true, Spread: "dc6"}}},
+		{name: "by class, unset on most", spread: "node.class", want: []model.ReplicaNode{
+			{ID: "n1", Ready: true, Offers: true, Spread: "db"}, {ID: "n2", Offers: true}, {ID: "n3", Offers: true},
+			{ID: "n4", Ready: true}, {ID: "n5", Ready: true}, {ID: "n6", Ready: true}}},
+		{name: "no spread", want: []model.ReplicaNode{
+			{ID: "n1", Ready: true, Offers: true}, {ID: "n2", Offers: true}, {ID: "n3", Offers: true},
+			{ID: "n4", Ready: true}, {ID: "n5", Ready: true}, {ID: "n6", Ready: true}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ReplicaNodes(nodes, "pg", tc.spread); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+	if got := model.ReplicaNodes("a", "n3", 2, ReplicaNodes(nodes, "pg", "")); !reflect.DeepEqual(got, []string{"n1"}) {
+		t.Errorf("the only node to keep a copy is n1, got %v", got)
+	}
+}
+
+func TestLostAllocConversion(t *testing.T) {
+	at := time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC)
+	l := nomadapi.AllocLoss{ID: "a", ClientStatus: "lost", LostAt: at, WasUnknown: true, StopAfterClientDisconnect: time.Minute,
+		MaxClientDisconnect: true, KillTimeout: 20 * time.Second, ShutdownDelay: 5 * time.Second}
+	want := model.LostAlloc{ID: "a", ClientStatus: "lost", LostAt: at, WasUnknown: true, StopAfter: time.Minute,
+		MaxClientDisconnect: true, KillTimeout: 20 * time.Second, ShutdownDelay: 5 * time.Second}
+	if got := LostAlloc(l); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
