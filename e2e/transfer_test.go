@@ -643,7 +643,7 @@ func TestTransferHostileShapes(t *testing.T) {
 				t.Fatalf("CopyNotOneFilesystem = %q, want %q; rows %+v", why, tc.wantWhy, rows)
 			}
 			if dropped != tc.wantDrop {
-				t.Fatalf("the pull drops the copy: %v, want %v (hooks.refuseShape)", dropped, tc.wantDrop)
+				t.Fatalf("the pull drops the copy: %v, want %v (model.DecidePullMove: refuseShape)", dropped, tc.wantDrop)
 			}
 			if !tc.wantDrop {
 				return // left for the operator, with what is below it

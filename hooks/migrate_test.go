@@ -375,24 +375,44 @@ func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
 	}
 
 	n2.m.fetcher = completeFetcher{}
-	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err == nil {
-		t.Errorf("a complete over no copy: pulled %v, error %v; want an error", got, err)
+	if got := pullRound(t, n2.m, mg); got.Kind == model.MoveDone || got.Retry == nil {
+		t.Errorf("a complete over no copy: the round ends %s (%s), error %v; want an error", got.Kind, got.Pull, got.Retry)
 	}
 	if got := state(); got != "none" {
 		t.Errorf("after a complete over no copy: %s", got)
 	}
 
 	n2.m.fetcher = directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}
-	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err != nil {
-		t.Fatalf("the pre-copy (A still runs): pulled %v, error %v", got, err)
+	if got := pullRound(t, n2.m, mg); got.Kind == model.MoveDone || got.Retry != nil {
+		t.Fatalf("the pre-copy (A still runs): the round ends %s (%s), error %v", got.Kind, got.Pull, got.Retry)
 	}
 	n2.m.fetcher = completeFetcher{}
-	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err == nil {
-		t.Errorf("a complete over a pre-copy: pulled %v, error %v; want an error", got, err)
+	if got := pullRound(t, n2.m, mg); got.Kind == model.MoveDone || got.Retry == nil {
+		t.Errorf("a complete over a pre-copy: the round ends %s (%s), error %v; want an error", got.Kind, got.Pull, got.Retry)
 	}
 	if got := state(); got != string(model.StateReceiving) {
 		t.Errorf("after a complete over a pre-copy the copy is %q, want %q: never claimable", got, model.StateReceiving)
 	}
+}
+
+// pullRound runs mg's pull on m through its first look and one round: the
+// move the round ends with (a pause, not made: its Retry is the round's
+// error), or the pull's end.
+func pullRound(t *testing.T, m *Manager, mg model.Migration) model.Move {
+	t.Helper()
+	decide := m.pullDecider(mg)
+	var end model.Move
+	_, err := m.drive(t.Context(), loop{hold: m.locks.get(mg.ParkedName), decide: func(since model.Since, last model.Result) model.Move {
+		end = decide(since, last)
+		if end.Kind == model.MoveWait && end.Pull != model.PullStart {
+			return model.Move{Kind: model.MoveDone}
+		}
+		return end
+	}})
+	if err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	return end
 }
 
 // TestCopyOverTheClassQuotaIsRefused: a whole copy that references more

@@ -1,13 +1,18 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
 
 // A loop in hooks that decides, acts and reads again (a Reserve's fence of
-// one slot, its inheritance of a predecessor's data) is a decider here and
-// the driver there: the decider returns the loop's next Move, the driver
-// (hooks/drive.go) does it and asks again with the Result. The decider
-// does no I/O, so every sequence of steps a crash or a retry can make is a
-// table test (reserve_move_test.go).
+// one slot, its inheritance of a predecessor's data, a pull of a copy from
+// another node) is a decider here and the driver there: the decider
+// returns the loop's next Move, the driver (hooks/drive.go) does it and
+// asks again with the Result. The decider does no I/O, so every sequence
+// of steps a crash or a retry can make is a table test
+// (reserve_move_test.go, pull_move_test.go).
 
 // MoveKind is what a loop's driver does next.
 type MoveKind int
@@ -35,9 +40,24 @@ const (
 	MoveGrant
 	// MoveFail: done; refuse (Move.Reason says why).
 	MoveFail
+	// MoveList: list the copy Move.Dataset and what is below it, volumes
+	// included (Result.Rows).
+	MoveList
+	// MoveReadSlot: read the slot Move.Slot.Dataset as it is now
+	// (Result.Slot), leaving the Manager's view as it is.
+	MoveReadSlot
+	// MoveToken: read the copy's resume token (Result.Token).
+	MoveToken
+	// MoveFetch: ask the sending node for Move.Fetch and receive it
+	// (Result.Complete: the sender says the copy is whole).
+	MoveFetch
+	// MoveDone: the loop has nothing more to do; Move.Wake: a copy may be
+	// claimable now (wake the Reserves waiting for one, and the pass).
+	MoveDone
 )
 
-var moveNames = [...]string{"?", "read", "ask", "lookup", "local", "read-prev", "wait", "run", "grant", "fail"}
+var moveNames = [...]string{"?", "read", "ask", "lookup", "local", "read-prev", "wait", "run", "grant", "fail",
+	"list", "read-slot", "token", "fetch", "done"}
 
 func (k MoveKind) String() string {
 	if k < 0 || int(k) >= len(moveNames) {
@@ -63,9 +83,11 @@ const (
 	// under its own lock (skipped if busy): it parks the data of a holder
 	// that has ended a little before the watcher's pass would.
 	ActPark
+	// ActPlan runs Move.Plan, under the lock the loop holds.
+	ActPlan
 )
 
-var actNames = [...]string{"?", "release", "record", "claim", "park"}
+var actNames = [...]string{"?", "release", "record", "claim", "park", "plan"}
 
 func (a Act) String() string {
 	if a < 0 || int(a) >= len(actNames) {
@@ -114,11 +136,21 @@ type Move struct {
 	// Awaits, on a MoveWait: what it waits for.
 	Awaits Awaits
 	// Wake, on a MoveWait: wake the watcher's pass first (it parks the
-	// predecessor's data the Reserve waits for).
+	// predecessor's data the Reserve waits for); on a MoveDone, see there.
 	Wake bool
 	// Retry, on a MoveWait: the last step failed with it; the pause is
-	// before trying again.
+	// before trying again. On a pull's step after a failed fetch: the
+	// fetch's error, the round's once the step is done.
 	Retry error
+	// Pull is where in a pull the step is (pull_move.go); Attempt, on its
+	// pauses, the rounds failed in a row.
+	Pull    PullStep
+	Attempt int
+	// Plan is what an ActPlan runs; Fetch what a MoveFetch asks for; Rows
+	// the copy as listed, which the step was decided on.
+	Plan  *Plan
+	Fetch *Fetch
+	Rows  []zfs.Dataset
 	// Refused, on a MoveFail: handing the slot out could share or wipe
 	// live data (else it is not ready).
 	Refused bool
@@ -142,6 +174,12 @@ type Result struct {
 	// predecessor on this slot. Dataset is the predecessor's slot.
 	Inherit *InheritInput
 	Dataset string
+	// Rows: a MoveList's listing; Slot: a MoveReadSlot's reading; Token: a
+	// MoveToken's ("" for none); Complete: a MoveFetch's "complete".
+	Rows     []zfs.Dataset
+	Slot     Slot
+	Token    string
+	Complete bool
 }
 
 // Since is what a loop has read since its last pause, which is all it may

@@ -16,6 +16,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -246,8 +247,8 @@ func (c *Client) Fetch(ctx context.Context, req Request, into Into) (Result, err
 }
 
 // ErrNotVerified: zfs receive succeeded but the snapshot the sender named
-// is not on the target.
-var ErrNotVerified = errors.New("received copy not verified")
+// is not on the target (the pull's own: it starts over).
+var ErrNotVerified = model.ErrNotVerified
 
 // verify finds the received snapshot with the sender's guid.
 func (c *Client) verify(ctx context.Context, target string, res Result) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -112,11 +113,12 @@ var (
 	ErrNoData = errors.New("the peer has no data for the allocation")
 	// ErrResumeRefused: the sender will not resume from the token (it does
 	// not match what it sends now, or zfs cannot use it). The receiver
-	// aborts its partial receive and asks again without one.
-	ErrResumeRefused = errors.New("the peer refused the resume token")
+	// aborts its partial receive and asks again without one. The pull's
+	// own (model.DecidePullMove decides on it).
+	ErrResumeRefused = model.ErrResumeRefused
 	// ErrPeerBusy: the sender is at its limit of concurrent sends, or
-	// could not check the request now; ask again later.
-	ErrPeerBusy = errors.New("the peer cannot send now")
+	// could not check the request now; ask again later. The pull's own.
+	ErrPeerBusy = model.ErrPeerBusy
 	// ErrNoPeer: no peer to ask (the allocation's node publishes no
 	// transport, or is gone).
 	ErrNoPeer = errors.New("no peer to transfer from")
