@@ -20,8 +20,8 @@ const maxMoves = 64
 // since its last pause and what came of its last move, its next move.
 type decider func(since model.Since, last model.Result) model.Move
 
-// loop is one loop for the driver.
-type loop struct {
+// driveLoop is one loop for the driver.
+type driveLoop struct {
 	decide decider
 	// hold is the lock the loop holds but for its pauses (a pull's, of its
 	// copy); nil when the caller holds what it needs throughout (a
@@ -38,17 +38,21 @@ type loop struct {
 // (model.Since.After), and gives up, with the last move's error, when ctx
 // ends or a pause fails: a Reserve is bounded by Nomad's reserve timeout,
 // a pull by the pass that wants it.
-func (m *Manager) drive(ctx context.Context, l loop) (model.Move, error) {
+func (m *Manager) drive(ctx context.Context, l driveLoop) (model.Move, error) {
 	var (
 		since model.Since
 		last  model.Result
 		said  string
 		start = m.now()
 		held  bool
+		locks = map[string]*sync.Mutex{} // taken by MoveLock
 	)
 	defer func() {
 		if held {
 			l.hold.Unlock()
+		}
+		for _, lock := range locks {
+			lock.Unlock()
 		}
 	}()
 	for moves := 0; ; moves++ {
@@ -73,7 +77,27 @@ func (m *Manager) drive(ctx context.Context, l loop) (model.Move, error) {
 		if mv.Kind == model.MoveWait && l.logWait != nil {
 			l.logWait(mv, &said)
 		}
-		last = m.move(ctx, mv, start)
+		switch mv.Kind {
+		case model.MoveLock:
+			last = model.Result{Step: mv, Locked: true}
+			lock := m.locks.get(mv.Lock)
+			if mv.Try {
+				last.Locked = lock.TryLock()
+			} else {
+				lock.Lock()
+			}
+			if last.Locked {
+				locks[mv.Lock] = lock
+			}
+		case model.MoveUnlock:
+			if lock, ok := locks[mv.Lock]; ok {
+				lock.Unlock()
+				delete(locks, mv.Lock)
+			}
+			last = model.Result{Step: mv}
+		default:
+			last = m.move(ctx, mv, start)
+		}
 		since = since.After(mv, last.Err)
 		switch {
 		case last.Err != nil && ctx.Err() != nil:
@@ -91,7 +115,7 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time) mode
 	r := model.Result{Step: mv}
 	switch mv.Kind {
 	case model.MoveRead:
-		_, r.Err = m.reread(ctx, mv.Class.Name, mv.Slot.Dataset)
+		r.Slot, r.Err = m.reread(ctx, mv.Class.Name, mv.Slot.Dataset)
 	case model.MoveAsk:
 		r.Err = m.refresh(ctx)
 	case model.MoveLookup:
@@ -101,7 +125,15 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time) mode
 	case model.MoveReadPrev:
 		r.Inherit, r.Dataset, r.Err = m.readPrev(ctx, mv.Class, mv.Slot, mv.Alloc, m.now().Sub(start))
 	case model.MoveList:
-		r.Rows, r.Err = m.zfs.ListAll(ctx, mv.Dataset, model.UserProps)
+		list := m.zfs.List
+		if mv.Volumes {
+			list = m.zfs.ListAll
+		}
+		r.Rows, r.Err = list(ctx, mv.Dataset, model.UserProps)
+	case model.MoveReadParked:
+		r.Parked, r.Err = m.readParked(ctx, mv.Dataset)
+	case model.MoveDecodeToken:
+		r.Resume, r.Err = m.decodeToken(ctx, mv.Token)
 	case model.MoveReadSlot:
 		r.Slot, r.Err = readSlot(ctx, m.cfg, m.zfs, mv.Class.Name, mv.Slot.Dataset, "")
 	case model.MoveToken:
@@ -171,7 +203,12 @@ func (m *Manager) act(ctx context.Context, mv model.Move) (changed bool, err err
 		changed, _, _ = m.runStep(ctx, c.Name, mv.Dataset, m.snapshot())
 		return changed, nil
 	case model.ActPlan:
-		return false, m.run(ctx, *mv.Plan)
+		err = m.run(ctx, *mv.Plan)
+		if err != nil && mv.Warn != "" {
+			m.logger.Warn(mv.Warn, "dataset", mv.Dataset, "error", err)
+			err = nil
+		}
+		return false, err
 	case model.ActRelease:
 		err = m.release(ctx, s, c, mv.Alloc, mv.Outcome)
 	case model.ActRecord:

@@ -155,7 +155,7 @@ func (m *Manager) waitPulls() { m.pulls.wg.Wait() }
 // pauses.
 func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	log := m.logger.With("slot", mg.Slot, "alloc_id", mg.Previous.ID, "replacement_id", mg.Replacement.ID, "copy", mg.ParkedName)
-	mv, err := m.drive(ctx, loop{decide: m.pullDecider(mg), hold: m.locks.get(mg.ParkedName),
+	mv, err := m.drive(ctx, driveLoop{decide: m.pullDecider(mg), hold: m.locks.get(mg.ParkedName),
 		logWait: func(mv model.Move, _ *string) { logPullWait(log, mg, mv) }})
 	switch {
 	case err != nil:
@@ -189,7 +189,7 @@ func (m *Manager) pullDecider(mg model.Migration) decider {
 // logPullWait says why a pull pauses: as it starts, after a busy sender,
 // after a failure.
 func logPullWait(log hclog.Logger, mg model.Migration, mv model.Move) {
-	switch mv.Pull {
+	switch mv.Phase {
 	case model.PullStart:
 		log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
 	case model.PullBusy:

@@ -40,8 +40,9 @@ const (
 	MoveGrant
 	// MoveFail: done; refuse (Move.Reason says why).
 	MoveFail
-	// MoveList: list the copy Move.Dataset and what is below it, volumes
-	// included (Result.Rows).
+	// MoveList: list Move.Dataset and what is below it (Result.Rows):
+	// filesystems and snapshots, and volumes with Move.Volumes (a pull's
+	// copy, which a peer's stream may have made one).
 	MoveList
 	// MoveReadSlot: read the slot Move.Slot.Dataset as it is now
 	// (Result.Slot), leaving the Manager's view as it is.
@@ -52,12 +53,24 @@ const (
 	// (Result.Complete: the sender says the copy is whole).
 	MoveFetch
 	// MoveDone: the loop has nothing more to do; Move.Wake: a copy may be
-	// claimable now (wake the Reserves waiting for one, and the pass).
+	// claimable now, or data has migrated (wake the pass, and the Reserves
+	// waiting for a copy).
 	MoveDone
+	// MoveDecodeToken: decode the peer's resume token with this node's zfs
+	// (Result.Resume).
+	MoveDecodeToken
+	// MoveLock, MoveUnlock: take (or try to take: Result.Locked) the lock
+	// Move.Lock, or let it go; the driver lets every lock a loop took go
+	// when it ends.
+	MoveLock
+	MoveUnlock
+	// MoveReadParked: read the parked data Move.Dataset (Result.Parked;
+	// nil for none).
+	MoveReadParked
 )
 
 var moveNames = [...]string{"?", "read", "ask", "lookup", "local", "read-prev", "wait", "run", "grant", "fail",
-	"list", "read-slot", "token", "fetch", "done"}
+	"list", "read-slot", "token", "fetch", "done", "decode-token", "lock", "unlock", "read-parked"}
 
 func (k MoveKind) String() string {
 	if k < 0 || int(k) >= len(moveNames) {
@@ -142,15 +155,31 @@ type Move struct {
 	// before trying again. On a pull's step after a failed fetch: the
 	// fetch's error, the round's once the step is done.
 	Retry error
-	// Pull is where in a pull the step is (pull_move.go); Attempt, on its
-	// pauses, the rounds failed in a row.
-	Pull    PullStep
+	// Phase is where in a pull or a send the step is (the decider reads it
+	// back from Result.Step); Attempt, on a pull's pauses, the rounds failed
+	// in a row.
+	Phase   Phase
 	Attempt int
-	// Plan is what an ActPlan runs; Fetch what a MoveFetch asks for; Rows
-	// the copy as listed, which the step was decided on.
-	Plan  *Plan
-	Fetch *Fetch
-	Rows  []zfs.Dataset
+	// Plan is what an ActPlan runs; Warn, when set, says the plan's
+	// failure is only logged, with this message, and the loop goes on.
+	Plan *Plan
+	Warn string
+	// Fetch is what a MoveFetch asks for; Rows the data as listed, which
+	// the step was decided on.
+	Fetch   *Fetch
+	Rows    []zfs.Dataset
+	Volumes bool
+	// Token is the resume token a MoveDecodeToken decodes.
+	Token string
+	// Lock is the lock a MoveLock takes (only tries, with Try) or a
+	// MoveUnlock lets go: a copy's name, a slot's ID.
+	Lock string
+	Try  bool
+	// Send, on a send's MoveDone: what is sent; on its other steps, the
+	// send decided.
+	Send *Send
+	// Err, on a send's MoveFail: the error the transport answers with.
+	Err error
 	// Refused, on a MoveFail: handing the slot out could share or wipe
 	// live data (else it is not ready).
 	Refused bool
@@ -174,13 +203,22 @@ type Result struct {
 	// predecessor on this slot. Dataset is the predecessor's slot.
 	Inherit *InheritInput
 	Dataset string
-	// Rows: a MoveList's listing; Slot: a MoveReadSlot's reading; Token: a
-	// MoveToken's ("" for none); Complete: a MoveFetch's "complete".
+	// Rows: a MoveList's listing; Slot: a MoveReadSlot's or MoveRead's
+	// reading; Token: a MoveToken's ("" for none); Complete: a MoveFetch's
+	// "complete"; Resume: a MoveDecodeToken's; Parked: a MoveReadParked's;
+	// Locked: whether a MoveLock took its lock.
 	Rows     []zfs.Dataset
 	Slot     Slot
 	Token    string
 	Complete bool
+	Resume   *Resume
+	Parked   *Retained
+	Locked   bool
 }
+
+// Phase is where in a pull or a send a step is: the decider reads it back
+// from Result.Step to know what it asked for (pull_move.go, send_move.go).
+type Phase int
 
 // Since is what a loop has read since its last pause, which is all it may
 // decide on: something foreign may appear below a slot, and an allocation

@@ -39,15 +39,12 @@ var (
 	ErrNotVerified = errors.New("received copy not verified")
 )
 
-// PullStep is where in a pull a move is: the decider reads it back from
-// Result.Step to know what it asked for.
-type PullStep int
-
+// A pull's phases.
 const (
 	// PullLook, PullLookSlot: the first look, before anything is asked:
 	// is the copy claimable already (parked), or does the replacement hold
 	// its slot? Then nothing is pulled, and the pull ends quietly.
-	PullLook PullStep = iota + 1
+	PullLook Phase = iota + 1
 	PullLookSlot
 	// PullStart: the pause, of no time, that starts the rounds.
 	PullStart
@@ -81,14 +78,43 @@ const (
 	PullRetry
 )
 
-var pullNames = [...]string{"?", "look", "look-slot", "start", "list", "settled", "token", "fetch", "relist", "drop-older",
-	"abort", "recount", "start-over", "drop-refused", "received", "next", "busy", "retry"}
+// A send's phases (send_move.go).
+const (
+	// SendToken: the peer's resume token decoded.
+	SendToken Phase = iota + 100
+	// SendLockParked, SendReadParked: the parked data, under its lock;
+	// SendUnlockParked: not A's final data, so its lock let go.
+	SendLockParked
+	SendReadParked
+	SendUnlockParked
+	// SendLockSlot, SendReadSlot: A's slot, under its lock (only tried).
+	SendLockSlot
+	SendReadSlot
+	// SendList: the data listed, and the send decided on it.
+	SendList
+	// SendDrop: the migration's snapshots no stream needs dropped (a
+	// failure only logged).
+	SendDrop
+	// SendMigrated: the peer holds the final copy; recorded on the data.
+	SendMigrated
+	// SendTake, SendRelist: the snapshot sent taken, and its guid read.
+	SendTake
+	SendRelist
+)
 
-func (s PullStep) String() string {
-	if s < 0 || int(s) >= len(pullNames) {
-		return pullNames[0]
+var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", PullStart: "start", PullList: "list",
+	PullSettled: "settled", PullToken: "token", PullFetch: "fetch", PullRelist: "relist", PullDropOlder: "drop-older",
+	PullAbort: "abort", PullRecount: "recount", PullStartOver: "start-over", PullDropRefused: "drop-refused",
+	PullReceived: "received", PullNext: "next", PullBusy: "busy", PullRetry: "retry",
+	SendToken: "token", SendLockParked: "lock-parked", SendReadParked: "read-parked", SendUnlockParked: "unlock-parked",
+	SendLockSlot: "lock-slot", SendReadSlot: "read-slot", SendList: "list", SendDrop: "drop", SendMigrated: "migrated",
+	SendTake: "take", SendRelist: "relist"}
+
+func (p Phase) String() string {
+	if n, ok := phaseNames[p]; ok {
+		return n
 	}
-	return pullNames[s]
+	return "?"
 }
 
 // Fetch is one request of a pull: what to ask the sending node for, and
@@ -155,9 +181,9 @@ func DecidePullMove(p PullLoop) Move {
 	if !p.Started {
 		return p.look()
 	}
-	switch last.Step.Pull {
+	switch last.Step.Phase {
 	case 0, PullStart, PullNext, PullBusy, PullRetry:
-		return p.move(Move{Kind: MoveList, Pull: PullList})
+		return p.move(Move{Kind: MoveList, Phase: PullList})
 	case PullList:
 		_, state := NewestCopied(p.Mig.ParkedName, last.Rows)
 		switch {
@@ -168,9 +194,9 @@ func DecidePullMove(p PullLoop) Move {
 		case len(last.Rows) == 0:
 			// No copy: the replacement may have claimed it (under this
 			// lock) or started empty.
-			return p.move(Move{Kind: MoveReadSlot, Pull: PullSettled})
+			return p.move(Move{Kind: MoveReadSlot, Phase: PullSettled})
 		}
-		return p.move(Move{Kind: MoveToken, Pull: PullToken, Rows: last.Rows})
+		return p.move(Move{Kind: MoveToken, Phase: PullToken, Rows: last.Rows})
 	case PullSettled:
 		switch {
 		case last.Err != nil:
@@ -195,7 +221,7 @@ func DecidePullMove(p PullLoop) Move {
 		}
 		if older := OlderCopied(p.Mig.ParkedName, last.Rows); len(older) > 0 {
 			plan := PlanDropSnapshots(older)
-			return p.move(Move{Kind: MoveRun, Act: ActPlan, Pull: PullDropOlder, Plan: &plan, Rows: last.Rows})
+			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropOlder, Plan: &plan, Rows: last.Rows})
 		}
 		return p.increment(last.Rows)
 	case PullDropOlder:
@@ -213,7 +239,7 @@ func DecidePullMove(p PullLoop) Move {
 			return p.failed(last.Err)
 		}
 		plan := PlanDropCopy(p.Mig.ParkedName, last.Rows)
-		return p.move(Move{Kind: MoveRun, Act: ActPlan, Pull: PullStartOver, Plan: &plan, Retry: last.Step.Retry})
+		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullStartOver, Plan: &plan, Retry: last.Step.Retry})
 	case PullDropRefused:
 		if last.Err != nil {
 			return p.failed(fmt.Errorf("%s; dropping it: %w", last.Step.Reason, last.Err))
@@ -232,10 +258,10 @@ func DecidePullMove(p PullLoop) Move {
 // no reason not to pull.
 func (p PullLoop) look() Move {
 	last := p.Last
-	start := Move{Kind: MoveWait, Pull: PullStart}
-	switch last.Step.Pull {
+	start := Move{Kind: MoveWait, Phase: PullStart}
+	switch last.Step.Phase {
 	case 0:
-		return p.move(Move{Kind: MoveList, Pull: PullLook})
+		return p.move(Move{Kind: MoveList, Phase: PullLook})
 	case PullLook:
 		if last.Err != nil && !errors.Is(last.Err, zfs.ErrNotExist) {
 			return start
@@ -243,7 +269,7 @@ func (p PullLoop) look() Move {
 		if _, state := NewestCopied(p.Mig.ParkedName, last.Rows); state == StateParked {
 			return Move{Kind: MoveDone} // claimable already; the Reserve claims it from there
 		}
-		return p.move(Move{Kind: MoveReadSlot, Pull: PullLookSlot})
+		return p.move(Move{Kind: MoveReadSlot, Phase: PullLookSlot})
 	case PullLookSlot:
 		if last.Err == nil && p.Mig.Settled(last.Slot) {
 			return Move{Kind: MoveDone} // claimed or started empty; Nomad does not show it running yet
@@ -252,10 +278,10 @@ func (p PullLoop) look() Move {
 	return start
 }
 
-// move fills in what every step of the pull names: the copy, the
-// replacement's slot.
+// move fills in what every step of the pull names: the copy (listed with
+// volumes), the replacement's slot.
 func (p PullLoop) move(mv Move) Move {
-	mv.Dataset = p.Mig.ParkedName
+	mv.Dataset, mv.Volumes = p.Mig.ParkedName, true
 	mv.Class = p.Class
 	mv.Slot = Slot{Dataset: p.SlotDataset}
 	return mv
@@ -269,7 +295,7 @@ func (p PullLoop) fetch(rows []zfs.Dataset, token string) Move {
 	props := ReceiveProps(c, mg.ParkedName, mg.Previous.ID, now, now.Add(c.StickyWait))
 	f := Fetch{Alloc: mg.Previous.ID, Replacement: mg.Replacement.ID, Slot: mg.PrevSlot, HaveGUID: have,
 		ResumeToken: token, Target: mg.ParkedName, Props: props, Exclude: ReceiveExclude(props), At: now}
-	return p.move(Move{Kind: MoveFetch, Pull: PullFetch, Fetch: &f, Rows: rows})
+	return p.move(Move{Kind: MoveFetch, Phase: PullFetch, Fetch: &f, Rows: rows})
 }
 
 // fetched decides on the sending node's answer to a fetch.
@@ -293,9 +319,9 @@ func (p PullLoop) fetched() Move {
 		}
 		at := last.Step.Fetch.At
 		plan := PlanReceived(mg.ParkedName, at, at.Add(c.StickyWait))
-		return p.move(Move{Kind: MoveRun, Act: ActPlan, Pull: PullReceived, Plan: &plan})
+		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullReceived, Plan: &plan})
 	case err == nil:
-		return p.move(Move{Kind: MoveList, Pull: PullRelist})
+		return p.move(Move{Kind: MoveList, Phase: PullRelist})
 	case errors.Is(err, zfs.ErrWrongType):
 		// A property the class sets (-o quota=...) does not apply to what
 		// the stream holds: a volume's stream, refused before anything was
@@ -307,7 +333,7 @@ func (p PullLoop) fetched() Move {
 		// partial receive; the next request starts from the last
 		// complete snapshot.
 		plan := PlanAbortReceive(mg.ParkedName)
-		return p.move(Move{Kind: MoveRun, Act: ActPlan, Pull: PullAbort, Plan: &plan, Retry: err})
+		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullAbort, Plan: &plan, Retry: err})
 	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch),
 		errors.Is(err, ErrNotVerified):
 		// The copy no longer lines up with what the sender has (its base
@@ -315,7 +341,7 @@ func (p PullLoop) fetched() Move {
 		// sender named (another guid: not the data asked for): start over
 		// with a whole copy, as it is now (the receive may have added a
 		// snapshot since the listing the fetch was asked on).
-		return p.move(Move{Kind: MoveList, Pull: PullRecount, Retry: err})
+		return p.move(Move{Kind: MoveList, Phase: PullRecount, Retry: err})
 	}
 	return p.failed(err)
 }
@@ -339,7 +365,7 @@ func (p PullLoop) refuseShape(rows []zfs.Dataset) (Move, bool) {
 // dropRefused drops a copy refused for why, then refuses it.
 func (p PullLoop) dropRefused(why string, rows []zfs.Dataset) Move {
 	plan := PlanDropCopy(p.Mig.ParkedName, rows)
-	return p.move(Move{Kind: MoveRun, Act: ActPlan, Pull: PullDropRefused, Plan: &plan, Reason: why})
+	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropRefused, Plan: &plan, Reason: why})
 }
 
 // increment ends a round that brought an increment (or nothing): at once
@@ -347,9 +373,9 @@ func (p PullLoop) dropRefused(why string, rows []zfs.Dataset) Move {
 // waits); else after the pre-copy's pace.
 func (p PullLoop) increment(rows []zfs.Dataset) Move {
 	if HoldsFinal(p.Mig.ParkedName, rows) {
-		return Move{Kind: MoveWait, Pull: PullNext}
+		return Move{Kind: MoveWait, Phase: PullNext}
 	}
-	return Move{Kind: MoveWait, Pull: PullNext, For: PullEvery}
+	return Move{Kind: MoveWait, Phase: PullNext, For: PullEvery}
 }
 
 // failed ends a round that failed with err: a busy sender is asked again
@@ -359,10 +385,10 @@ func (p PullLoop) failed(err error) Move {
 	if errors.Is(err, ErrPeerBusy) {
 		// The sending node parks or releases the data under its lock just
 		// now (the allocation has ended): not a failure, a short wait.
-		return Move{Kind: MoveWait, Pull: PullBusy, For: BusyWait, Attempt: p.Failures, Retry: err}
+		return Move{Kind: MoveWait, Phase: PullBusy, For: BusyWait, Attempt: p.Failures, Retry: err}
 	}
 	n := p.Failures + 1
-	return Move{Kind: MoveWait, Pull: PullRetry, For: RetryWait(n, time.Minute), Attempt: n, Retry: err}
+	return Move{Kind: MoveWait, Phase: PullRetry, For: RetryWait(n, time.Minute), Attempt: n, Retry: err}
 }
 
 // RetryWait is the pause before retrying a failed step after failures

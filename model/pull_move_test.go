@@ -29,8 +29,8 @@ type pullBeat struct {
 // refusal.
 func describePull(mv model.Move) string {
 	out := mv.Kind.String()
-	if mv.Pull != 0 {
-		out += " " + mv.Pull.String()
+	if mv.Phase != 0 {
+		out += " " + mv.Phase.String()
 	}
 	switch mv.Kind {
 	case model.MoveWait:

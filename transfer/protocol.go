@@ -57,7 +57,8 @@ const (
 // 8 KiB, zfs.ValidateResumeToken).
 const maxRequest = 16 << 10
 
-// Request asks for the data of allocation Alloc on behalf of Replacement.
+// Request asks for the data of allocation Alloc on behalf of Replacement:
+// the wire form of a model.SendRequest.
 type Request struct {
 	// Alloc is A, the allocation whose data is wanted; its node sends.
 	Alloc string `json:"alloc_id"`
@@ -74,6 +75,11 @@ type Request struct {
 	// ResumeToken is the receive_resume_token of an interrupted receive of
 	// this transfer, to resume it; "" for none.
 	ResumeToken string `json:"resume_token,omitempty"`
+}
+
+// model is the request as the sending node decides on it.
+func (r Request) model() model.SendRequest {
+	return model.SendRequest{Alloc: r.Alloc, Replacement: r.Replacement, Slot: r.Slot, HaveGUID: r.HaveGUID, ResumeToken: r.ResumeToken}
 }
 
 // validateIDs checks the two allocation IDs, all an authorization needs.
@@ -110,7 +116,7 @@ func (r Request) validate() error {
 var (
 	// ErrNoData: the sender has nothing to send for the allocation
 	// (Source said so): no copy of its data is on that node.
-	ErrNoData = errors.New("the peer has no data for the allocation")
+	ErrNoData = model.ErrNoData
 	// ErrResumeRefused: the sender will not resume from the token (it does
 	// not match what it sends now, or zfs cannot use it). The receiver
 	// aborts its partial receive and asks again without one. The pull's

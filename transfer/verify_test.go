@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -47,13 +48,13 @@ func TestFetchVerifiesTheGUID(t *testing.T) {
 	cases := []struct {
 		name string
 		// spec changes the send of tank/data/a@t1 the sender answers with.
-		spec    func(p *transfer.SendSpec)
+		spec    func(p *model.Send)
 		wantErr error
 	}{
-		{name: "the guid the stream has", spec: func(*transfer.SendSpec) {}},
-		{name: "another guid under the same name", spec: func(p *transfer.SendSpec) { p.ToGUID ^= 0x5a5a }, wantErr: transfer.ErrNotVerified},
+		{name: "the guid the stream has", spec: func(*model.Send) {}},
+		{name: "another guid under the same name", spec: func(p *model.Send) { p.ToGUID ^= 0x5a5a }, wantErr: transfer.ErrNotVerified},
 		{name: "another dataset's snapshot of the same name", wantErr: transfer.ErrNotVerified,
-			spec: func(p *transfer.SendSpec) { p.Send.Snapshot = "tank/data/other@t1" }},
+			spec: func(p *model.Send) { p.Options.Snapshot = "tank/data/other@t1" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +91,7 @@ func TestFetchVerifiesTheGUID(t *testing.T) {
 					}
 				}
 			}
-			spec := transfer.SendSpec{Send: zfs.SendOptions{Snapshot: "tank/data/a@t1"}, ToGUID: guids["tank/data/a@t1"]}
+			spec := model.Send{Options: zfs.SendOptions{Snapshot: "tank/data/a@t1"}, ToGUID: guids["tank/data/a@t1"]}
 			tc.spec(&spec)
 			src := &specSource{}
 			src.set(spec, nil)

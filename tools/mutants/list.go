@@ -154,10 +154,10 @@ func list() []bug {
 			find:    "lock := m.locks.get(id)\n\tif !lock.TryLock() {\n\t\treturn false, nil\n\t}\n\tdefer lock.Unlock()",
 			replace: "_ = m.locks.get(id)"},
 		// hooks and model: data that follows its allocation to another node.
-		{name: "final-from-running-slot", file: "hooks/send.go",
+		{name: "final-from-running-slot", file: "model/send_move.go",
 			why:     "the sender serves its final snapshot from a slot whose allocation still runs: the copy misses what is written after it",
-			find:    "return s.Dataset, false, lock.Unlock, nil",
-			replace: "return s.Dataset, true, lock.Unlock, nil"},
+			find:    "Final: dataset == s.ParkedName,",
+			replace: "Final: true,"},
 		{name: "received-on-any-answer", file: "model/pull_move.go",
 			why:     "a copy marked received (claimable) after any increment, not only after the final one",
 			find:    "case err == nil && last.Complete:",
