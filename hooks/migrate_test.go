@@ -101,7 +101,7 @@ func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into tra
 	}
 	err = d.to.Receive(ctx, opts, r)
 	_ = r.CloseWithError(err)
-	return transfer.Result{GUID: spec.ToGUID, FromGUID: spec.FromGUID}, err
+	return transfer.Result{GUID: spec.ToGUID, FromGUID: spec.FromGUID}, transfer.Classify(err)
 }
 
 // countingFetcher counts the requests that reach next.

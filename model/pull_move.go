@@ -23,9 +23,9 @@ const PullEvery = 10 * time.Second
 // data (parking it as its allocation ended): a second or two.
 const BusyWait = time.Second
 
-// The failures of a fetch a pull decides on, besides zfs receive's own
-// (zfs.ErrWrongType, zfs.ErrDestinationModified, ...). The transport
-// returns them (transfer.ErrPeerBusy is ErrPeerBusy, and so on).
+// The failures of a fetch a pull decides on: the transport classifies
+// each failure into one of these (transfer.Classify; transfer.ErrPeerBusy
+// is ErrPeerBusy, and so on).
 var (
 	// ErrPeerBusy: the sender is at its limit of concurrent sends, busy
 	// with the data, or could not check the request now; ask again later.
@@ -34,9 +34,12 @@ var (
 	// not match what it sends now, or zfs cannot use it). The receiver
 	// aborts its partial receive and asks again without one.
 	ErrResumeRefused = errors.New("the peer refused the resume token")
-	// ErrNotVerified: zfs receive succeeded but the snapshot the sender
-	// named is not on the target with the guid it named.
-	ErrNotVerified = errors.New("received copy not verified")
+	// ErrStartOver: the copy no longer lines up with the sender's data,
+	// or what came is not what the sender named: dropped whole.
+	ErrStartOver = errors.New("the copy no longer lines up with the sender's")
+	// ErrNotFilesystem: the sender's stream is not of a filesystem (a
+	// volume's): the copy is refused.
+	ErrNotFilesystem = errors.New("the stream is not of a filesystem")
 )
 
 // A pull's phases.
@@ -322,7 +325,7 @@ func (p PullLoop) fetched() Move {
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullReceived, Plan: &plan})
 	case err == nil:
 		return p.move(Move{Kind: MoveList, Phase: PullRelist})
-	case errors.Is(err, zfs.ErrWrongType):
+	case errors.Is(err, ErrNotFilesystem):
 		// A property the class sets (-o quota=...) does not apply to what
 		// the stream holds: a volume's stream, refused before anything was
 		// written. Every stream from that node is the same.
@@ -334,8 +337,7 @@ func (p PullLoop) fetched() Move {
 		// complete snapshot.
 		plan := PlanAbortReceive(mg.ParkedName)
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullAbort, Plan: &plan, Retry: err})
-	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch),
-		errors.Is(err, ErrNotVerified):
+	case errors.Is(err, ErrStartOver):
 		// The copy no longer lines up with what the sender has (its base
 		// snapshot is gone there), or what came is not the snapshot the
 		// sender named (another guid: not the data asked for): start over

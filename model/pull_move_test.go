@@ -229,7 +229,7 @@ func TestDecidePullMove(t *testing.T) {
 				}},
 			})},
 		{name: "a copy that no longer lines up with the sender's: listed again and dropped whole", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", zfs.ErrDestinationModified)}),
+			round(pullBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", model.ErrStartOver)}),
 			[]pullBeat{
 				{want: "list recount", rows: twoPre},
 				{want: "run start-over", check: func(t *testing.T, mv model.Move) {
@@ -240,7 +240,7 @@ func TestDecidePullMove(t *testing.T) {
 				{want: "wait retry 1s #1"},
 			})},
 		{name: "what came is not the snapshot the sender named: dropped whole", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: model.ErrNotVerified}),
+			round(pullBeat{want: "fetch fetch", err: model.ErrStartOver}),
 			[]pullBeat{{want: "list recount", err: fail}, {want: "wait retry 1s #1"}})},
 		{name: "a busy sender: a short pause, and no failure counted", beats: seq(look,
 			round(pullBeat{want: "fetch fetch", err: fail}),
@@ -278,7 +278,7 @@ func TestDecidePullMove(t *testing.T) {
 			{want: "wait retry 4s #3"},
 		})},
 		{name: "a volume's stream is refused before anything is written", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", zfs.ErrWrongType)}),
+			round(pullBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", model.ErrNotFilesystem)}),
 			[]pullBeat{{want: "fail refused"}})},
 		{name: "a copy a volume's stream made a volume is dropped and refused", beats: seq(look,
 			round(pullBeat{want: "fetch fetch"}),
