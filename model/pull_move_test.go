@@ -11,17 +11,56 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-// pullBeat is one move of a pull and what came of it: want is the move
-// (describePull), the rest the Result the driver feeds back.
-type pullBeat struct {
+// moveBeat is one move of a pull or a send and what came of it: want is
+// the move (as the test's describe names it), the rest the Result the
+// driver feeds back.
+type moveBeat struct {
 	want     string
 	err      error
 	rows     []zfs.Dataset
 	slot     model.Slot
 	token    string
 	complete bool
+	parked   *model.Retained
+	locked   bool
+	resume   *model.Resume
 	// check, if set, looks at the move itself.
 	check func(t *testing.T, mv model.Move)
+}
+
+// result is the Result the driver feeds back after mv, as b has it.
+func (b moveBeat) result(mv model.Move) model.Result {
+	return model.Result{Step: mv, Err: b.err, Rows: b.rows, Slot: b.slot, Token: b.token, Complete: b.complete,
+		Parked: b.parked, Locked: b.locked, Resume: b.resume}
+}
+
+// playMoves runs the beats against a decider, as the driver would
+// (hooks/drive.go): decide the move, check it, feed its result back
+// (after). The beats may stop before the loop ends, unless mustEnd.
+func playMoves(t *testing.T, decide func() model.Move, after func(model.Result), describe func(model.Move) string,
+	beats []moveBeat, mustEnd bool) {
+	t.Helper()
+	var got []string
+	for i, b := range beats {
+		mv := decide()
+		got = append(got, describe(mv))
+		if describe(mv) != b.want {
+			t.Fatalf("move %d = %q, want %q (moves so far: %s)", i, describe(mv), b.want, strings.Join(got, ", "))
+		}
+		if b.check != nil {
+			b.check(t, mv)
+		}
+		if mv.Kind == model.MoveDone || mv.Kind == model.MoveFail {
+			if i != len(beats)-1 {
+				t.Fatalf("move %d ends the loop, but %d more beats follow", i, len(beats)-1-i)
+			}
+			return
+		}
+		after(b.result(mv))
+	}
+	if mustEnd {
+		t.Fatalf("the loop did not end: %s", strings.Join(got, ", "))
+	}
 }
 
 // describePull is a move as a pull's beat names it: its kind and where in
@@ -47,29 +86,12 @@ func describePull(mv model.Move) string {
 	return out
 }
 
-// playPull runs the beats against DecidePullMove from in, as the driver
-// would (hooks/drive.go, hooks/migrate.go's pullDecider); the beats may
-// stop before the pull ends.
-func playPull(t *testing.T, in model.PullLoop, beats []pullBeat) {
+// playPull runs the beats against DecidePullMove from in, as
+// hooks/migrate.go's pullDecider does.
+func playPull(t *testing.T, in model.PullLoop, beats []moveBeat) {
 	t.Helper()
-	var got []string
-	for i, b := range beats {
-		mv := model.DecidePullMove(in)
-		got = append(got, describePull(mv))
-		if describePull(mv) != b.want {
-			t.Fatalf("move %d = %q, want %q (moves so far: %s)", i, describePull(mv), b.want, strings.Join(got, ", "))
-		}
-		if b.check != nil {
-			b.check(t, mv)
-		}
-		if mv.Kind == model.MoveDone || mv.Kind == model.MoveFail {
-			if i != len(beats)-1 {
-				t.Fatalf("move %d ends the pull, but %d more beats follow", i, len(beats)-1-i)
-			}
-			return
-		}
-		in = in.After(model.Result{Step: mv, Err: b.err, Rows: b.rows, Slot: b.slot, Token: b.token, Complete: b.complete})
-	}
+	playMoves(t, func() model.Move { return model.DecidePullMove(in) }, func(r model.Result) { in = in.After(r) },
+		describePull, beats, false)
 }
 
 func TestDecidePullMove(t *testing.T) {
@@ -106,14 +128,14 @@ func TestDecidePullMove(t *testing.T) {
 	notExist := fmt.Errorf("listing: %w", zfs.ErrNotExist)
 
 	// The first look of a pull with nothing yet, and its start.
-	look := []pullBeat{
+	look := []moveBeat{
 		{want: "list look", err: notExist},
 		{want: "read-slot look-slot", slot: empty},
 		{want: "wait start 0s #0"},
 	}
 	// A round over receiving with a pre-copy snapshot, up to its fetch.
-	round := func(b pullBeat) []pullBeat {
-		return []pullBeat{{want: "list list", rows: receiving}, {want: "token token"}, b}
+	round := func(b moveBeat) []moveBeat {
+		return []moveBeat{{want: "list list", rows: receiving}, {want: "token token"}, b}
 	}
 	fetchWith := func(have uint64, token string) func(*testing.T, model.Move) {
 		return func(t *testing.T, mv model.Move) {
@@ -124,8 +146,8 @@ func TestDecidePullMove(t *testing.T) {
 			}
 		}
 	}
-	seq := func(parts ...[]pullBeat) []pullBeat {
-		var out []pullBeat
+	seq := func(parts ...[]moveBeat) []moveBeat {
+		var out []moveBeat
 		for _, p := range parts {
 			out = append(out, p...)
 		}
@@ -135,25 +157,25 @@ func TestDecidePullMove(t *testing.T) {
 	cases := []struct {
 		name  string
 		class model.Class
-		beats []pullBeat
+		beats []moveBeat
 	}{
-		{name: "a copy claimable already: nothing to pull, and the pull ends quietly", beats: []pullBeat{
+		{name: "a copy claimable already: nothing to pull, and the pull ends quietly", beats: []moveBeat{
 			{want: "list look", rows: parked},
 			{want: "done"},
 		}},
-		{name: "the replacement holds its slot already (claimed, or started empty): ends quietly", beats: []pullBeat{
+		{name: "the replacement holds its slot already (claimed, or started empty): ends quietly", beats: []moveBeat{
 			{want: "list look", err: notExist},
 			{want: "read-slot look-slot", slot: claimed},
 			{want: "done"},
 		}},
-		{name: "a first look that fails is no reason not to pull", beats: []pullBeat{
+		{name: "a first look that fails is no reason not to pull", beats: []moveBeat{
 			{want: "list look", err: fail},
 			{want: "wait start 0s #0"},
 			{want: "list list", err: notExist},
 			{want: "read-slot settled", slot: empty},
 			{want: "fetch fetch", check: fetchWith(0, "")},
 		}},
-		{name: "the first increment from nothing, then the pre-copy's pace", beats: seq(look, []pullBeat{
+		{name: "the first increment from nothing, then the pre-copy's pace", beats: seq(look, []moveBeat{
 			{want: "list list", err: notExist},
 			{want: "read-slot settled", slot: empty},
 			{want: "fetch fetch", check: fetchWith(0, "")},
@@ -162,8 +184,8 @@ func TestDecidePullMove(t *testing.T) {
 			{want: "list list", rows: receiving},
 		})},
 		{name: "an increment from the newest snapshot, resuming a partial receive's token", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", check: fetchWith(11, "")}),
-			[]pullBeat{
+			round(moveBeat{want: "fetch fetch", check: fetchWith(11, "")}),
+			[]moveBeat{
 				{want: "list relist", err: fail},
 				{want: "wait retry 1s #1"},
 				{want: "list list", rows: receiving},
@@ -171,14 +193,14 @@ func TestDecidePullMove(t *testing.T) {
 				{want: "fetch fetch", check: fetchWith(11, "1-abc")},
 			})},
 		{name: "older snapshots dropped after an increment; the final one asked after at once, then marked received", beats: seq(look,
-			round(pullBeat{want: "fetch fetch"}),
-			[]pullBeat{
+			round(moveBeat{want: "fetch fetch"}),
+			[]moveBeat{
 				{want: "list relist", rows: twoPre},
 				{want: "run drop-older"},
 				{want: "wait next 10s #0"},
 			},
-			round(pullBeat{want: "fetch fetch"}),
-			[]pullBeat{
+			round(moveBeat{want: "fetch fetch"}),
+			[]moveBeat{
 				{want: "list relist", rows: final},
 				{want: "run drop-older"},
 				{want: "wait next 0s #0"},
@@ -192,7 +214,7 @@ func TestDecidePullMove(t *testing.T) {
 				}},
 				{want: "done wake"},
 			})},
-		{name: "a mark that fails still ends the pull: the pass and the waiting Reserves look again", beats: seq(look, []pullBeat{
+		{name: "a mark that fails still ends the pull: the pass and the waiting Reserves look again", beats: seq(look, []moveBeat{
 			{want: "list list", rows: final},
 			{want: "token token"},
 			{want: "fetch fetch", complete: true},
@@ -200,17 +222,17 @@ func TestDecidePullMove(t *testing.T) {
 			{want: "done wake"},
 		})},
 		{name: "a complete over a pre-copy is not believed", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", complete: true}),
-			[]pullBeat{{want: "wait retry 1s #1"}, {want: "list list", rows: receiving}})},
-		{name: "a complete over no copy is not believed", beats: seq(look, []pullBeat{
+			round(moveBeat{want: "fetch fetch", complete: true}),
+			[]moveBeat{{want: "wait retry 1s #1"}, {want: "list list", rows: receiving}})},
+		{name: "a complete over no copy is not believed", beats: seq(look, []moveBeat{
 			{want: "list list", err: notExist},
 			{want: "read-slot settled", slot: empty},
 			{want: "fetch fetch", complete: true},
 			{want: "wait retry 1s #1"},
 		})},
 		{name: "a resume the sender refuses: the partial receive discarded, then asked again", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: model.ErrResumeRefused}),
-			[]pullBeat{
+			round(moveBeat{want: "fetch fetch", err: model.ErrResumeRefused}),
+			[]moveBeat{
 				{want: "run abort"},
 				{want: "wait retry 1s #1", check: func(t *testing.T, mv model.Move) {
 					if !errors.Is(mv.Retry, model.ErrResumeRefused) {
@@ -219,8 +241,8 @@ func TestDecidePullMove(t *testing.T) {
 				}},
 			})},
 		{name: "an abort that fails is the round's failure", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: model.ErrResumeRefused}),
-			[]pullBeat{
+			round(moveBeat{want: "fetch fetch", err: model.ErrResumeRefused}),
+			[]moveBeat{
 				{want: "run abort", err: fail},
 				{want: "wait retry 1s #1", check: func(t *testing.T, mv model.Move) {
 					if mv.Retry != fail {
@@ -229,8 +251,8 @@ func TestDecidePullMove(t *testing.T) {
 				}},
 			})},
 		{name: "a copy that no longer lines up with the sender's: listed again and dropped whole", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", model.ErrStartOver)}),
-			[]pullBeat{
+			round(moveBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", model.ErrStartOver)}),
+			[]moveBeat{
 				{want: "list recount", rows: twoPre},
 				{want: "run start-over", check: func(t *testing.T, mv model.Move) {
 					if mv.Plan == nil || !strings.Contains(mv.Plan.Doing, "dropping the copy") {
@@ -240,34 +262,34 @@ func TestDecidePullMove(t *testing.T) {
 				{want: "wait retry 1s #1"},
 			})},
 		{name: "what came is not the snapshot the sender named: dropped whole", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: model.ErrStartOver}),
-			[]pullBeat{{want: "list recount", err: fail}, {want: "wait retry 1s #1"}})},
+			round(moveBeat{want: "fetch fetch", err: model.ErrStartOver}),
+			[]moveBeat{{want: "list recount", err: fail}, {want: "wait retry 1s #1"}})},
 		{name: "a busy sender: a short pause, and no failure counted", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: fail}),
-			[]pullBeat{{want: "wait retry 1s #1"}},
-			round(pullBeat{want: "fetch fetch", err: fmt.Errorf("peer: %w", model.ErrPeerBusy)}),
-			[]pullBeat{{want: "wait busy 1s #1"}},
-			round(pullBeat{want: "fetch fetch", err: fail}),
-			[]pullBeat{{want: "wait retry 2s #2"}},
-			round(pullBeat{want: "fetch fetch", err: fail}),
-			[]pullBeat{{want: "wait retry 4s #3"}},
-			round(pullBeat{want: "fetch fetch"}),
-			[]pullBeat{{want: "list relist", rows: receiving}, {want: "wait next 10s #0"}},
-			round(pullBeat{want: "fetch fetch", err: fail}),
-			[]pullBeat{{want: "wait retry 1s #1"}})},
-		{name: "crash: restarted, the pull finds its copy parked by a pass before the restart", beats: []pullBeat{
+			round(moveBeat{want: "fetch fetch", err: fail}),
+			[]moveBeat{{want: "wait retry 1s #1"}},
+			round(moveBeat{want: "fetch fetch", err: fmt.Errorf("peer: %w", model.ErrPeerBusy)}),
+			[]moveBeat{{want: "wait busy 1s #1"}},
+			round(moveBeat{want: "fetch fetch", err: fail}),
+			[]moveBeat{{want: "wait retry 2s #2"}},
+			round(moveBeat{want: "fetch fetch", err: fail}),
+			[]moveBeat{{want: "wait retry 4s #3"}},
+			round(moveBeat{want: "fetch fetch"}),
+			[]moveBeat{{want: "list relist", rows: receiving}, {want: "wait next 10s #0"}},
+			round(moveBeat{want: "fetch fetch", err: fail}),
+			[]moveBeat{{want: "wait retry 1s #1"}})},
+		{name: "crash: restarted, the pull finds its copy parked by a pass before the restart", beats: []moveBeat{
 			{want: "list look", rows: final},
 			{want: "read-slot look-slot", err: fail},
 			{want: "wait start 0s #0"},
 			{want: "list list", rows: parked},
 			{want: "done wake"},
 		}},
-		{name: "the copy claimed between two rounds: no copy, and the replacement on its slot", beats: seq(look, []pullBeat{
+		{name: "the copy claimed between two rounds: no copy, and the replacement on its slot", beats: seq(look, []moveBeat{
 			{want: "list list", err: notExist},
 			{want: "read-slot settled", slot: claimed},
 			{want: "done wake"},
 		})},
-		{name: "a listing or a token that fails is the round's failure", beats: seq(look, []pullBeat{
+		{name: "a listing or a token that fails is the round's failure", beats: seq(look, []moveBeat{
 			{want: "list list", err: fail},
 			{want: "wait retry 1s #1"},
 			{want: "list list", rows: receiving},
@@ -278,15 +300,15 @@ func TestDecidePullMove(t *testing.T) {
 			{want: "wait retry 4s #3"},
 		})},
 		{name: "a volume's stream is refused before anything is written", beats: seq(look,
-			round(pullBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", model.ErrNotFilesystem)}),
-			[]pullBeat{{want: "fail refused"}})},
+			round(moveBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", model.ErrNotFilesystem)}),
+			[]moveBeat{{want: "fail refused"}})},
 		{name: "a copy a volume's stream made a volume is dropped and refused", beats: seq(look,
-			round(pullBeat{want: "fetch fetch"}),
-			[]pullBeat{{want: "list relist", rows: volume}, {want: "run drop-refused"}, {want: "fail refused"}})},
+			round(moveBeat{want: "fetch fetch"}),
+			[]moveBeat{{want: "list relist", rows: volume}, {want: "run drop-refused"}, {want: "fail refused"}})},
 		{name: "a copy with datasets below it is refused and left for the operator", beats: seq(look,
-			round(pullBeat{want: "fetch fetch"}),
-			[]pullBeat{{want: "list relist", rows: below}, {want: "fail refused"}})},
-		{name: "a whole copy over the class's quota is dropped and refused", class: quota, beats: seq(look, []pullBeat{
+			round(moveBeat{want: "fetch fetch"}),
+			[]moveBeat{{want: "list relist", rows: below}, {want: "fail refused"}})},
+		{name: "a whole copy over the class's quota is dropped and refused", class: quota, beats: seq(look, []moveBeat{
 			{want: "list list", rows: big},
 			{want: "token token"},
 			{want: "fetch fetch", complete: true},
@@ -297,7 +319,7 @@ func TestDecidePullMove(t *testing.T) {
 				}
 			}},
 		})},
-		{name: "a refused copy whose drop fails: the round fails and is tried again", class: quota, beats: seq(look, []pullBeat{
+		{name: "a refused copy whose drop fails: the round fails and is tried again", class: quota, beats: seq(look, []moveBeat{
 			{want: "list list", rows: big},
 			{want: "token token"},
 			{want: "fetch fetch", complete: true},

@@ -10,19 +10,6 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
-// sendBeat is one move of a send and what came of it.
-type sendBeat struct {
-	want   string
-	err    error
-	rows   []zfs.Dataset
-	slot   model.Slot
-	parked *model.Retained
-	locked bool
-	resume *model.Resume
-	// check, if set, looks at the move itself.
-	check func(t *testing.T, mv model.Move)
-}
-
 // describeSend is a move as a send's beat names it: its kind and phase;
 // for an end, what is sent or why not.
 func describeSend(mv model.Move) string {
@@ -42,28 +29,12 @@ func describeSend(mv model.Move) string {
 	return out
 }
 
-func playSend(t *testing.T, in model.SendLoop, beats []sendBeat) {
+// playSend runs the beats against DecideSendMove from in, as
+// hooks/send.go's Sender.Send does; the send must end.
+func playSend(t *testing.T, in model.SendLoop, beats []moveBeat) {
 	t.Helper()
-	var got []string
-	for i, b := range beats {
-		mv := model.DecideSendMove(in)
-		got = append(got, describeSend(mv))
-		if describeSend(mv) != b.want {
-			t.Fatalf("move %d = %q, want %q (moves so far: %s)", i, describeSend(mv), b.want, strings.Join(got, ", "))
-		}
-		if b.check != nil {
-			b.check(t, mv)
-		}
-		if mv.Kind == model.MoveDone || mv.Kind == model.MoveFail {
-			if i != len(beats)-1 {
-				t.Fatalf("move %d ends the send, but %d more beats follow", i, len(beats)-1-i)
-			}
-			return
-		}
-		in = in.After(model.Result{Step: mv, Err: b.err, Rows: b.rows, Slot: b.slot, Parked: b.parked,
-			Locked: b.locked, Resume: b.resume})
-	}
-	t.Fatalf("the send did not end: %s", strings.Join(got, ", "))
+	playMoves(t, func() model.Move { return model.DecideSendMove(in) }, func(r model.Result) { in = in.After(r) },
+		describeSend, beats, true)
 }
 
 func TestDecideSendMove(t *testing.T) {
@@ -84,19 +55,19 @@ func TestDecideSendMove(t *testing.T) {
 	fail := errors.New("zfs: exit status 1")
 
 	// Looking for A's data in its slot: the parked data first.
-	inSlot := []sendBeat{
+	inSlot := []moveBeat{
 		{want: "lock lock-parked"},
 		{want: "read-parked read-parked"},
 		{want: "unlock unlock-parked"},
 		{want: "lock lock-slot", locked: true},
 		{want: "read read-slot", slot: held},
 	}
-	asParked := []sendBeat{
+	asParked := []moveBeat{
 		{want: "lock lock-parked"},
 		{want: "read-parked read-parked", parked: parkedA},
 	}
-	seq := func(parts ...[]sendBeat) []sendBeat {
-		var out []sendBeat
+	seq := func(parts ...[]moveBeat) []moveBeat {
+		var out []moveBeat
 		for _, p := range parts {
 			out = append(out, p...)
 		}
@@ -115,22 +86,22 @@ func TestDecideSendMove(t *testing.T) {
 		name     string
 		req      model.SendRequest
 		migrates bool
-		beats    []sendBeat
+		beats    []moveBeat
 	}{
-		{name: "a slot not of a class whose data migrates: no data", beats: []sendBeat{{want: "fail"}}},
-		{name: "a pre-copy from nothing: a snapshot taken, then sent with its guid", migrates: true, beats: seq(inSlot, []sendBeat{
+		{name: "a slot not of a class whose data migrates: no data", beats: []moveBeat{{want: "fail"}}},
+		{name: "a pre-copy from nothing: a snapshot taken, then sent with its guid", migrates: true, beats: seq(inSlot, []moveBeat{
 			{want: "list list", rows: live},
 			{want: "run take"},
 			{want: "list relist", rows: liveTaken},
 			{want: "done migrate-1", check: sent(slotDS+"@migrate-1", "", 0, 11, false, false)},
 		})},
-		{name: "encrypted data goes out raw", migrates: true, req: model.SendRequest{HaveGUID: 11}, beats: seq(inSlot, []sendBeat{
+		{name: "encrypted data goes out raw", migrates: true, req: model.SendRequest{HaveGUID: 11}, beats: seq(inSlot, []moveBeat{
 			{want: "list list", rows: encrypted},
 			{want: "run take"},
 			{want: "list relist", rows: append(encrypted, row(slotDS+"@migrate-2", "12"))},
 			{want: "done migrate-2", check: sent(slotDS+"@migrate-2", slotDS+"@migrate-1", 11, 12, true, false)},
 		})},
-		{name: "the slot busy (a Reserve fences it): the peer asks again", migrates: true, beats: []sendBeat{
+		{name: "the slot busy (a Reserve fences it): the peer asks again", migrates: true, beats: []moveBeat{
 			{want: "lock lock-parked"},
 			{want: "read-parked read-parked"},
 			{want: "unlock unlock-parked"},
@@ -141,7 +112,7 @@ func TestDecideSendMove(t *testing.T) {
 				}
 			}},
 		}},
-		{name: "the slot holds no data of A's, nor is it parked: no data", migrates: true, beats: []sendBeat{
+		{name: "the slot holds no data of A's, nor is it parked: no data", migrates: true, beats: []moveBeat{
 			{want: "lock lock-parked"},
 			{want: "read-parked read-parked", parked: &model.Retained{Holder: "Z", State: model.StateParked}},
 			{want: "unlock unlock-parked"},
@@ -154,21 +125,21 @@ func TestDecideSendMove(t *testing.T) {
 			}},
 		}},
 		{name: "parked (A has ended): the final snapshot taken and sent", migrates: true, req: model.SendRequest{HaveGUID: 11},
-			beats: seq(asParked, []sendBeat{
+			beats: seq(asParked, []moveBeat{
 				{want: "list list", rows: parkedRows},
 				{want: "run take"},
 				{want: "list relist", rows: withFinal},
 				{want: "done migrate-final", check: sent(parked+"@"+model.MigrateFinal, parked+"@migrate-1", 11, 13, false, true)},
 			})},
 		{name: "the peer names the final snapshot: recorded, and the pass woken", migrates: true, req: model.SendRequest{HaveGUID: 13},
-			beats: seq(asParked, []sendBeat{
+			beats: seq(asParked, []moveBeat{
 				{want: "list list", rows: withFinal},
 				{want: "run drop"},
 				{want: "run migrated"},
 				{want: "done complete wake"},
 			})},
 		{name: "old snapshots whose drop fails: the send goes on (the driver logs it)", migrates: true, req: model.SendRequest{HaveGUID: 13},
-			beats: seq(asParked, []sendBeat{
+			beats: seq(asParked, []moveBeat{
 				{want: "list list", rows: withFinal},
 				{want: "run drop", check: func(t *testing.T, mv model.Move) {
 					if mv.Warn == "" {
@@ -179,7 +150,7 @@ func TestDecideSendMove(t *testing.T) {
 				{want: "fail"},
 			})},
 		{name: "migrated already: a request from nothing gets no data, not the whole data again", migrates: true,
-			beats: seq(asParked, []sendBeat{
+			beats: seq(asParked, []moveBeat{
 				{want: "list list", rows: migrated},
 				{want: "fail", check: func(t *testing.T, mv model.Move) {
 					if !errors.Is(mv.Err, model.ErrNoData) || !errors.Is(mv.Err, model.ErrMigrated) {
@@ -188,13 +159,13 @@ func TestDecideSendMove(t *testing.T) {
 				}},
 			})},
 		{name: "a resume token decoded first, and resumed only for what is sent now", migrates: true,
-			req: model.SendRequest{HaveGUID: 11, ResumeToken: "1-abc"}, beats: seq([]sendBeat{
+			req: model.SendRequest{HaveGUID: 11, ResumeToken: "1-abc"}, beats: seq([]moveBeat{
 				{want: "decode-token token", resume: &model.Resume{ToGUID: 13, FromGUID: 11}},
-			}, asParked, []sendBeat{
+			}, asParked, []moveBeat{
 				{want: "list list", rows: withFinal},
 				{want: "done migrate-final", check: sent(parked+"@"+model.MigrateFinal, parked+"@migrate-1", 11, 13, false, true)},
 			})},
-		{name: "a token zfs cannot decode", migrates: true, req: model.SendRequest{ResumeToken: "1-abc"}, beats: []sendBeat{
+		{name: "a token zfs cannot decode", migrates: true, req: model.SendRequest{ResumeToken: "1-abc"}, beats: []moveBeat{
 			{want: "decode-token token", err: fail},
 			{want: "fail", check: func(t *testing.T, mv model.Move) {
 				if !strings.HasPrefix(mv.Err.Error(), "decoding the resume token: ") {
@@ -202,7 +173,7 @@ func TestDecideSendMove(t *testing.T) {
 				}
 			}},
 		}},
-		{name: "a snapshot not there after it was taken", migrates: true, beats: seq(inSlot, []sendBeat{
+		{name: "a snapshot not there after it was taken", migrates: true, beats: seq(inSlot, []moveBeat{
 			{want: "list list", rows: live},
 			{want: "run take"},
 			{want: "list relist", rows: live},
@@ -212,7 +183,7 @@ func TestDecideSendMove(t *testing.T) {
 				}
 			}},
 		})},
-		{name: "a reading that fails ends the send with its error", migrates: true, beats: []sendBeat{
+		{name: "a reading that fails ends the send with its error", migrates: true, beats: []moveBeat{
 			{want: "lock lock-parked"},
 			{want: "read-parked read-parked", err: fail},
 			{want: "fail", check: func(t *testing.T, mv model.Move) {
