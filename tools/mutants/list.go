@@ -161,7 +161,7 @@ func list() []bug {
 		{name: "received-on-any-answer", file: "model/pull_move.go",
 			why:     "a copy marked received (claimable) after any increment, not only after the final one",
 			find:    "case err == nil && last.Complete:",
-			replace: "case err == nil && err == nil:"},
+			replace: "case err == nil && last.Step.Kind == MoveFetch:"},
 		{name: "pull-after-claim", file: "model/migrate.go",
 			why:     "a pull started after the replacement claimed its copy (Nomad still shows it pending) brings a second copy no one claims",
 			find:    "return s.Exists && s.Holder == mg.Replacement.ID",
