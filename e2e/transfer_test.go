@@ -247,7 +247,7 @@ func TestTransferFullIncrementalResume(t *testing.T) {
 	into := x.into("b")
 
 	g1 := x.snapshot(src, "t1", "first", 8<<20)
-	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1", Compressed: true, LargeBlocks: true, Embedded: true}, ToGUID: g1})
+	x.source.set(model.Send{Options: zfs.SendOptions{Snapshot: src + "@t1", Compressed: true, LargeBlocks: true, Embedded: true}, ToGUID: g1})
 	res, err := b.Fetch(ctx, xferReq, into)
 	if err != nil {
 		t.Fatalf("full: %v", err)
@@ -265,7 +265,7 @@ func TestTransferFullIncrementalResume(t *testing.T) {
 	run(t, "zfs", "bookmark", src+"@t1", src+"#t1")
 	run(t, "zfs", "destroy", src+"@t1")
 	g2 := x.snapshot(src, "t2", "second", 4<<20)
-	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t2", From: src + "#t1", Compressed: true}, ToGUID: g2, FromGUID: g1})
+	x.source.set(model.Send{Options: zfs.SendOptions{Snapshot: src + "@t2", From: src + "#t1", Compressed: true}, ToGUID: g2, FromGUID: g1})
 	req := xferReq
 	req.HaveGUID = g1
 	if res, err = b.Fetch(ctx, req, into); err != nil || res.FromGUID != g1 || res.GUID != g2 {
@@ -275,7 +275,7 @@ func TestTransferFullIncrementalResume(t *testing.T) {
 
 	// Killed mid-stream: 3 MiB of a 24 MiB increment, then the server dies.
 	g3 := x.snapshot(src, "t3", "third", 24<<20)
-	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t3", From: src + "@t2", Compressed: true}, ToGUID: g3, FromGUID: g2})
+	x.source.set(model.Send{Options: zfs.SendOptions{Snapshot: src + "@t3", From: src + "@t2", Compressed: true}, ToGUID: g3, FromGUID: g2})
 	req.HaveGUID = g2
 	x.runner.killAfter(3<<20, x.cancel)
 	_, err = b.Fetch(ctx, req, into)
@@ -330,12 +330,12 @@ func TestTransferEncryptedRaw(t *testing.T) {
 	into := x.into("enc")
 
 	// Without -w, the server refuses: it would go out decrypted.
-	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1"}, ToGUID: g1, Encrypted: true})
+	x.source.set(model.Send{Options: zfs.SendOptions{Snapshot: src + "@t1"}, ToGUID: g1, Encrypted: true})
 	if _, err := b.Fetch(ctx, xferReq, into); err == nil || !strings.Contains(err.Error(), "would go out decrypted") {
 		t.Fatalf("a non-raw send of an encrypted dataset: %v", err)
 	}
 
-	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1", Raw: true}, ToGUID: g1, Encrypted: true})
+	x.source.set(model.Send{Options: zfs.SendOptions{Snapshot: src + "@t1", Raw: true}, ToGUID: g1, Encrypted: true})
 	x.runner.killAfter(2<<20, x.cancel)
 	if _, err := b.Fetch(ctx, xferReq, into); !errors.Is(err, zfs.ErrInterrupted) {
 		t.Fatalf("cut mid-stream: %v", err)
@@ -387,7 +387,7 @@ func TestTransferForgedTokens(t *testing.T) {
 	b := x.client(xferB)
 	into := x.into("a")
 
-	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1", Raw: true}, ToGUID: g1, Encrypted: true})
+	x.source.set(model.Send{Options: zfs.SendOptions{Snapshot: src + "@t1", Raw: true}, ToGUID: g1, Encrypted: true})
 	x.runner.killAfter(1<<20, x.cancel)
 	if _, err := b.Fetch(ctx, xferReq, into); !errors.Is(err, zfs.ErrInterrupted) {
 		t.Fatalf("cut: %v", err)
@@ -465,7 +465,7 @@ func TestTransferWrongNode(t *testing.T) {
 	src := x.a.Parent + "/a"
 	run(t, "zfs", "create", src)
 	g1 := x.snapshot(src, "t1", "data", 1<<20)
-	x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@t1"}, ToGUID: g1})
+	x.source.set(model.Send{Options: zfs.SendOptions{Snapshot: src + "@t1"}, ToGUID: g1})
 	_, err := x.client(xferC).Fetch(t.Context(), xferReq, x.into("c"))
 	if !errors.Is(err, transfer.ErrRefused) {
 		t.Fatalf("node C: %v, want ErrRefused", err)
@@ -487,11 +487,11 @@ func TestTransferWrongNode(t *testing.T) {
 // fixedSource is the test's transfer.Source: the send it is given.
 type fixedSource struct {
 	mu    sync.Mutex
-	spec  transfer.SendSpec
+	spec  model.Send
 	calls int
 }
 
-func (s *fixedSource) set(p transfer.SendSpec) {
+func (s *fixedSource) set(p model.Send) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.spec = p
@@ -503,7 +503,7 @@ func (s *fixedSource) asked() int {
 	return s.calls
 }
 
-func (s *fixedSource) SendSpec(context.Context, transfer.Request) (transfer.SendSpec, error) {
+func (s *fixedSource) Send(context.Context, model.SendRequest) (model.Send, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -612,7 +612,7 @@ func TestTransferHostileShapes(t *testing.T) {
 			src := x.a.Parent + "/shape"
 			g := tc.make(x, src)
 			x.runner.replicate = tc.replicate
-			x.source.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: src + "@migrate-1"}, ToGUID: g})
+			x.source.set(model.Send{Options: zfs.SendOptions{Snapshot: src + "@migrate-1"}, ToGUID: g})
 			target := x.b.Parent + "/in/parked-shape"
 			now := time.Now()
 			props := model.ReceiveProps(model.Class{Name: "pg", Properties: tc.props}, target, xferAllocA, now, now.Add(time.Hour))
@@ -643,7 +643,7 @@ func TestTransferHostileShapes(t *testing.T) {
 				t.Fatalf("CopyNotOneFilesystem = %q, want %q; rows %+v", why, tc.wantWhy, rows)
 			}
 			if dropped != tc.wantDrop {
-				t.Fatalf("the pull drops the copy: %v, want %v (hooks.refuseShape)", dropped, tc.wantDrop)
+				t.Fatalf("the pull drops the copy: %v, want %v (model.DecidePullMove: refuseShape)", dropped, tc.wantDrop)
 			}
 			if !tc.wantDrop {
 				return // left for the operator, with what is below it

@@ -21,11 +21,13 @@
 //     reports (a stopping holder the servers may forget, one only the local
 //     client still runs): recheck, nextRecheck.
 //   - release.go: a release, and recording a holder, as plans.
-//   - drive.go: the driver of the loops that decide, act and read again:
-//     it asks a model decider for the next move (read the slot, ask Nomad,
-//     look up a holder, ask the local client, read the predecessor's data,
-//     wait, run an act, grant, fail), makes it, and asks again with what
-//     came of it, keeping what the loop has read since its last pause.
+//   - drive.go: the driver of the loops that decide, act and read again (a
+//     Reserve, a pull, a send): it asks a model decider for the next move
+//     (read the slot, ask Nomad, look up a holder, ask the local client,
+//     read the predecessor's data, list a copy, read a token, fetch, take
+//     or try a lock, wait, run an act or a plan, grant, fail, done), makes
+//     it, and asks again with what came of it, keeping what the loop has
+//     read since its last pause and the locks it took.
 //   - reserve.go: the Reserve fence on the driver (model.DecideReserveMove,
 //     which asks model.DecideReserve and model.DecideInherit).
 //   - sticky.go: what a Reserve reads of its predecessor's data, a claim of
@@ -34,10 +36,13 @@
 //     classes; DestroyRetained for the operator's gc.
 //   - inspect.go: what the operator CLI may do from another process: read
 //     the slots, and record a release request with one zfs set.
-//   - send.go: the sending node's side of a migration (transfer.Source):
-//     which snapshot of an allocation's data a peer gets, under its lock.
-//   - migrate.go: the receiving node's side: a pull a replacement's data
-//     needs, increment after increment, until the final copy is marked.
+//   - send.go: the sending node's side of a migration (transfer.Source) on
+//     the driver (model.DecideSendMove): which snapshot of an allocation's
+//     data a peer gets, under its lock.
+//   - migrate.go: the receiving node's side: the pulls a replacement's data
+//     needs, each on the driver (model.DecidePullMove), increment after
+//     increment, until the final copy is marked; the one call to the
+//     Fetcher.
 //   - observer.go: the Observer that hears each release and scan (the
 //     metrics endpoint); a no-op by default.
 //   - export_sim.go: the lifecycle simulation's way in (package sim), and

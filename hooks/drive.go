@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -19,23 +20,45 @@ const maxMoves = 64
 // since its last pause and what came of its last move, its next move.
 type decider func(since model.Since, last model.Result) model.Move
 
-// drive runs a loop: it asks decide for the next move, makes it, and asks
-// again with what came of it, until decide grants or fails. The caller
-// holds the slot's lock. It keeps what the loop has read since its last
-// pause (model.Since.After), and gives up, with the last move's error,
-// when ctx ends or a pause fails: a Reserve is bounded by Nomad's reserve
-// timeout.
-func (m *Manager) drive(ctx context.Context, decide decider) (model.Move, error) {
+// driveLoop is one loop for the driver.
+type driveLoop struct {
+	decide decider
+	// hold is the lock the loop holds but for its pauses (a pull's, of its
+	// copy); nil when the caller holds what it needs throughout (a
+	// Reserve, its slot's).
+	hold *sync.Mutex
+	// logWait says why the loop pauses; said is whom the last wait logged
+	// at Info was for. nil: nothing.
+	logWait func(mv model.Move, said *string)
+}
+
+// drive runs a loop: it asks l.decide for the next move, makes it, and
+// asks again with what came of it, until the decider grants, fails or is
+// done. It keeps what the loop has read since its last pause
+// (model.Since.After), and gives up, with the last move's error, when ctx
+// ends or a pause fails: a Reserve is bounded by Nomad's reserve timeout,
+// a pull by the pass that wants it.
+func (m *Manager) drive(ctx context.Context, l driveLoop) (model.Move, error) {
 	var (
 		since model.Since
 		last  model.Result
-		said  string // whom the last wait logged at Info was for
+		said  string
 		start = m.now()
+		held  bool
+		locks = map[string]*sync.Mutex{} // taken by MoveLock
 	)
+	defer func() {
+		if held {
+			l.hold.Unlock()
+		}
+		for _, lock := range locks {
+			lock.Unlock()
+		}
+	}()
 	for moves := 0; ; moves++ {
-		mv := decide(since, last)
+		mv := l.decide(since, last)
 		switch mv.Kind {
-		case model.MoveGrant, model.MoveFail:
+		case model.MoveGrant, model.MoveFail, model.MoveDone:
 			return mv, nil
 		case model.MoveWait:
 			moves = 0
@@ -43,7 +66,38 @@ func (m *Manager) drive(ctx context.Context, decide decider) (model.Move, error)
 		if moves >= maxMoves {
 			return mv, fmt.Errorf("%d moves without a pause (the last: %s %s): a bug in the decider", maxMoves, mv.Kind, mv.Act)
 		}
-		last = m.move(ctx, mv, start, &said)
+		if l.hold != nil && held == (mv.Kind == model.MoveWait) {
+			if held {
+				l.hold.Unlock()
+			} else {
+				l.hold.Lock()
+			}
+			held = !held
+		}
+		if mv.Kind == model.MoveWait && l.logWait != nil {
+			l.logWait(mv, &said)
+		}
+		switch mv.Kind {
+		case model.MoveLock:
+			last = model.Result{Step: mv, Locked: true}
+			lock := m.locks.get(mv.Lock)
+			if mv.Try {
+				last.Locked = lock.TryLock()
+			} else {
+				lock.Lock()
+			}
+			if last.Locked {
+				locks[mv.Lock] = lock
+			}
+		case model.MoveUnlock:
+			if lock, ok := locks[mv.Lock]; ok {
+				lock.Unlock()
+				delete(locks, mv.Lock)
+			}
+			last = model.Result{Step: mv}
+		default:
+			last = m.move(ctx, mv, start)
+		}
 		since = since.After(mv, last.Err)
 		switch {
 		case last.Err != nil && ctx.Err() != nil:
@@ -57,11 +111,11 @@ func (m *Manager) drive(ctx context.Context, decide decider) (model.Move, error)
 }
 
 // move makes one move; start is when the loop began.
-func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time, said *string) model.Result {
+func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time) model.Result {
 	r := model.Result{Step: mv}
 	switch mv.Kind {
 	case model.MoveRead:
-		_, r.Err = m.reread(ctx, mv.Class.Name, mv.Slot.Dataset)
+		r.Slot, r.Err = m.reread(ctx, mv.Class.Name, mv.Slot.Dataset)
 	case model.MoveAsk:
 		r.Err = m.refresh(ctx)
 	case model.MoveLookup:
@@ -70,8 +124,29 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time, said
 		r.Running, r.Err = m.runningLocally(ctx, mv.Alloc.ID, mv.Outcome)
 	case model.MoveReadPrev:
 		r.Inherit, r.Dataset, r.Err = m.readPrev(ctx, mv.Class, mv.Slot, mv.Alloc, m.now().Sub(start))
+	case model.MoveList:
+		list := m.zfs.List
+		if mv.Volumes {
+			list = m.zfs.ListAll
+		}
+		r.Rows, r.Err = list(ctx, mv.Dataset, model.UserProps)
+	case model.MoveReadParked:
+		r.Parked, r.Err = m.readParked(ctx, mv.Dataset)
+	case model.MoveDecodeToken:
+		r.Resume, r.Err = m.decodeToken(ctx, mv.Token)
+	case model.MoveReadSlot:
+		r.Slot, r.Err = readSlot(ctx, m.cfg, m.zfs, mv.Class.Name, mv.Slot.Dataset, "")
+	case model.MoveToken:
+		r.Token, r.Err = m.zfs.ResumeToken(ctx, mv.Dataset)
+	case model.MoveFetch:
+		r.Complete, r.Err = m.fetch(ctx, *mv.Fetch)
 	case model.MoveWait:
-		m.logWait(mv, said)
+		if mv.For <= 0 {
+			// A pause of no time only lets the loop's lock go (a pull's
+			// round that asks again at once).
+			r.Err = ctx.Err()
+			break
+		}
 		if mv.Wake {
 			m.trigger()
 		}
@@ -118,14 +193,22 @@ func (m *Manager) logWait(mv model.Move, said *string) {
 }
 
 // act carries out a MoveRun under the slot's lock and reads the slot back
-// (an ActPark is a pass's step on another slot, which reads its own). It
-// reports whether an ActPark changed the predecessor's slot.
+// (an ActPark is a pass's step on another slot, which reads its own; an
+// ActPlan, a pull's, reads nothing back). It reports whether an ActPark
+// changed the predecessor's slot.
 func (m *Manager) act(ctx context.Context, mv model.Move) (changed bool, err error) {
 	s, c := mv.Slot, mv.Class
 	switch mv.Act {
 	case model.ActPark:
 		changed, _, _ = m.runStep(ctx, c.Name, mv.Dataset, m.snapshot())
 		return changed, nil
+	case model.ActPlan:
+		err = m.run(ctx, *mv.Plan)
+		if err != nil && mv.Warn != "" {
+			m.logger.Warn(mv.Warn, "dataset", mv.Dataset, "error", err)
+			err = nil
+		}
+		return false, err
 	case model.ActRelease:
 		err = m.release(ctx, s, c, mv.Alloc, mv.Outcome)
 	case model.ActRecord:

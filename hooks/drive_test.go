@@ -50,7 +50,7 @@ func TestDrive(t *testing.T) {
 			if tc.sleep != nil {
 				m.sleep = tc.sleep
 			}
-			mv, err := m.drive(t.Context(), tc.decide)
+			mv, err := m.drive(t.Context(), driveLoop{decide: tc.decide})
 			got := mv.Kind.String()
 			if err != nil {
 				got = err.Error()
@@ -69,10 +69,10 @@ func TestDriveGivesUpWithTheLastError(t *testing.T) {
 	m := newTestManager(t, c, model.Class{Name: "scratch", Slots: 1})
 	ctx, cancel := context.WithCancel(t.Context())
 	busy := errors.New("dataset is busy")
-	_, err := m.drive(ctx, func(_ model.Since, last model.Result) model.Move {
+	_, err := m.drive(ctx, driveLoop{decide: func(_ model.Since, last model.Result) model.Move {
 		cancel()
 		return model.Move{Kind: model.MoveWait, For: time.Hour, Retry: busy}
-	})
+	}})
 	if err == nil || !strings.Contains(err.Error(), "context canceled (last: dataset is busy)") {
 		t.Errorf("drive = %v, want it to give up with the last error", err)
 	}

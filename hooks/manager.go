@@ -105,7 +105,7 @@ type Manager struct {
 	// lastProblem is the problem last logged of each parent (Run only).
 	lastProblem map[string]string
 	// failures counts the passes in a row in which a lifecycle step failed
-	// (a busy dataset, a zfs error); Run retries after retryWait(failures).
+	// (a busy dataset, a zfs error); Run retries after model.RetryWait(failures).
 	failures int
 	// concurrency bounds the slots created or mounted at once.
 	concurrency int
@@ -193,7 +193,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			retry.Stop()
 			retryArmed = false
 		case m.failures > 0 && !retryArmed:
-			retry.Reset(retryWait(m.failures, m.cfg.ScanInterval))
+			retry.Reset(model.RetryWait(m.failures, m.cfg.ScanInterval))
 			retryArmed = true
 		}
 		recheck.Stop()
@@ -219,13 +219,6 @@ const (
 // longer when the scan itself was slow, at most maxStretch intervals.
 func scanWait(interval, took time.Duration) time.Duration {
 	return max(interval, min(scanSpacing*took, maxStretch*interval))
-}
-
-// retryWait is the pause before retrying a failed step after failures
-// failed passes in a row: 1 s, 2 s, 4 s ... up to the scan interval.
-func retryWait(failures int, ceiling time.Duration) time.Duration {
-	d := time.Second << min(failures-1, 16)
-	return min(d, max(ceiling, time.Second))
 }
 
 // Settle carries out what the watcher's latest snapshot calls for on the

@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
+	hclog "github.com/hashicorp/go-hclog"
+
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // The receiving side of a migration (model/migrate.go): for each copy the
@@ -78,33 +79,12 @@ func (p *migrations) wake() {
 	}
 }
 
-// pullEvery paces the pre-copy increments while the allocation the copy is
-// of still runs: each brings what it wrote since the last, so the final
-// one, after it ends, is small.
-const pullEvery = 10 * time.Second
-
-// busyWait is the pause after a sending node said it is busy with the
-// data (parking it as its allocation ended): a second or two.
-const busyWait = time.Second
-
-// pulled is what one pullOnce brought.
-type pulled int
-
-const (
-	// pulledMore: an increment, or nothing; ask again after a pause.
-	pulledMore pulled = iota
-	// pulledFinal: the increment received is the final one: ask again at
-	// once for the sender's "complete" (the replacement waits).
-	pulledFinal
-	// pulledDone: the copy is final and marked so, or the replacement
-	// holds its slot already.
-	pulledDone
-)
-
-// errCopyRefused is pullOnce's news that the copy cannot become a slot of
-// its class: whole and larger than its limits (model.CopyOverLimits; it
-// was dropped), or not one filesystem (model.CopyNotOneFilesystem; left
-// for the operator). The pull ends for good.
+// errCopyRefused is what a pull logs as it ends for good: the copy cannot
+// become a slot of its class (model.DecidePullMove refuses it): whole and
+// larger than its limits (model.CopyOverLimits; it was dropped), not one
+// filesystem (model.CopyNotOneFilesystem; a volume's dropped, one with
+// datasets below it left for the operator), or a stream not of a
+// filesystem.
 var errCopyRefused = errors.New("the copy was refused")
 
 // driveMigrations starts a pull for every copy the model wants pulled now
@@ -169,203 +149,60 @@ func (m *Manager) lookupPredecessors(ctx context.Context) {
 // waitPulls waits for the pulls to stop (Run's end).
 func (m *Manager) waitPulls() { m.pulls.wg.Wait() }
 
-// pull brings one copy over: increments until the sending node says the
-// copy is final, retrying failures with a growing pause.
+// pull brings one copy over, on the driver (model.DecidePullMove):
+// increments until the sending node says the copy is final, retrying
+// failures with a growing pause. It holds the copy's lock but for its
+// pauses.
 func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	log := m.logger.With("slot", mg.Slot, "alloc_id", mg.Previous.ID, "replacement_id", mg.Replacement.ID, "copy", mg.ParkedName)
-	failures := 0
-	if nothing, err := m.nothingToPull(ctx, mg); err == nil && nothing {
-		return // claimable already, claimed or started empty; Nomad does not show it running yet
-	}
-	log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
-	for ctx.Err() == nil {
-		got, err := m.pullOnce(ctx, mg)
-		pause := pullEvery
-		switch {
-		case got == pulledDone:
-			m.pulls.wake()
-			m.trigger()
-			return
-		case errors.Is(err, errCopyRefused):
-			log.Error("refused the copy of the data; the replacement starts as the class's migrate on_timeout says", "error", err)
-			m.pulls.mu.Lock()
-			if m.pulls.refused == nil {
-				m.pulls.refused = map[string]bool{}
-			}
-			m.pulls.refused[mg.ParkedName] = true
-			m.pulls.mu.Unlock()
-			return
-		case got == pulledFinal:
-			failures, pause = 0, 0
-		case errors.Is(err, transfer.ErrPeerBusy):
-			// The sending node parks or releases the data under its lock
-			// just now (A has ended): not a failure, a short wait.
-			log.Debug("the sending node is busy with the data; asking again shortly", "error", err)
-			pause = busyWait
-		case err != nil && ctx.Err() == nil:
-			failures++
-			log.Warn("pulling the copy failed; trying again", "attempt", failures, "error", err)
-			pause = retryWait(failures, time.Minute)
-		default:
-			failures = 0
-		}
-		if pause > 0 && m.sleep(ctx, pause) != nil {
-			return
-		}
-	}
-}
-
-// refuseShape refuses copy name, as just listed (rows, volumes included),
-// when it is not one filesystem (model.CopyNotOneFilesystem): a volume,
-// marked as the plugin's by its receive, is dropped; datasets below a
-// filesystem carry no mark of the plugin's and are left, with the copy,
-// for the operator. nil when the copy is one filesystem.
-func (m *Manager) refuseShape(ctx context.Context, name string, rows []zfs.Dataset) error {
-	why, drop := model.CopyNotOneFilesystem(name, rows)
-	if why == "" {
-		return nil
-	}
-	if drop {
-		if err := m.run(ctx, model.PlanDropCopy(name, rows)); err != nil {
-			return fmt.Errorf("%s; dropping it: %w", why, err)
-		}
-	}
-	return fmt.Errorf("%w: %s", errCopyRefused, why)
-}
-
-// nothingToPull reports, read under the copy's lock, whether mg needs no
-// pull: its copy is claimable already (a pull marked it parked; the
-// replacement's Reserve claims it from there), or the replacement holds
-// its slot (model.Migration.Settled). A pass starts a pull for each
-// migration until Nomad shows the replacement running; a pull that found
-// the copy parked used to end as one that had just marked it, with a
-// pass, which started the next such pull: on a real cluster three in 3 s,
-// each with its zfs commands, beside the claim's (bench/cutover.sh).
-func (m *Manager) nothingToPull(ctx context.Context, mg model.Migration) (bool, error) {
-	lock := m.locks.get(mg.ParkedName)
-	lock.Lock()
-	defer lock.Unlock()
-	rows, err := m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps)
-	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
-		return false, err
-	}
-	if _, state := model.NewestCopied(mg.ParkedName, rows); state == model.StateParked {
-		return true, nil
-	}
-	return m.readSettled(ctx, mg)
-}
-
-// readSettled reports whether mg's replacement holds its slot already
-// (model.Migration.Settled); the caller holds the copy's lock.
-func (m *Manager) readSettled(ctx context.Context, mg model.Migration) (bool, error) {
-	s, err := readSlot(ctx, m.cfg, m.zfs, mg.Class, m.cfg.SlotDataset(mg.Class, mg.Slot), "")
-	if err != nil {
-		return false, err
-	}
-	return mg.Settled(s), nil
-}
-
-// pullOnce asks for the next increment of the copy and receives it; it
-// reports what it brought.
-func (m *Manager) pullOnce(ctx context.Context, mg model.Migration) (pulled, error) {
-	lock := m.locks.get(mg.ParkedName)
-	lock.Lock()
-	defer lock.Unlock()
-	rows, err := m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps)
-	if err != nil && !errors.Is(err, zfs.ErrNotExist) {
-		return pulledMore, err
-	}
-	have, state := model.NewestCopied(mg.ParkedName, rows)
-	if state == model.StateParked {
-		return pulledDone, nil // final already (a pass before a restart marked it)
-	}
-	if len(rows) == 0 {
-		// No copy: the replacement may have claimed it (under this lock)
-		// or started empty.
-		if settled, err := m.readSettled(ctx, mg); err != nil || settled {
-			return doneIf(settled), err
-		}
-	}
-	req := transfer.Request{Alloc: mg.Previous.ID, Replacement: mg.Replacement.ID, Slot: mg.PrevSlot, HaveGUID: have}
-	if len(rows) > 0 {
-		if req.ResumeToken, err = m.zfs.ResumeToken(ctx, mg.ParkedName); err != nil {
-			return pulledMore, err
-		}
-	}
-	now := m.now()
-	c := m.cfg.Class(mg.Class)
-	props := model.ReceiveProps(c, mg.ParkedName, mg.Previous.ID, now, now.Add(c.StickyWait))
-	into := transfer.Into{Target: mg.ParkedName, Props: props, Exclude: model.ReceiveExclude(props)}
-	res, err := m.fetcher.Fetch(ctx, req, into)
+	mv, err := m.drive(ctx, driveLoop{decide: m.pullDecider(mg), hold: m.locks.get(mg.ParkedName),
+		logWait: func(mv model.Move, _ *string) { logPullWait(log, mg, mv) }})
 	switch {
-	case err == nil && res.Complete && !model.HoldsFinal(mg.ParkedName, rows):
-		// The sender names no snapshot: its "complete" is believed only
-		// of a copy whose newest snapshot is the final one it sent.
-		return pulledMore, fmt.Errorf("the sending node says %s is complete, but its newest snapshot is not the final one", mg.ParkedName)
-	case err == nil && res.Complete:
-		// Whole now; claimable once marked received, so checked first.
-		if err := m.refuseShape(ctx, mg.ParkedName, rows); err != nil {
-			return pulledMore, err
+	case err != nil:
+		log.Debug("the pull ended", "error", err) // its context, or a pause, ended
+	case mv.Kind == model.MoveFail:
+		log.Error("refused the copy of the data; the replacement starts as the class's migrate on_timeout says",
+			"error", fmt.Errorf("%w: %s", errCopyRefused, mv.Reason))
+		m.pulls.mu.Lock()
+		if m.pulls.refused == nil {
+			m.pulls.refused = map[string]bool{}
 		}
-		for _, r := range rows {
-			if why := model.CopyOverLimits(c, r); r.Name == mg.ParkedName && why != "" {
-				if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, rows)); derr != nil {
-					return pulledMore, fmt.Errorf("%s; dropping it: %w", why, derr)
-				}
-				return pulledMore, fmt.Errorf("%w: %s", errCopyRefused, why)
-			}
-		}
-		return pulledDone, m.run(ctx, model.PlanReceived(mg.ParkedName, now, now.Add(c.StickyWait)))
-	case err == nil:
-		if rows, err = m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps); err != nil {
-			return pulledMore, err
-		}
-		if err := m.refuseShape(ctx, mg.ParkedName, rows); err != nil {
-			return pulledMore, err
-		}
-		if older := model.OlderCopied(mg.ParkedName, rows); len(older) > 0 {
-			if err := m.run(ctx, model.PlanDropSnapshots(older)); err != nil {
-				return pulledMore, err
-			}
-		}
-		if model.HoldsFinal(mg.ParkedName, rows) {
-			return pulledFinal, nil
-		}
-		return pulledMore, nil
-	case errors.Is(err, zfs.ErrWrongType):
-		// A property the class sets (-o quota=...) does not apply to what
-		// the stream holds: a volume's stream, refused before anything was
-		// written. Every stream from that node is the same.
-		return pulledMore, fmt.Errorf("%w: the sending node's stream is not of a filesystem (a volume?): %w", errCopyRefused, err)
-	case errors.Is(err, transfer.ErrResumeRefused):
-		// The sender will not resume it (its data moved on): drop the
-		// partial receive; the next request starts from the last
-		// complete snapshot.
-		if aerr := m.run(ctx, model.PlanAbortReceive(mg.ParkedName)); aerr != nil {
-			return pulledMore, aerr
-		}
-	case errors.Is(err, zfs.ErrDestinationModified), errors.Is(err, zfs.ErrIncrementalMismatch),
-		errors.Is(err, transfer.ErrNotVerified):
-		// The copy no longer lines up with what the sender has (its base
-		// snapshot is gone there), or what came is not the snapshot the
-		// sender named (another guid: not the data asked for): start over
-		// with a whole copy, as it is now (the receive may have added a
-		// snapshot since the listing above).
-		current, lerr := m.zfs.ListAll(ctx, mg.ParkedName, model.UserProps)
-		if lerr != nil {
-			return pulledMore, lerr
-		}
-		if derr := m.run(ctx, model.PlanDropCopy(mg.ParkedName, current)); derr != nil {
-			return pulledMore, derr
-		}
+		m.pulls.refused[mg.ParkedName] = true
+		m.pulls.mu.Unlock()
+	case mv.Wake:
+		m.pulls.wake()
+		m.trigger()
 	}
-	return pulledMore, err
 }
 
-// doneIf is pulledDone when settled, else pulledMore.
-func doneIf(settled bool) pulled {
-	if settled {
-		return pulledDone
+// pullDecider is mg's pull as the driver asks it: model.DecidePullMove
+// on what the pull has read and the time now.
+func (m *Manager) pullDecider(mg model.Migration) decider {
+	p := model.PullLoop{Mig: mg, Class: m.cfg.Class(mg.Class), SlotDataset: m.cfg.SlotDataset(mg.Class, mg.Slot)}
+	return func(_ model.Since, last model.Result) model.Move {
+		p = p.After(last)
+		p.Now = m.now()
+		return model.DecidePullMove(p)
 	}
-	return pulledMore
+}
+
+// logPullWait says why a pull pauses: as it starts, after a busy sender,
+// after a failure.
+func logPullWait(log hclog.Logger, mg model.Migration, mv model.Move) {
+	switch mv.Phase {
+	case model.PullStart:
+		log.Info("pulling the data of the allocation this one replaces from its node", "node_id", mg.Node, "from_slot", mg.PrevSlot)
+	case model.PullBusy:
+		log.Debug("the sending node is busy with the data; asking again shortly", "error", mv.Retry)
+	case model.PullRetry:
+		log.Warn("pulling the copy failed; trying again", "attempt", mv.Attempt, "error", mv.Retry)
+	}
+}
+
+// fetch asks the sending node for f and receives it (m.fetcher); complete:
+// the sender says the copy is whole.
+func (m *Manager) fetch(ctx context.Context, f model.Fetch) (complete bool, err error) {
+	req := transfer.Request{Alloc: f.Alloc, Replacement: f.Replacement, Slot: f.Slot, HaveGUID: f.HaveGUID, ResumeToken: f.ResumeToken}
+	res, err := m.fetcher.Fetch(ctx, req, transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude})
+	return res.Complete, err
 }

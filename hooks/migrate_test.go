@@ -78,7 +78,8 @@ type directFetcher struct {
 }
 
 func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
-	spec, err := d.source.SendSpec(ctx, req)
+	spec, err := d.source.Send(ctx, model.SendRequest{Alloc: req.Alloc, Replacement: req.Replacement, Slot: req.Slot,
+		HaveGUID: req.HaveGUID, ResumeToken: req.ResumeToken})
 	if err != nil {
 		return transfer.Result{}, err
 	}
@@ -88,7 +89,7 @@ func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into tra
 	// The stream carries the sender's properties (-p), as a sender that
 	// sends them would (zfs send -p, or a hostile one): the receiver keeps
 	// none of the plugin's own it does not set itself (issue 28).
-	send := spec.Send
+	send := spec.Options
 	send.Props = true
 	r, w := io.Pipe()
 	go func() { _ = w.CloseWithError(d.from.Send(ctx, send, w)) }()
@@ -100,7 +101,7 @@ func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into tra
 	}
 	err = d.to.Receive(ctx, opts, r)
 	_ = r.CloseWithError(err)
-	return transfer.Result{GUID: spec.ToGUID, FromGUID: spec.FromGUID}, err
+	return transfer.Result{GUID: spec.ToGUID, FromGUID: spec.FromGUID}, transfer.Classify(err)
 }
 
 // countingFetcher counts the requests that reach next.
@@ -279,7 +280,7 @@ func TestDataFollowsToAnotherNode(t *testing.T) {
 	// Node 2's pull may ask again after B's claim renamed the copy away
 	// (it runs until node 2 sees B running): naming nothing, it must not
 	// get the whole data again while node 1 still has it.
-	if p, err := n1.m.prepareSend(ctx, sendRequest{Alloc: "A", Slot: "pg-1", Replacement: "B"}); !errors.Is(err, transfer.ErrNoData) {
+	if p, err := n1.m.Sender().Send(ctx, model.SendRequest{Alloc: "A", Slot: "pg-1", Replacement: "B"}); !errors.Is(err, transfer.ErrNoData) {
 		t.Errorf("a request from nothing once the copy was confirmed: %+v, %v; want ErrNoData, not the whole data again", p, err)
 	}
 	// The pull's requests take the parked data's lock for a moment; a
@@ -375,24 +376,44 @@ func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
 	}
 
 	n2.m.fetcher = completeFetcher{}
-	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err == nil {
-		t.Errorf("a complete over no copy: pulled %v, error %v; want an error", got, err)
+	if got := pullRound(t, n2.m, mg); got.Kind == model.MoveDone || got.Retry == nil {
+		t.Errorf("a complete over no copy: the round ends %s (%s), error %v; want an error", got.Kind, got.Phase, got.Retry)
 	}
 	if got := state(); got != "none" {
 		t.Errorf("after a complete over no copy: %s", got)
 	}
 
 	n2.m.fetcher = directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}
-	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err != nil {
-		t.Fatalf("the pre-copy (A still runs): pulled %v, error %v", got, err)
+	if got := pullRound(t, n2.m, mg); got.Kind == model.MoveDone || got.Retry != nil {
+		t.Fatalf("the pre-copy (A still runs): the round ends %s (%s), error %v", got.Kind, got.Phase, got.Retry)
 	}
 	n2.m.fetcher = completeFetcher{}
-	if got, err := n2.m.pullOnce(ctx, mg); got == pulledDone || err == nil {
-		t.Errorf("a complete over a pre-copy: pulled %v, error %v; want an error", got, err)
+	if got := pullRound(t, n2.m, mg); got.Kind == model.MoveDone || got.Retry == nil {
+		t.Errorf("a complete over a pre-copy: the round ends %s (%s), error %v; want an error", got.Kind, got.Phase, got.Retry)
 	}
 	if got := state(); got != string(model.StateReceiving) {
 		t.Errorf("after a complete over a pre-copy the copy is %q, want %q: never claimable", got, model.StateReceiving)
 	}
+}
+
+// pullRound runs mg's pull on m through its first look and one round: the
+// move the round ends with (a pause, not made: its Retry is the round's
+// error), or the pull's end.
+func pullRound(t *testing.T, m *Manager, mg model.Migration) model.Move {
+	t.Helper()
+	decide := m.pullDecider(mg)
+	var end model.Move
+	_, err := m.drive(t.Context(), driveLoop{hold: m.locks.get(mg.ParkedName), decide: func(since model.Since, last model.Result) model.Move {
+		end = decide(since, last)
+		if end.Kind == model.MoveWait && end.Phase != model.PullStart {
+			return model.Move{Kind: model.MoveDone}
+		}
+		return end
+	}})
+	if err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	return end
 }
 
 // TestCopyOverTheClassQuotaIsRefused: a whole copy that references more

@@ -91,11 +91,11 @@ func (m *Manager) reserveOne(ctx context.Context, id string) (Grant, error) {
 		s  *model.Slot
 		cv *model.ClassView
 	)
-	mv, err := m.drive(ctx, func(since model.Since, last model.Result) model.Move {
+	mv, err := m.drive(ctx, driveLoop{logWait: m.logWait, decide: func(since model.Since, last model.Result) model.Move {
 		s, cv = m.current(id)
 		return model.DecideReserveMove(model.ReserveLoop{Class: cv.Class, Slot: *s, Snap: m.snapshot(),
 			Nomad: m.allocs != nil, Pace: waitStep, Since: since, Last: last})
-	})
+	}})
 	switch {
 	case err != nil:
 		return Grant{}, fmt.Errorf("%w: %s (%s): %v", ErrNotReady, id, s.Dataset, err)

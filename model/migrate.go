@@ -79,24 +79,46 @@ func migrationSnapshot(snap string) bool {
 	return strings.HasPrefix(snap, migratePrefix) || snap == Migrated
 }
 
-// Send is what the sending node sends for one request: a new snapshot to
-// take (Take, under its hold) or none, and the stream: Snapshot, from From
-// (the snapshot the receiver holds, "" for a full stream).
+// Send is one send of a migration, as the sending node decides it
+// (DecideSend, then DecideSendMove) and its transport streams it: a new
+// snapshot to take (Take, under its hold) or none, and the stream:
+// Options.Snapshot, from Options.From (the snapshot the receiver holds, ""
+// for a full stream).
 type Send struct {
 	// Complete: the receiver holds the final snapshot already; nothing to
 	// send. The data's Migrated mark is written (PlanMigrated).
 	Complete bool
-	// Take is a snapshot to take first ("" when Snapshot exists already).
-	Take     string
-	Snapshot string
-	From     string
-	// FromGUID is From's guid (0 for a full stream); Snapshot's guid is
-	// known only once taken.
-	FromGUID uint64
+	// Take is a snapshot to take first ("" when Options.Snapshot exists
+	// already).
+	Take string
+	// Options is what zfs sends: the snapshot and its base here, the
+	// stream's flags once the data's encryption is known (Streamed).
+	Options zfs.SendOptions
+	// FromGUID and ToGUID are the guids of Options.From (0 for a full
+	// stream) and of Options.Snapshot (known only once taken): what a
+	// resume token must name.
+	FromGUID, ToGUID uint64
+	// Encrypted: the data is encrypted, so it is sent raw (-w) and the key
+	// never travels; the transport refuses to send it otherwise.
+	Encrypted bool
+	// Final: sent from parked data (its holder has ended): no writer.
+	Final bool
 	// Drop are the data's pre-copy snapshots no stream will start from or
 	// send again: older than the receiver's base, or (before the holder
 	// ends) neither the base nor the one sent.
 	Drop []string
+}
+
+// Streamed is s with the stream's flags for data encrypted or not: raw
+// when encrypted (the key never travels), else compressed as stored,
+// with large and embedded blocks.
+func (s Send) Streamed(encrypted bool) Send {
+	s.Encrypted = encrypted
+	s.Options.Raw = encrypted
+	s.Options.Compressed = !encrypted
+	s.Options.LargeBlocks = true
+	s.Options.Embedded = !encrypted
+	return s
 }
 
 // SendInput is what a send is decided from, on the sending node.
@@ -179,7 +201,7 @@ func DecideSend(in SendInput) (Send, error) {
 	}
 	var out Send
 	if base, ok := find(in.HaveGUID); ok && in.HaveGUID != 0 {
-		out.From, out.FromGUID = in.Dataset+"@"+base.name, base.guid
+		out.Options.From, out.FromGUID = in.Dataset+"@"+base.name, base.guid
 		for _, s := range own {
 			if s.name == base.name {
 				break // own is in the listing's order: oldest first
@@ -189,7 +211,7 @@ func DecideSend(in SendInput) (Send, error) {
 			}
 		}
 		if hasFinal && base.guid == final.guid {
-			return Send{Complete: true, Snapshot: in.Dataset + "@" + final.name, Drop: out.Drop}, nil
+			return Send{Complete: true, Options: zfs.SendOptions{Snapshot: in.Dataset + "@" + final.name}, Drop: out.Drop}, nil
 		}
 	}
 	if migrated {
@@ -199,16 +221,16 @@ func DecideSend(in SendInput) (Send, error) {
 		// Resume only what this decision would send anew: the token's
 		// snapshot must be one of the data's own, from the same base.
 		if to, ok := find(t.ToGUID); ok && t.FromGUID == out.FromGUID && (to.guid == final.guid || !in.Final) {
-			out.Snapshot = in.Dataset + "@" + to.name
+			out.Options.Snapshot = in.Dataset + "@" + to.name
 			return out, nil
 		}
 	}
 	switch {
 	case in.Final && hasFinal:
-		out.Snapshot = in.Dataset + "@" + final.name
+		out.Options.Snapshot = in.Dataset + "@" + final.name
 	case in.Final:
 		out.Take = in.Dataset + "@" + MigrateFinal
-		out.Snapshot = out.Take
+		out.Options.Snapshot = out.Take
 	default:
 		out = preCopy(in.Dataset, own, out)
 	}
@@ -216,7 +238,7 @@ func DecideSend(in SendInput) (Send, error) {
 }
 
 // preCopy decides a pre-copy (the holder may still write): the increment
-// from the receiver's base (out.From, "" for none) to a newer pre-copy
+// from the receiver's base (out.Options.From, "" for none) to a newer pre-copy
 // snapshot. One the data has already that is newer than the base (taken
 // for an earlier request whose stream the receiver did not keep) is sent
 // again rather than another taken, and every other pre-copy snapshot is
@@ -225,8 +247,8 @@ func DecideSend(in SendInput) (Send, error) {
 // would otherwise pile held snapshots on the live slot).
 func preCopy(dataset string, own []migrationSnap, out Send) Send {
 	base := 0
-	if out.From != "" {
-		base = preCopyNumber(out.From[strings.IndexByte(out.From, '@')+1:])
+	if out.Options.From != "" {
+		base = preCopyNumber(out.Options.From[strings.IndexByte(out.Options.From, '@')+1:])
 	}
 	newest, newestName := 0, ""
 	for _, s := range own {
@@ -235,15 +257,15 @@ func preCopy(dataset string, own []migrationSnap, out Send) Send {
 		}
 	}
 	if newest > base {
-		out.Snapshot = dataset + "@" + newestName
+		out.Options.Snapshot = dataset + "@" + newestName
 	} else {
 		out.Take = fmt.Sprintf("%s@%s%d", dataset, migratePrefix, newest+1)
-		out.Snapshot = out.Take
+		out.Options.Snapshot = out.Take
 	}
 	out.Drop = nil
 	for _, s := range own {
 		name := dataset + "@" + s.name
-		if preCopyNumber(s.name) > 0 && name != out.From && name != out.Snapshot {
+		if preCopyNumber(s.name) > 0 && name != out.Options.From && name != out.Options.Snapshot {
 			out.Drop = append(out.Drop, name)
 		}
 	}

@@ -98,7 +98,7 @@ func TestDecideSend(t *testing.T) {
 			case s.Complete:
 				got = "complete"
 			default:
-				got = "take " + short(s.Take) + " send " + short(s.Snapshot) + " from " + short(s.From)
+				got = "take " + short(s.Take) + " send " + short(s.Options.Snapshot) + " from " + short(s.Options.From)
 				var drop []string
 				for _, d := range s.Drop {
 					drop = append(drop, short(d))
@@ -245,7 +245,7 @@ func TestPreCopySnapshotsStayFew(t *testing.T) {
 		var sent uint64
 		var pre []string
 		for _, r := range rows {
-			if r.Name == d.Snapshot {
+			if r.Name == d.Options.Snapshot {
 				sent, _ = strconv.ParseUint(r.GUID, 10, 64)
 			}
 			if strings.Contains(r.Name, "@migrate-") {
@@ -253,7 +253,7 @@ func TestPreCopySnapshotsStayFew(t *testing.T) {
 			}
 		}
 		if sent == 0 {
-			t.Fatalf("request %d: sends %s, which is not there (rows %v)", i, d.Snapshot, rows)
+			t.Fatalf("request %d: sends %s, which is not there (rows %v)", i, d.Options.Snapshot, rows)
 		}
 		if len(pre) > 2 {
 			t.Fatalf("request %d (from %d): %d pre-copy snapshots: %v", i, ask, len(pre), pre)

@@ -1,13 +1,18 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
 
 // A loop in hooks that decides, acts and reads again (a Reserve's fence of
-// one slot, its inheritance of a predecessor's data) is a decider here and
-// the driver there: the decider returns the loop's next Move, the driver
-// (hooks/drive.go) does it and asks again with the Result. The decider
-// does no I/O, so every sequence of steps a crash or a retry can make is a
-// table test (reserve_move_test.go).
+// one slot, its inheritance of a predecessor's data, a pull of a copy from
+// another node) is a decider here and the driver there: the decider
+// returns the loop's next Move, the driver (hooks/drive.go) does it and
+// asks again with the Result. The decider does no I/O, so every sequence
+// of steps a crash or a retry can make is a table test
+// (reserve_move_test.go, pull_move_test.go).
 
 // MoveKind is what a loop's driver does next.
 type MoveKind int
@@ -35,9 +40,37 @@ const (
 	MoveGrant
 	// MoveFail: done; refuse (Move.Reason says why).
 	MoveFail
+	// MoveList: list Move.Dataset and what is below it (Result.Rows):
+	// filesystems and snapshots, and volumes with Move.Volumes (a pull's
+	// copy, which a peer's stream may have made one).
+	MoveList
+	// MoveReadSlot: read the slot Move.Slot.Dataset as it is now
+	// (Result.Slot), leaving the Manager's view as it is.
+	MoveReadSlot
+	// MoveToken: read the copy's resume token (Result.Token).
+	MoveToken
+	// MoveFetch: ask the sending node for Move.Fetch and receive it
+	// (Result.Complete: the sender says the copy is whole).
+	MoveFetch
+	// MoveDone: the loop has nothing more to do; Move.Wake: a copy may be
+	// claimable now, or data has migrated (wake the pass, and the Reserves
+	// waiting for a copy).
+	MoveDone
+	// MoveDecodeToken: decode the peer's resume token with this node's zfs
+	// (Result.Resume).
+	MoveDecodeToken
+	// MoveLock, MoveUnlock: take (or try to take: Result.Locked) the lock
+	// Move.Lock, or let it go; the driver lets every lock a loop took go
+	// when it ends.
+	MoveLock
+	MoveUnlock
+	// MoveReadParked: read the parked data Move.Dataset (Result.Parked;
+	// nil for none).
+	MoveReadParked
 )
 
-var moveNames = [...]string{"?", "read", "ask", "lookup", "local", "read-prev", "wait", "run", "grant", "fail"}
+var moveNames = [...]string{"?", "read", "ask", "lookup", "local", "read-prev", "wait", "run", "grant", "fail",
+	"list", "read-slot", "token", "fetch", "done", "decode-token", "lock", "unlock", "read-parked"}
 
 func (k MoveKind) String() string {
 	if k < 0 || int(k) >= len(moveNames) {
@@ -63,9 +96,11 @@ const (
 	// under its own lock (skipped if busy): it parks the data of a holder
 	// that has ended a little before the watcher's pass would.
 	ActPark
+	// ActPlan runs Move.Plan, under the lock the loop holds.
+	ActPlan
 )
 
-var actNames = [...]string{"?", "release", "record", "claim", "park"}
+var actNames = [...]string{"?", "release", "record", "claim", "park", "plan"}
 
 func (a Act) String() string {
 	if a < 0 || int(a) >= len(actNames) {
@@ -114,11 +149,37 @@ type Move struct {
 	// Awaits, on a MoveWait: what it waits for.
 	Awaits Awaits
 	// Wake, on a MoveWait: wake the watcher's pass first (it parks the
-	// predecessor's data the Reserve waits for).
+	// predecessor's data the Reserve waits for); on a MoveDone, see there.
 	Wake bool
 	// Retry, on a MoveWait: the last step failed with it; the pause is
-	// before trying again.
+	// before trying again. On a pull's step after a failed fetch: the
+	// fetch's error, the round's once the step is done.
 	Retry error
+	// Phase is where in a pull or a send the step is (the decider reads it
+	// back from Result.Step); Attempt, on a pull's pauses, the rounds failed
+	// in a row.
+	Phase   Phase
+	Attempt int
+	// Plan is what an ActPlan runs; Warn, when set, says the plan's
+	// failure is only logged, with this message, and the loop goes on.
+	Plan *Plan
+	Warn string
+	// Fetch is what a MoveFetch asks for; Rows the data as listed, which
+	// the step was decided on.
+	Fetch   *Fetch
+	Rows    []zfs.Dataset
+	Volumes bool
+	// Token is the resume token a MoveDecodeToken decodes.
+	Token string
+	// Lock is the lock a MoveLock takes (only tries, with Try) or a
+	// MoveUnlock lets go: a copy's name, a slot's ID.
+	Lock string
+	Try  bool
+	// Send, on a send's MoveDone: what is sent; on its other steps, the
+	// send decided.
+	Send *Send
+	// Err, on a send's MoveFail: the error the transport answers with.
+	Err error
 	// Refused, on a MoveFail: handing the slot out could share or wipe
 	// live data (else it is not ready).
 	Refused bool
@@ -142,7 +203,22 @@ type Result struct {
 	// predecessor on this slot. Dataset is the predecessor's slot.
 	Inherit *InheritInput
 	Dataset string
+	// Rows: a MoveList's listing; Slot: a MoveReadSlot's or MoveRead's
+	// reading; Token: a MoveToken's ("" for none); Complete: a MoveFetch's
+	// "complete"; Resume: a MoveDecodeToken's; Parked: a MoveReadParked's;
+	// Locked: whether a MoveLock took its lock.
+	Rows     []zfs.Dataset
+	Slot     Slot
+	Token    string
+	Complete bool
+	Resume   *Resume
+	Parked   *Retained
+	Locked   bool
 }
+
+// Phase is where in a pull or a send a step is: the decider reads it back
+// from Result.Step to know what it asked for (pull_move.go, send_move.go).
+type Phase int
 
 // Since is what a loop has read since its last pause, which is all it may
 // decide on: something foreign may appear below a slot, and an allocation

@@ -32,7 +32,7 @@ func TestTwoNodeRegressions(t *testing.T) {
 			// received guid is not the sender's is now dropped (from a
 			// listing taken after the receive), and "complete" is believed
 			// only of a copy whose newest snapshot is the final one
-			// (hooks.pullOnce, model.HoldsFinal).
+			// (model.DecidePullMove, model.HoldsFinal).
 			name: "a copy that failed its verification, then a lying complete",
 			seed: 226,
 		},

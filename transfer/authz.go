@@ -25,10 +25,6 @@ type Peer struct {
 	Cert *x509.Certificate
 }
 
-// ErrRefused: the request is not allowed; the sender logs it and answers
-// 403.
-var ErrRefused = errors.New("transfer refused")
-
 // NomadAuthorizer allows a request only as the sending node's own Nomad
 // API says: the data of allocation A goes to the node where Nomad placed
 // the allocation B that replaces A, and nowhere else (Decide).

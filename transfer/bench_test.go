@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer/transfertest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -121,7 +122,7 @@ func BenchmarkTransport(b *testing.B) {
 				PreviousAllocation: allocA, DesiredStatus: "run", ClientStatus: "pending"})
 			nomad.SetNode(transfer.Node{ID: nodeB, Addresses: []netip.Addr{ipB}})
 			src := &specSource{}
-			src.set(transfer.SendSpec{Send: zfs.SendOptions{Snapshot: "tank/a@s"}, ToGUID: 42}, nil)
+			src.set(model.Send{Options: zfs.SendOptions{Snapshot: "tank/a@s"}, ToGUID: 42}, nil)
 			srv, err := transfer.NewServer(transfer.ServerConfig{Config: pki.Config(b, ipA.String()+":0"), Source: src,
 				Authorizer: &transfer.NomadAuthorizer{Nomad: nomad, Self: func(context.Context) (string, error) { return nodeA, nil }},
 				ZFS:        zfs.NewClient(zfsA)})

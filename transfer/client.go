@@ -192,9 +192,21 @@ type Result struct {
 //   - ErrRefused: the sender's Nomad does not see this node as where
 //     req.Replacement runs. ErrNoData, ErrNoPeer: nothing to fetch there.
 //   - ErrPeerBusy: ask again later.
-//   - zfs.ErrNoSpace, zfs.ErrDestinationModified, zfs.ErrIncrementalMismatch, ...:
-//     as zfs receive said.
+//   - ErrStartOver: the copy no longer lines up with the sender's data
+//     (zfs.ErrDestinationModified, zfs.ErrIncrementalMismatch, or
+//     ErrNotVerified): drop it and ask again from nothing.
+//   - ErrNotFilesystem: the stream is not of a filesystem
+//     (zfs.ErrWrongType); every stream from that node is the same.
+//   - zfs.ErrNoSpace, ...: as zfs receive said.
+//
+// Every failure is classified once, here (Classify).
 func (c *Client) Fetch(ctx context.Context, req Request, into Into) (Result, error) {
+	res, err := c.fetch(ctx, req, into)
+	return res, Classify(err)
+}
+
+// fetch is Fetch before its failure is classified.
+func (c *Client) fetch(ctx context.Context, req Request, into Into) (Result, error) {
 	if err := req.validate(); err != nil {
 		return Result{}, err
 	}
@@ -245,10 +257,6 @@ func (c *Client) Fetch(ctx context.Context, req Request, into Into) (Result, err
 	return res, nil
 }
 
-// ErrNotVerified: zfs receive succeeded but the snapshot the sender named
-// is not on the target.
-var ErrNotVerified = errors.New("received copy not verified")
-
 // verify finds the received snapshot with the sender's guid.
 func (c *Client) verify(ctx context.Context, target string, res Result) error {
 	ds, err := c.c.ZFS.List(ctx, target, nil)
@@ -288,15 +296,8 @@ func (c *Client) post(ctx context.Context, peer netip.AddrPort, req Request) (*h
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	var eb errorBody
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxRequest))
-	if json.Unmarshal(raw, &eb) != nil || eb.Code == "" {
-		eb = errorBody{Code: "internal", Error: strings.TrimSpace(string(raw))}
-	}
-	if _, known := errorCodes[eb.Code]; !known {
-		eb.Code = "internal"
-	}
-	return nil, &PeerError{Peer: peer.String(), Status: resp.StatusCode, Code: eb.Code, Message: eb.Error}
+	return nil, peerError(peer.String(), resp.StatusCode, raw)
 }
 
 // streamHeaders reads what the sender says it sends: the snapshot's

@@ -72,7 +72,7 @@
 // which the receiver sends back to resume. zfs send -t sends whatever a
 // token names, decrypted unless it says rawok (OpenZFS #14153), so the
 // sender decodes it with its own zfs (send -n -v -P -t) and resumes only a
-// token that names exactly what its Source says to send now (SendSpec,
+// token that names exactly what its Source says to send now (Send,
 // zfs.CheckResumeToken); a raw send also passes -w, which zfs honours over
 // the token.
 //

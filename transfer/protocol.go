@@ -1,14 +1,13 @@
 package transfer
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -56,7 +55,8 @@ const (
 // 8 KiB, zfs.ValidateResumeToken).
 const maxRequest = 16 << 10
 
-// Request asks for the data of allocation Alloc on behalf of Replacement.
+// Request asks for the data of allocation Alloc on behalf of Replacement:
+// the wire form of a model.SendRequest.
 type Request struct {
 	// Alloc is A, the allocation whose data is wanted; its node sends.
 	Alloc string `json:"alloc_id"`
@@ -73,6 +73,11 @@ type Request struct {
 	// ResumeToken is the receive_resume_token of an interrupted receive of
 	// this transfer, to resume it; "" for none.
 	ResumeToken string `json:"resume_token,omitempty"`
+}
+
+// model is the request as the sending node decides on it.
+func (r Request) model() model.SendRequest {
+	return model.SendRequest{Alloc: r.Alloc, Replacement: r.Replacement, Slot: r.Slot, HaveGUID: r.HaveGUID, ResumeToken: r.ResumeToken}
 }
 
 // validateIDs checks the two allocation IDs, all an authorization needs.
@@ -102,64 +107,6 @@ func (r Request) validate() error {
 		}
 	}
 	return nil
-}
-
-// Errors a receiver gets from Fetch, besides zfs's own (zfs.ErrInterrupted
-// for a stream cut on the way, ...). Each is also a *PeerError.
-var (
-	// ErrNoData: the sender has nothing to send for the allocation
-	// (Source said so): no copy of its data is on that node.
-	ErrNoData = errors.New("the peer has no data for the allocation")
-	// ErrResumeRefused: the sender will not resume from the token (it does
-	// not match what it sends now, or zfs cannot use it). The receiver
-	// aborts its partial receive and asks again without one.
-	ErrResumeRefused = errors.New("the peer refused the resume token")
-	// ErrPeerBusy: the sender is at its limit of concurrent sends, or
-	// could not check the request now; ask again later.
-	ErrPeerBusy = errors.New("the peer cannot send now")
-	// ErrNoPeer: no peer to ask (the allocation's node publishes no
-	// transport, or is gone).
-	ErrNoPeer = errors.New("no peer to transfer from")
-)
-
-// errorCodes map the sender's refusals onto status codes and the
-// receiver's errors.
-var errorCodes = map[string]struct {
-	status int
-	err    error
-}{
-	"refused":        {http.StatusForbidden, ErrRefused},
-	"no_data":        {http.StatusNotFound, ErrNoData},
-	"resume_refused": {http.StatusConflict, ErrResumeRefused},
-	"busy":           {http.StatusServiceUnavailable, ErrPeerBusy},
-	"bad_request":    {http.StatusBadRequest, nil},
-	"internal":       {http.StatusInternalServerError, nil},
-}
-
-// PeerError is a sender's refusal as the receiver sees it.
-type PeerError struct {
-	Peer    string
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *PeerError) Error() string {
-	return fmt.Sprintf("peer %s: %s (%d %s)", e.Peer, e.Message, e.Status, e.Code)
-}
-
-// Unwrap yields the code's sentinel.
-func (e *PeerError) Unwrap() error { return errorCodes[e.Code].err }
-
-type errorBody struct {
-	Code  string `json:"code"`
-	Error string `json:"error"`
-}
-
-func writeError(w http.ResponseWriter, code string, err error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(errorCodes[code].status)
-	_ = json.NewEncoder(w).Encode(errorBody{Code: code, Error: err.Error()})
 }
 
 // headerGUID reads a guid header.

@@ -15,51 +15,39 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // Source says what this node sends for a request it has allowed: the
 // lifecycle's decision, made from its own state (which dataset holds the
 // allocation's data, which snapshot a transfer sends, which of its
-// snapshots or bookmarks has the guid the requester holds).
+// snapshots has the guid the requester holds).
 type Source interface {
-	// SendSpec returns the send for req. ErrNoData: nothing of
-	// req.Alloc's is here. It is asked again for a resumed transfer, and
-	// a token is accepted only if it resumes exactly what SendSpec says
-	// now.
-	SendSpec(ctx context.Context, req Request) (SendSpec, error)
+	// Send returns the send for req, its snapshot taken. ErrNoData:
+	// nothing of req.Alloc's is here. It is asked again for a resumed
+	// transfer, and a token is accepted only if it resumes exactly what
+	// Send says now.
+	Send(ctx context.Context, req model.SendRequest) (model.Send, error)
 }
 
-// SendSpec is one send: what zfs send sends, and the guids a resume token
-// must name.
-type SendSpec struct {
-	// Complete: the requester holds everything there is to send (the
-	// final snapshot); nothing is sent, and the requester is told so.
-	Complete bool
-	// Send is what zfs sends; Send.From is the base for req.HaveGUID.
-	Send zfs.SendOptions
-	// ToGUID and FromGUID are the guids of Send.Snapshot and Send.From
-	// (0 for a full stream): what a resume token must name.
-	ToGUID, FromGUID uint64
-	// Encrypted: the dataset is encrypted. Send.Raw must then be set:
-	// the server never sends an encrypted dataset decrypted.
-	Encrypted bool
-}
-
-func (p SendSpec) validate() error {
-	if p.Complete {
+// validateSend is the server's own check of a Source's send: it names
+// its snapshot's guid, its base and the base's guid agree, an encrypted
+// dataset goes out raw (never decrypted), and zfs can send it.
+func validateSend(s model.Send) error {
+	if s.Complete {
 		return nil
 	}
-	if p.ToGUID == 0 {
-		return errors.New("plan names no snapshot guid")
+	if s.ToGUID == 0 {
+		return errors.New("the send names no snapshot guid")
 	}
-	if (p.Send.From == "") != (p.FromGUID == 0) {
-		return fmt.Errorf("plan's source %q and its guid %d disagree", p.Send.From, p.FromGUID)
+	if (s.Options.From == "") != (s.FromGUID == 0) {
+		return fmt.Errorf("the send's base %q and its guid %d disagree", s.Options.From, s.FromGUID)
 	}
-	if p.Encrypted && !p.Send.Raw {
-		return fmt.Errorf("%s is encrypted and the plan is not raw: it would go out decrypted", p.Send.Snapshot)
+	if s.Encrypted && !s.Options.Raw {
+		return fmt.Errorf("%s is encrypted and the send is not raw: it would go out decrypted", s.Options.Snapshot)
 	}
-	_, err := zfs.SendArgs(p.Send)
+	_, err := zfs.SendArgs(s.Options)
 	return err
 }
 
@@ -208,7 +196,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // ServeHTTP handles one request: authorize, ask the Source what to send
-// (SendSpec), check a resume token, stream.
+// (Send), check a resume token, stream.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != sendPath || r.Method != http.MethodPost {
 		http.Error(w, "not found", http.StatusNotFound)
@@ -281,9 +269,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "busy", fmt.Errorf("%d transfers are running", s.c.MaxSends))
 		return
 	}
-	spec, err := s.c.Source.SendSpec(ctx, req)
+	spec, err := s.c.Source.Send(ctx, req.model())
 	if err == nil {
-		err = spec.validate()
+		err = validateSend(spec)
 	}
 	switch {
 	case errors.Is(err, ErrNoData):
@@ -295,7 +283,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "busy", err)
 		return
 	case err != nil:
-		log.Error("cannot plan a transfer", "error", err)
+		log.Error("cannot decide a transfer", "error", err)
 		writeError(w, "internal", err)
 		return
 	}
@@ -305,7 +293,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	log = log.With("snapshot", spec.Send.Snapshot, "from", spec.Send.From)
+	log = log.With("snapshot", spec.Options.Snapshot, "from", spec.Options.From)
 	if req.ResumeToken != "" {
 		if err := s.checkToken(ctx, req.ResumeToken, spec); err != nil {
 			if errors.Is(err, zfs.ErrResumeTokenRefused) {
@@ -345,21 +333,21 @@ func (s *Server) leave(peer netip.Addr) {
 
 // checkToken decodes a token with zfs and checks it against the send
 // (zfs.CheckResumeToken). A token zfs cannot decode is refused too.
-func (s *Server) checkToken(ctx context.Context, token string, spec SendSpec) error {
+func (s *Server) checkToken(ctx context.Context, token string, spec model.Send) error {
 	tok, err := s.c.ZFS.DecodeResumeToken(ctx, token)
 	if err != nil {
 		return fmt.Errorf("decoding the resume token: %w", err)
 	}
-	return zfs.CheckResumeToken(tok, zfs.ExpectFor(spec.Send, spec.ToGUID, spec.FromGUID, spec.Encrypted))
+	return zfs.CheckResumeToken(tok, zfs.ExpectFor(spec.Options, spec.ToGUID, spec.FromGUID, spec.Encrypted))
 }
 
 // stream sends the headers, then zfs send's stream, then the result as a
 // trailer. A failure after the headers can only be told in the trailer:
 // the body then ends early, and the receiver's zfs receive keeps what came.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request, spec SendSpec, log hclog.Logger) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request, spec model.Send, log hclog.Logger) {
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
-	h.Set(hdrSnapshot, spec.Send.Snapshot)
+	h.Set(hdrSnapshot, spec.Options.Snapshot)
 	h.Set(hdrSnapshotGUID, strconv.FormatUint(spec.ToGUID, 10))
 	h.Set(hdrFromGUID, strconv.FormatUint(spec.FromGUID, 10))
 	h.Set(hdrResumed, strconv.FormatBool(req.ResumeToken != ""))
@@ -371,9 +359,9 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request,
 	cw := &countingWriter{w: w}
 	var err error
 	if req.ResumeToken != "" {
-		err = s.c.ZFS.SendResume(ctx, req.ResumeToken, spec.Send.Raw, cw)
+		err = s.c.ZFS.SendResume(ctx, req.ResumeToken, spec.Options.Raw, cw)
 	} else {
-		err = s.c.ZFS.Send(ctx, spec.Send, cw)
+		err = s.c.ZFS.Send(ctx, spec.Options, cw)
 	}
 	if err != nil {
 		h.Set(trailerResult, "error: "+err.Error())

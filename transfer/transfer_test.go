@@ -17,6 +17,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer/transfertest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -53,19 +54,19 @@ func (s *syncBuffer) String() string {
 // specSource is the test's Source: the send it is told, or its error.
 type specSource struct {
 	mu    sync.Mutex
-	spec  transfer.SendSpec
+	spec  model.Send
 	err   error
-	block chan struct{} // if set, SendSpec waits for it
-	asked []transfer.Request
+	block chan struct{} // if set, Send waits for it
+	asked []model.SendRequest
 }
 
-func (s *specSource) set(p transfer.SendSpec, err error) {
+func (s *specSource) set(p model.Send, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.spec, s.err = p, err
 }
 
-func (s *specSource) SendSpec(ctx context.Context, req transfer.Request) (transfer.SendSpec, error) {
+func (s *specSource) Send(ctx context.Context, req model.SendRequest) (model.Send, error) {
 	s.mu.Lock()
 	s.asked = append(s.asked, req)
 	block := s.block
@@ -74,7 +75,7 @@ func (s *specSource) SendSpec(ctx context.Context, req transfer.Request) (transf
 		select {
 		case <-block:
 		case <-ctx.Done():
-			return transfer.SendSpec{}, ctx.Err()
+			return model.Send{}, ctx.Err()
 		}
 	}
 	s.mu.Lock()
@@ -239,16 +240,16 @@ func (h *harness) zfs(f *zfstest.Fake, args ...string) string {
 }
 
 // snapshot writes file on A's data and snapshots it: the send of it.
-func (h *harness) snapshot(name, file string, size int, from string) transfer.SendSpec {
+func (h *harness) snapshot(name, file string, size int, from string) model.Send {
 	h.t.Helper()
 	dir := filepath.Join(h.aRoot(), "tank/data/a")
 	if err := os.WriteFile(filepath.Join(dir, file), bytes.Repeat([]byte(file[:1]), size), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
 	h.zfs(h.a, "snapshot", "tank/data/a@"+name)
-	p := transfer.SendSpec{Send: zfs.SendOptions{Snapshot: "tank/data/a@" + name}, ToGUID: h.guid(h.a, "tank/data/a@"+name)}
+	p := model.Send{Options: zfs.SendOptions{Snapshot: "tank/data/a@" + name}, ToGUID: h.guid(h.a, "tank/data/a@"+name)}
 	if from != "" {
-		p.Send.From, p.FromGUID = "tank/data/a@"+from, h.guid(h.a, "tank/data/a@"+from)
+		p.Options.From, p.FromGUID = "tank/data/a@"+from, h.guid(h.a, "tank/data/a@"+from)
 	}
 	return p
 }
@@ -351,7 +352,7 @@ func TestTransfer(t *testing.T) {
 	}
 
 	// The source says the requester holds the last of it: nothing comes.
-	h.source.set(transfer.SendSpec{Complete: true}, nil)
+	h.source.set(model.Send{Complete: true}, nil)
 	req.ResumeToken, req.HaveGUID = "", p3.ToGUID
 	if res, err = b.Fetch(ctx, req, into); err != nil || !res.Complete || res.Bytes != 0 {
 		t.Fatalf("complete: %+v, %v", res, err)
@@ -388,14 +389,14 @@ func TestTransferRefusals(t *testing.T) {
 			wantLog: "rawok is false",
 			setup: func(h *harness, req *transfer.Request) {
 				p := h.source.spec
-				p.Send.Raw, p.Encrypted = true, true
+				p.Options.Raw, p.Encrypted = true, true
 				h.source.set(p, nil)
-				req.ResumeToken = zfstest.EncodeResumeToken(zfs.ResumeToken{ToName: p.Send.Snapshot, ToGUID: p.ToGUID, Bytes: 10})
+				req.ResumeToken = zfstest.EncodeResumeToken(zfs.ResumeToken{ToName: p.Options.Snapshot, ToGUID: p.ToGUID, Bytes: 10})
 			}},
 		{name: "a token zfs cannot read", from: ipB, wantErr: transfer.ErrResumeRefused, wantLog: "cannot resume from the token",
 			setup: func(h *harness, req *transfer.Request) { req.ResumeToken = "1-0-2-abcd" }},
 		{name: "no data here", from: ipB, wantErr: transfer.ErrNoData, wantLog: "nothing to send",
-			setup: func(h *harness, req *transfer.Request) { h.source.set(transfer.SendSpec{}, transfer.ErrNoData) }},
+			setup: func(h *harness, req *transfer.Request) { h.source.set(model.Send{}, transfer.ErrNoData) }},
 		{name: "an encrypted dataset planned without raw", from: ipB, wantLog: "would go out decrypted",
 			setup: func(h *harness, req *transfer.Request) {
 				p := h.source.spec

@@ -3,6 +3,7 @@ package transfer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
@@ -47,13 +49,13 @@ func TestFetchVerifiesTheGUID(t *testing.T) {
 	cases := []struct {
 		name string
 		// spec changes the send of tank/data/a@t1 the sender answers with.
-		spec    func(p *transfer.SendSpec)
+		spec    func(p *model.Send)
 		wantErr error
 	}{
-		{name: "the guid the stream has", spec: func(*transfer.SendSpec) {}},
-		{name: "another guid under the same name", spec: func(p *transfer.SendSpec) { p.ToGUID ^= 0x5a5a }, wantErr: transfer.ErrNotVerified},
+		{name: "the guid the stream has", spec: func(*model.Send) {}},
+		{name: "another guid under the same name", spec: func(p *model.Send) { p.ToGUID ^= 0x5a5a }, wantErr: transfer.ErrNotVerified},
 		{name: "another dataset's snapshot of the same name", wantErr: transfer.ErrNotVerified,
-			spec: func(p *transfer.SendSpec) { p.Send.Snapshot = "tank/data/other@t1" }},
+			spec: func(p *model.Send) { p.Options.Snapshot = "tank/data/other@t1" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,7 +92,7 @@ func TestFetchVerifiesTheGUID(t *testing.T) {
 					}
 				}
 			}
-			spec := transfer.SendSpec{Send: zfs.SendOptions{Snapshot: "tank/data/a@t1"}, ToGUID: guids["tank/data/a@t1"]}
+			spec := model.Send{Options: zfs.SendOptions{Snapshot: "tank/data/a@t1"}, ToGUID: guids["tank/data/a@t1"]}
 			tc.spec(&spec)
 			src := &specSource{}
 			src.set(spec, nil)
@@ -114,5 +116,38 @@ func TestFetchVerifiesTheGUID(t *testing.T) {
 				t.Fatalf("Fetch: %+v, %v; want %v", res, err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestClassify: a fetch's failure keeps its text and its zfs kind, and
+// gains the class the receiver acts on.
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want error // the class; nil: none added
+	}{
+		{name: "a copy changed here starts over", err: fmt.Errorf("receiving: %w", zfs.ErrDestinationModified), want: transfer.ErrStartOver},
+		{name: "a base gone there starts over", err: fmt.Errorf("receiving: %w", zfs.ErrIncrementalMismatch), want: transfer.ErrStartOver},
+		{name: "a copy not verified starts over", err: fmt.Errorf("%w: no t@1", transfer.ErrNotVerified), want: transfer.ErrStartOver},
+		{name: "a volume's stream is not of a filesystem", err: fmt.Errorf("receiving: %w", zfs.ErrWrongType), want: transfer.ErrNotFilesystem},
+		{name: "a cut stream is only itself", err: fmt.Errorf("receiving: %w", zfs.ErrInterrupted)},
+		{name: "a busy peer is only itself", err: &transfer.PeerError{Code: "busy"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := transfer.Classify(tc.err)
+			if got.Error() != tc.err.Error() || !errors.Is(got, tc.err) {
+				t.Errorf("Classify(%v) = %v: the failure is not kept", tc.err, got)
+			}
+			for _, class := range []error{transfer.ErrStartOver, transfer.ErrNotFilesystem} {
+				if errors.Is(got, class) != (class == tc.want) {
+					t.Errorf("Classify(%v) is %v: %v, want it only for %v", tc.err, class, errors.Is(got, class), tc.want)
+				}
+			}
+		})
+	}
+	if transfer.Classify(nil) != nil {
+		t.Error("Classify(nil) is not nil")
 	}
 }

@@ -33,6 +33,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer/transfertest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -127,10 +128,10 @@ func fixedNomad(from netip.Addr, peer netip.AddrPort) *transfertest.Nomad {
 
 // oneSend is the benchmark's Source: the one snapshot, whoever asks.
 type oneSend struct {
-	spec transfer.SendSpec
+	spec model.Send
 }
 
-func (o *oneSend) SendSpec(context.Context, transfer.Request) (transfer.SendSpec, error) {
+func (o *oneSend) Send(context.Context, model.SendRequest) (model.Send, error) {
 	return o.spec, nil
 }
 
@@ -150,7 +151,7 @@ func serve(snap, listen, from, dir string) error {
 		return err
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "xfernode", Output: os.Stderr, Level: hclog.Info})
-	src := &oneSend{spec: transfer.SendSpec{Send: sendOptions(snap), ToGUID: guid}}
+	src := &oneSend{spec: model.Send{Options: sendOptions(snap), ToGUID: guid}}
 	srv, err := transfer.NewServer(transfer.ServerConfig{Config: tlsConfig(dir, listen),
 		Authorizer: &transfer.NomadAuthorizer{Nomad: fixedNomad(fromAddr, netip.AddrPort{}),
 			Self: func(context.Context) (string, error) { return nodeA, nil }},
