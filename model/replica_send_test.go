@@ -122,14 +122,7 @@ func TestReplicaSendSteadyState(t *testing.T) {
 		if i%3 == 2 {
 			node = "r2" // pulls a third as often
 		}
-		in := model.ReplicaSendInput{Dataset: ds, HaveGUID: have[node]}
-		for name, g := range snaps {
-			in.Rows = append(in.Rows, zfs.Dataset{Name: name, Type: zfs.DatasetSnapshot, GUID: fmt.Sprint(g)})
-		}
-		for name, g := range marks {
-			in.Bookmarks = append(in.Bookmarks, zfs.Bookmark{Name: name, GUID: g})
-		}
-		rs, err := model.DecideReplicaSend(in)
+		rs, err := model.DecideReplicaSend(replicaSendInput(ds, have[node], snaps, marks))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,4 +187,17 @@ func TestReplicaSendPlans(t *testing.T) {
 			}
 		})
 	}
+}
+
+// replicaSendInput is what the holder reads for a pull of dataset ds from
+// a receiver holding have: its snapshots and bookmarks, by name and guid.
+func replicaSendInput(ds string, have uint64, snaps, marks map[string]uint64) model.ReplicaSendInput {
+	in := model.ReplicaSendInput{Dataset: ds, HaveGUID: have}
+	for name, g := range snaps {
+		in.Rows = append(in.Rows, zfs.Dataset{Name: name, Type: zfs.DatasetSnapshot, GUID: fmt.Sprint(g)})
+	}
+	for name, g := range marks {
+		in.Bookmarks = append(in.Bookmarks, zfs.Bookmark{Name: name, GUID: g})
+	}
+	return in
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
-	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // TestReplicaWorld runs the replica rules together over a small world in
@@ -140,14 +139,7 @@ func replicaWorld(t *testing.T, seed uint64) {
 			if dec.Fate != model.ReplicaPull || rp.pulling || now.Before(dec.At) || !now.Before(cutAt) {
 				continue
 			}
-			in := model.ReplicaSendInput{Dataset: slot, HaveGUID: rp.guid}
-			for name, g := range snaps {
-				in.Rows = append(in.Rows, zfs.Dataset{Name: name, Type: zfs.DatasetSnapshot, GUID: fmt.Sprint(g)})
-			}
-			for name, g := range marks {
-				in.Bookmarks = append(in.Bookmarks, zfs.Bookmark{Name: name, GUID: g})
-			}
-			rs, err := model.DecideReplicaSend(in)
+			rs, err := model.DecideReplicaSend(replicaSendInput(slot, rp.guid, snaps, marks))
 			if err != nil {
 				t.Fatal(err)
 			}
