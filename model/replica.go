@@ -73,6 +73,15 @@ func (c *Config) ReplicaName(class, source, id string) string {
 // bookmark #replica-<n> on the holder.
 func ReplicaSnapshot(n int) string { return replicaPrefix + strconv.Itoa(n) }
 
+// ReplicaSnapshotProps are set by the `zfs snapshot -o` that takes
+// replica snapshot snap (full name) on a held slot: the plugin's mark,
+// naming the snapshot itself. The inherited mark names the slot, so a
+// stranger's @replica-<n> (a replication tool's, named alike) has not
+// this one and stays foreign (ownSnapshot).
+func ReplicaSnapshotProps(snap string) map[string]string {
+	return map[string]string{PropOwner: snap}
+}
+
 // ReplicaNumber reads n from a snapshot's or bookmark's short name,
 // replica-<n> (ReplicaSnapshot's inverse); 0 and false for any other.
 func ReplicaNumber(short string) (int, bool) {
