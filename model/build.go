@@ -172,6 +172,7 @@ func removedClasses(cfg *Config, parents []ParentView, byName map[string]*zfs.Da
 			cv := ClassView{Class: cfg.Class(class), Parent: pv.Dataset, Dataset: name, Exists: true, Info: *d, Problem: pv.Problem, Removed: true}
 			cv.Orphans = orphans(cfg, cv.Class, pv, byName, kids[name], below)
 			cv.Retained, cv.Parked = aside(kids[name], below)
+			cv.Replicas = replicasOf(kids[name], below)
 			cv.Empty = len(kids[name]) == 0 && !hasBelow(byName, name)
 			out = append(out, cv)
 		}
@@ -251,6 +252,7 @@ func buildClass(cfg *Config, c Class, pv *ParentView, byName map[string]*zfs.Dat
 	}
 	cv.Retained, cv.Parked = aside(kids[cv.Dataset], below)
 	cv.Orphans = orphans(cfg, c, pv, byName, kids[cv.Dataset], below)
+	cv.Replicas = replicasOf(kids[cv.Dataset], below)
 	return cv
 }
 
@@ -352,6 +354,9 @@ func prevDatasets(prev *View, parent string, byName map[string]*zfs.Dataset) {
 		}
 		for pi := range cv.Parked {
 			add(cv.Parked[pi].Dataset, &cv.Parked[pi].Info)
+		}
+		for ri := range cv.Replicas {
+			add(cv.Replicas[ri].Dataset, &cv.Replicas[ri].Info)
 		}
 	}
 }
