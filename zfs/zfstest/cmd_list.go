@@ -2,7 +2,6 @@ package zfstest
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -233,7 +232,7 @@ func (s *sess) zfsList(args []string) int {
 	// Without -t, snapshots are listed only when named (listsnapshots=off).
 	rows, rc := s.collect(operands, types, recurse, depth, typesSet && types&tSnap != 0)
 	s.sortRows(rows, sorts)
-	listed := s.withBookmarks(rows, types&tBookmark != 0)
+	listed := s.withBookmarks(rows, types&tBookmark != 0 && recurse)
 	if len(rows) == 0 {
 		if rc == 0 && !scripted {
 			s.errf("no datasets available\n")
@@ -325,21 +324,27 @@ type listRow struct {
 }
 
 // withBookmarks returns rows (sorted) as listRows, with the bookmarks of
-// the filesystems among them (includeMarks) after each filesystem and its
+// the filesystems among them (includeMarks: a recursive listing that asks
+// for bookmarks; the plugin's is one) after each filesystem and its
 // snapshots, before its children: OpenZFS 2.1.11's zfs_compare cuts a
 // name at '@' only, and '#' sorts before '/'. Among one filesystem's
 // bookmarks the order is listBookmarks', oldest first (capture
 // rep-list-holder-1 has one); nothing the plugin reads depends on it.
 func (s *sess) withBookmarks(rows []*dataset, includeMarks bool) []listRow {
 	out := make([]listRow, 0, len(rows))
-	includeMarks = includeMarks && len(s.st.Bookmarks) > 0
+	listed := map[*dataset]bool{}
+	if includeMarks = includeMarks && len(s.st.Bookmarks) > 0; includeMarks {
+		for _, d := range rows {
+			listed[d] = true
+		}
+	}
 	for i, d := range rows {
 		out = append(out, listRow{d: d})
 		fs := fsName(d.Name)
 		if !includeMarks || (i+1 < len(rows) && fsName(rows[i+1].Name) == fs) {
 			continue
 		}
-		if x := s.st.Datasets[fs]; x == nil || !slices.Contains(rows, x) {
+		if x := s.st.Datasets[fs]; x == nil || !listed[x] {
 			continue // a snapshot named alone: its filesystem's bookmarks are not asked for
 		}
 		for _, b := range s.st.bookmarksOf(fs) {
