@@ -373,11 +373,24 @@ func (d *doctor) checkDatasets(ctx context.Context, st *settings, timeout time.D
 			}
 		}
 		if cv.Exists {
-			d.ok("class %q: %s is the plugin's, %s; %d of %d slots created", cv.Class.Name, cv.Dataset, mountState(&cv.Info), created, cv.Class.Slots)
+			d.ok("class %q: %s is the plugin's, %s; %d of %d slots created%s", cv.Class.Name, cv.Dataset, mountState(&cv.Info), created,
+				cv.Class.Slots, replicaCount(cv.Replicas))
 		} else {
 			d.ok("class %q: %s not created yet (the plugin creates it)", cv.Class.Name, cv.Dataset)
 		}
 	}
+}
+
+// replicaCount says how many replicas of other nodes' slots a class's
+// dataset holds, for the class's line; "" for none.
+func replicaCount(rs []model.Replica) string {
+	switch len(rs) {
+	case 0:
+		return ""
+	case 1:
+		return "; 1 replica of another node's slot"
+	}
+	return fmt.Sprintf("; %d replicas of other nodes' slots", len(rs))
 }
 
 // oneLine folds a multi-line error (a multierror's list) into one line.

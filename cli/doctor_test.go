@@ -97,6 +97,11 @@ func TestDoctorFakeZFS(t *testing.T) {
 			must(t, c.Create(t.Context(), "tank/nomad/scratch", map[string]string{model.PropOwner: "tank/nomad/scratch"}))
 			must(t, c.Create(t.Context(), "tank/nomad/scratch/scratch-2", nil))
 		}, fail: `✗ dataset "tank/nomad/scratch/scratch-2" exists but is not owned by nomad-device-zfs; not touching it`},
+		{name: "a replica of another node's slot beside the slots: counted, no problem",
+			setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *nomadfake.Server) {
+				makeReplica(t, c, "scratch", "bbbbbbbb-0000-4000-8000-00000000000b", "scratch-1", 2)
+			},
+			want: []string{"2 of 2 slots created; 1 replica of another node's slot", "No problems found."}},
 		{name: "foreign child below a slot", setup: func(t *testing.T, f *zfstest.Fake, c *zfs.Client, _ *nomadfake.Server) {
 			must(t, c.Create(t.Context(), "tank/nomad/scratch/scratch-1/mine", nil))
 		}, fail: `✗ slot scratch-1: "tank/nomad/scratch/scratch-1/mine" below tank/nomad/scratch/scratch-1 is not nomad-device-zfs's`},

@@ -301,3 +301,18 @@ func decodeJSON[T any](t testing.TB, out string) T {
 	}
 	return v
 }
+
+// makeReplica makes what a replica node keeps of source's slot of class on
+// another node (issue 30: model.ReplicaName, ReplicaProps), with its
+// snapshots @replica-1 .. @replica-<newest>, and returns its name.
+func makeReplica(t testing.TB, c *zfs.Client, class, source, slot string, newest int) string {
+	t.Helper()
+	cfg := &model.Config{Parent: "tank/nomad", Classes: []model.Class{{Name: class}}}
+	name := cfg.ReplicaName(class, source, slot)
+	a := model.Alloc{ID: source, NodeID: "node-2", Namespace: "default", JobID: "pg", TaskGroup: "db"}
+	must(t, c.Create(t.Context(), name, model.ReplicaProps(cfg.Class(class), name, a, slot, time.Now())))
+	for n := 1; n <= newest; n++ {
+		must(t, c.Snapshot(t.Context(), name+"@"+model.ReplicaSnapshot(n), nil))
+	}
+	return name
+}

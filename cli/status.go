@@ -38,6 +38,21 @@ type statusReport struct {
 	Retained      []retainedJSON `json:"retained"`
 	// Parked is sticky data waiting for its allocation's replacement.
 	Parked []retainedJSON `json:"parked"`
+	// Replicas are the copies this node keeps of other nodes' held slots
+	// (issue 30, docs/node-loss.md).
+	Replicas []replicaJSON `json:"replicas"`
+}
+
+// replicaJSON is one replica: whose data (its source allocation and that
+// allocation's slot on its own node), its newest snapshot's number (0
+// while the first copy is still arriving) and the space it uses.
+type replicaJSON struct {
+	Class   string `json:"class"`
+	Dataset string `json:"dataset"`
+	Source  string `json:"alloc_id,omitempty"`
+	Slot    string `json:"slot,omitempty"`
+	Newest  int    `json:"newest"`
+	Used    uint64 `json:"used"`
 }
 
 // parentJSON is one parent dataset: its pool, its problem (every slot of
@@ -147,7 +162,8 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 // buildStatus turns a view into the report, asking Nomad about holders.
 func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch.Config) *statusReport {
 	rep := &statusReport{Parent: st.Slots.Parent, Problem: v.Problem, ScannedAt: v.ScannedAt,
-		NomadAPI: address(nc), Slots: []slotJSON{}, Retained: []retainedJSON{}, Parked: []retainedJSON{}}
+		NomadAPI: address(nc), Slots: []slotJSON{}, Retained: []retainedJSON{}, Parked: []retainedJSON{},
+		Replicas: []replicaJSON{}}
 	rep.Pool = newPoolJSON(v.Pool)
 	for _, p := range v.Parents {
 		pj := parentJSON{Parent: p.Dataset, Pool: newPoolJSON(p.Pool), Problem: p.Problem, Classes: []string{}, Moved: p.Moved}
@@ -191,6 +207,10 @@ func buildStatus(ctx context.Context, st *settings, v *model.View, nc allocwatch
 			p := newRetainedJSON(&st.Slots, cv.Class.Name, r)
 			p.State = parkedState(r)
 			rep.Parked = append(rep.Parked, p)
+		}
+		for _, r := range cv.Replicas {
+			rep.Replicas = append(rep.Replicas, replicaJSON{Class: cv.Class.Name, Dataset: r.Dataset, Source: r.Source, Slot: r.Slot,
+				Newest: r.Newest, Used: r.Info.Used})
 		}
 	}
 	if n != nil && n.down != nil {
@@ -288,6 +308,19 @@ func (r *statusReport) print(w io.Writer, now time.Time) {
 			rows = append(rows, row)
 		}
 		table(w, []string{"Dataset", "Class", "State", "Allocation", "Since", "Waits until", "Used"}, rows)
+	}
+
+	if len(r.Replicas) > 0 {
+		fmt.Fprintln(w, "\nReplicas of other nodes' slots: a replacement of their allocation may start from one if its node is lost")
+		rows = rows[:0]
+		for _, rp := range r.Replicas {
+			newest := "receiving"
+			if rp.Newest > 0 {
+				newest = "@" + model.ReplicaSnapshot(rp.Newest)
+			}
+			rows = append(rows, []string{rp.Dataset, rp.Class, short(rp.Source), rp.Slot, newest, size(rp.Used)})
+		}
+		table(w, []string{"Dataset", "Class", "Allocation", "Slot", "Newest", "Used"}, rows)
 	}
 
 	fmt.Fprintln(w, "\nRetained")

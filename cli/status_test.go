@@ -8,6 +8,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // statusRig: scratch-1 held by allocA (running in Nomad), and the data of
@@ -131,5 +132,42 @@ func TestParkedState(t *testing.T) {
 				t.Errorf("parkedState = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStatusReplicas: a replica this node keeps of another node's held
+// slot (issue 30) is shown apart from the slots and the data kept aside,
+// with whose data it is and its newest snapshot, in the text and the
+// JSON; the running plugin leaves it as it is.
+func TestStatusReplicas(t *testing.T) {
+	e, cfg, _ := statusRig(t, "tank/nomad")
+	c := zfs.NewClient(e.runner)
+	const source = "cccccccc-0000-4000-8000-00000000000c"
+	name := makeReplica(t, c, "scratch", source, "scratch-2", 3)
+	code, out, _ := runCLI(t, e, "status", "-config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, w := range []string{
+		`^Replicas of other nodes' slots: `,
+		`^Dataset +Class +Allocation +Slot +Newest +Used$`,
+		`^` + name + ` +scratch +cccccccc +scratch-2 +@replica-3 +\d+K$`,
+		`^scratch-1 +scratch +held `,
+	} {
+		if !regexp.MustCompile(`(?m)` + w).MatchString(out) {
+			t.Errorf("no line matches %s in\n%s", w, out)
+		}
+	}
+	code, out, _ = runCLI(t, e, "status", "-config", cfg, "-json")
+	rep := decodeJSON[statusReport](t, out)
+	want := replicaJSON{Class: "scratch", Dataset: name, Source: source, Slot: "scratch-2", Newest: 3}
+	if code != 0 || len(rep.Replicas) != 1 || len(rep.Slots) != 2 || len(rep.Parked) != 0 {
+		t.Fatalf("exit %d, report %+v", code, rep)
+	}
+	if got := rep.Replicas[0]; got.Used == 0 || (replicaJSON{got.Class, got.Dataset, got.Source, got.Slot, got.Newest, 0}) != want {
+		t.Errorf("replica %+v, want %+v and its space", got, want)
+	}
+	if rows, err := c.List(t.Context(), name, nil); err != nil || len(rows) != 4 {
+		t.Errorf("the replica after status and the plugin's passes: %v, %v", rows, err)
 	}
 }

@@ -39,6 +39,10 @@
 //   - send.go: the sending node's side of a migration (transfer.Source) on
 //     the driver (model.DecideSendMove): which snapshot of an allocation's
 //     data a peer gets, under its lock.
+//   - replica_send.go: the holder's answer to a replica pull (issue 30) on
+//     the driver (model.DecideReplicaSendMove): the increment of a held
+//     slot a replica node lacks, from the holder's bookmarks. Not behind
+//     the transport yet: nothing calls it.
 //   - migrate.go: the receiving node's side: the pulls a replacement's data
 //     needs, each on the driver (model.DecidePullMove), increment after
 //     increment, until the final copy is marked; the one call to the

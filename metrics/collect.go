@@ -33,6 +33,12 @@ var (
 	parkedBytesDesc = prometheus.NewDesc("nomad_device_zfs_parked_bytes",
 		"Space used by the parked datasets.",
 		[]string{labelPool, labelClass}, nil)
+	replicaDesc = prometheus.NewDesc("nomad_device_zfs_replica_datasets",
+		"Copies this node keeps of other nodes' held slots, for a replacement if their node is lost.",
+		[]string{labelPool, labelClass}, nil)
+	replicaBytesDesc = prometheus.NewDesc("nomad_device_zfs_replica_bytes",
+		"Space the replicas use.",
+		[]string{labelPool, labelClass}, nil)
 	poolHealthDesc = prometheus.NewDesc("nomad_device_zfs_pool_health",
 		"1 for the pool's health as zpool reports it, 0 for the others; UNKNOWN when the pool is not found or zpool failed.",
 		[]string{labelPool, labelHealth}, nil)
@@ -67,7 +73,8 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{slotsDesc, freeDesc, unhealthyDesc, retainedDesc, retainedBytesDesc, parkedDesc, parkedBytesDesc, poolHealthDesc, poolSizeDesc, poolFreeDesc, scannedDesc} {
+	for _, d := range []*prometheus.Desc{slotsDesc, freeDesc, unhealthyDesc, retainedDesc, retainedBytesDesc, parkedDesc, parkedBytesDesc,
+		replicaDesc, replicaBytesDesc, poolHealthDesc, poolSizeDesc, poolFreeDesc, scannedDesc} {
 		ch <- d
 	}
 }
@@ -132,6 +139,12 @@ func (c *stateCollector) class(ch chan<- prometheus.Metric, cv *model.ClassView,
 	ch <- prometheus.MustNewConstMetric(retainedBytesDesc, prometheus.GaugeValue, float64(retained), pool, name)
 	ch <- prometheus.MustNewConstMetric(parkedDesc, prometheus.GaugeValue, float64(len(cv.Parked)), pool, name)
 	ch <- prometheus.MustNewConstMetric(parkedBytesDesc, prometheus.GaugeValue, float64(parked), pool, name)
+	var replicas uint64
+	for _, r := range cv.Replicas {
+		replicas += r.Info.Used
+	}
+	ch <- prometheus.MustNewConstMetric(replicaDesc, prometheus.GaugeValue, float64(len(cv.Replicas)), pool, name)
+	ch <- prometheus.MustNewConstMetric(replicaBytesDesc, prometheus.GaugeValue, float64(replicas), pool, name)
 }
 
 // stateIndex places a slot in slotStates. A parked dataset at a slot's

@@ -362,3 +362,36 @@ func TestPoolsOfEveryParent(t *testing.T) {
 	expect(t, fs, "nomad_device_zfs_slots_unhealthy", map[string]string{"pool": "nvme", "class": "fast"}, 1)
 	expect(t, fs, "nomad_device_zfs_slots_free", map[string]string{"pool": "tank", "class": "scratch"}, 2)
 }
+
+// TestReplicasCounted: a replica beside the slots (another node's held
+// slot's copy, issue 30) is counted apart, with the space it uses; it is
+// not a slot (the slot counts do not move) and nothing releases it.
+func TestReplicasCounted(t *testing.T) {
+	r := newRig(t, scratch)
+	r.mgr.Reconcile(t.Context())
+	ctx := map[string]string{"pool": "tank", "class": "scratch"}
+	expect(t, r.scrape(), "nomad_device_zfs_replica_datasets", ctx, 0)
+
+	cfg := &model.Config{Parent: "tank/nomad", Classes: []model.Class{scratch}}
+	source := model.Alloc{ID: uuid("b1"), NodeID: "node-2", Namespace: "prod", JobID: "web", TaskGroup: "g"}
+	name := cfg.ReplicaName("scratch", source.ID, "scratch-1")
+	c := zfs.NewClient(r.f)
+	if err := c.Create(t.Context(), name, model.ReplicaProps(scratch, name, source, "scratch-1", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Snapshot(t.Context(), name+"@"+model.ReplicaSnapshot(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	r.mgr.Reconcile(t.Context())
+	fs := r.scrape()
+	expect(t, fs, "nomad_device_zfs_replica_datasets", ctx, 1)
+	if n, ok := fs.value("nomad_device_zfs_replica_bytes", ctx); !ok || n <= 0 {
+		t.Errorf("replica bytes %v (%v), want its space", n, ok)
+	}
+	expect(t, fs, "nomad_device_zfs_slots", map[string]string{"pool": "tank", "class": "scratch", "state": "ready"}, 2)
+	expect(t, fs, "nomad_device_zfs_slots_free", ctx, 2)
+	expect(t, fs, "nomad_device_zfs_parked_datasets", ctx, 0)
+	if ms := fs.find("nomad_device_zfs_releases_total", nil); len(ms) != 0 {
+		t.Errorf("releases counted: %v", ms)
+	}
+}

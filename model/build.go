@@ -133,7 +133,7 @@ func treeIndex(parents []string, byName map[string]*zfs.Dataset) (kids, below ma
 			if !ok || rest == "" {
 				continue // the parent's own snapshots, class datasets and theirs
 			}
-			if end := strings.IndexAny(rest, "/@"); end >= 0 {
+			if end := strings.IndexAny(rest, "/@#"); end >= 0 {
 				key := prefix + class + "/" + rest[:end]
 				below[key] = append(below[key], d)
 				continue
@@ -160,7 +160,7 @@ func removedClasses(cfg *Config, parents []ParentView, byName map[string]*zfs.Da
 		for pi := range parents {
 			pv := &parents[pi]
 			class, ok := strings.CutPrefix(name, prefixes[pi])
-			if !ok || strings.ContainsAny(class, "/@") || !Owned(d) {
+			if !ok || strings.ContainsAny(class, "/@#") || !Owned(d) {
 				continue
 			}
 			if cfg.HasClass(class) {
@@ -172,6 +172,7 @@ func removedClasses(cfg *Config, parents []ParentView, byName map[string]*zfs.Da
 			cv := ClassView{Class: cfg.Class(class), Parent: pv.Dataset, Dataset: name, Exists: true, Info: *d, Problem: pv.Problem, Removed: true}
 			cv.Orphans = orphans(cfg, cv.Class, pv, byName, kids[name], below)
 			cv.Retained, cv.Parked = aside(kids[name], below)
+			cv.Replicas = replicasOf(kids[name], below)
 			cv.Empty = len(kids[name]) == 0 && !hasBelow(byName, name)
 			out = append(out, cv)
 		}
@@ -183,11 +184,11 @@ func removedClasses(cfg *Config, parents []ParentView, byName map[string]*zfs.Da
 	return out
 }
 
-// hasBelow reports whether anything, a snapshot included, lies below
+// hasBelow reports whether anything, a snapshot or bookmark included, lies below
 // dataset. It walks the whole scan: it runs only for removed classes.
 func hasBelow(byName map[string]*zfs.Dataset, dataset string) bool {
 	for name := range byName {
-		if strings.HasPrefix(name, dataset+"/") || strings.HasPrefix(name, dataset+"@") {
+		if strings.HasPrefix(name, dataset+"/") || strings.HasPrefix(name, dataset+"@") || strings.HasPrefix(name, dataset+"#") {
 			return true
 		}
 	}
@@ -251,6 +252,7 @@ func buildClass(cfg *Config, c Class, pv *ParentView, byName map[string]*zfs.Dat
 	}
 	cv.Retained, cv.Parked = aside(kids[cv.Dataset], below)
 	cv.Orphans = orphans(cfg, c, pv, byName, kids[cv.Dataset], below)
+	cv.Replicas = replicasOf(kids[cv.Dataset], below)
 	return cv
 }
 
@@ -275,7 +277,9 @@ func aside(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) (retained, park
 		if secs, err := strconv.ParseInt(d.User.Get(PropExpires), 10, 64); err == nil {
 			r.Expires = time.Unix(secs, 0)
 		}
-		r.OwnSnapshots, r.Strangers = splitBelow(below[name])
+		// Its own bookmarks (a release drops them first: none is left
+		// but by an operator) go with its destroy.
+		r.OwnSnapshots, _, r.Strangers = splitBelow(name, below[name])
 		if state == StateParked || state == StateReceiving || (state != StateRetained && strings.HasPrefix(path.Base(name), parkedPrefix)) {
 			parked = append(parked, r)
 		} else {
@@ -301,19 +305,23 @@ func renamedAside(d *zfs.Dataset) bool {
 	return d.User.Get(PropRetainAs) == d.Name && (strings.HasPrefix(base, retainedPrefix) || strings.HasPrefix(base, parkedPrefix))
 }
 
-// splitBelow sorts what lies below a dataset into the plugin's own
-// snapshots and strangers, each by name.
-func splitBelow(rows []*zfs.Dataset) (own, strangers []string) {
+// splitBelow sorts what lies below dataset, which the plugin owns, into
+// its own snapshots, its own bookmarks and strangers, each by name.
+func splitBelow(dataset string, rows []*zfs.Dataset) (own, bookmarks, strangers []string) {
 	for _, b := range rows {
-		if ownSnapshot(b) {
-			own = append(own, b.Name)
-		} else {
-			strangers = append(strangers, b.Name)
+		switch {
+		case ownSnapshot(b):
+			own = append(own, strings.Clone(b.Name))
+		case ownBookmark(b, dataset):
+			bookmarks = append(bookmarks, strings.Clone(b.Name))
+		default:
+			strangers = append(strangers, strings.Clone(b.Name))
 		}
 	}
 	sort.Strings(own)
+	sort.Strings(bookmarks)
 	sort.Strings(strangers)
-	return own, strangers
+	return own, bookmarks, strangers
 }
 
 // prevDatasets adds the datasets a previous view read below parent to
@@ -346,6 +354,9 @@ func prevDatasets(prev *View, parent string, byName map[string]*zfs.Dataset) {
 		}
 		for pi := range cv.Parked {
 			add(cv.Parked[pi].Dataset, &cv.Parked[pi].Info)
+		}
+		for ri := range cv.Replicas {
+			add(cv.Replicas[ri].Dataset, &cv.Replicas[ri].Info)
 		}
 	}
 }

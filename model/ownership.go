@@ -15,7 +15,17 @@ import (
 // inherits a value naming the slot, not itself). A snapshot inherits its
 // dataset's user properties too, so a snapshot is the plugin's only when its
 // dataset is and it has one of the plugin's snapshot names; any other
-// snapshot (an operator's, an auto-snapshot tool's) is foreign.
+// snapshot (an operator's, an auto-snapshot tool's) is foreign. A replica
+// snapshot, @replica-<n>, is the plugin's only when its own PropOwner
+// names it, set by the `zfs snapshot -o` that took it
+// (ReplicaSnapshotProps): a name a replication tool might well use too,
+// so the name alone is not the plugin's mark there.
+//
+// A bookmark has no user properties (its columns but name, type and guid
+// are "-"): a #replica-<n> bookmark of a dataset the plugin owns is the
+// plugin's (ownBookmark); any other is foreign. A bookmark holds no
+// blocks, so taking a stranger's of that name for the plugin's loses no
+// data; it would only end that stranger's increments from it.
 
 // Owned reports whether d carries the ownership mark for itself. A slot
 // renamed aside for retention is also recognised by PropRetainAs naming it,
@@ -28,16 +38,38 @@ func Owned(d *zfs.Dataset) bool {
 }
 
 // ownSnapshot reports whether snapshot d is one the plugin takes:
-// @pristine, @retained or a migration's (migrate.go) of a dataset it owns.
+// @pristine, @retained or a migration's (migrate.go) of a dataset it owns,
+// or a replica snapshot carrying its own mark (replica.go).
 func ownSnapshot(d *zfs.Dataset) bool {
 	if !d.IsSnapshot() {
 		return false
 	}
 	ds, snap, _ := strings.Cut(d.Name, "@")
+	if _, replica := ReplicaNumber(snap); replica {
+		return d.User.Get(PropOwner) == d.Name
+	}
 	if snap != PristineSnapshot && snap != RetainedSnapshot && !migrationSnapshot(snap) {
 		return false
 	}
 	return d.User.Get(PropOwner) == ds || d.User.Get(PropRetainAs) == ds
+}
+
+// ownBookmark reports whether bookmark d is one the plugin makes on
+// dataset, which the caller knows the plugin owns: #replica-<n> of dataset
+// itself (not of anything below it), a replica pull's base
+// (replica_send.go).
+func ownBookmark(d *zfs.Dataset, dataset string) bool {
+	ds, mark, ok := strings.Cut(d.Name, "#")
+	_, replica := ReplicaNumber(mark)
+	return d.IsBookmark() && ok && ds == dataset && replica
+}
+
+// replicaSnapshot reports whether full snapshot name snap is a replica
+// snapshot, @replica-<n>.
+func replicaSnapshot(snap string) bool {
+	_, short, ok := strings.Cut(snap, "@")
+	_, replica := ReplicaNumber(short)
+	return ok && replica
 }
 
 // CheckRelease says why slot s must not be released now, or nil: anything
@@ -84,7 +116,7 @@ func strangersAdvice(parent, dataset string, strangers []string) string {
 		what = fmt.Sprintf("%q and %d more", strangers[0], len(strangers)-1)
 	}
 	advice := fmt.Sprintf("move or destroy it (zfs rename / zfs destroy %s)", strangers[0])
-	if strings.Contains(strangers[0], "@") {
+	if strings.ContainsAny(strangers[0], "@#") {
 		advice = fmt.Sprintf("destroy or rename it (zfs destroy %s); if an auto-snapshot tool made it, exclude the parent "+
 			"(zfs set com.sun:auto-snapshot=false %s)", strangers[0], parent)
 	}

@@ -161,6 +161,14 @@ func snapshotOp(name string) Op {
 	return Op{Command: zfs.Command{Verb: zfs.VerbSnapshot, Name: name}, Done: []error{zfs.ErrExists}}
 }
 
+// markedSnapshotOp takes snapshot name with props set on it (zfs snapshot
+// -o); one already there is done.
+func markedSnapshotOp(name string, props map[string]string) Op {
+	op := snapshotOp(name)
+	op.Props = props
+	return op
+}
+
 // holdOp places the plugin's hold on snap; a hold already there is done.
 func holdOp(snap string) Op {
 	return Op{Command: zfs.Command{Verb: zfs.VerbHold, Name: snap, Arg: HoldTag}, Done: []error{zfs.ErrExists}}

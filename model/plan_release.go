@@ -114,9 +114,14 @@ func PlanPristine(s Slot) Plan {
 	}
 }
 
-// destroyAndRecreateOps destroy the slot's own snapshots, then the slot
-// (without -r: ZFS refuses if anything foreign appeared below it since it
-// was read; a busy dataset is not forced either), and create a fresh one.
+// destroyAndRecreateOps destroy the slot's own snapshots (replica
+// snapshots among them), then the slot (without -r: ZFS refuses if
+// anything foreign appeared below it since it was read; a busy dataset is
+// not forced either), and create a fresh one. Its own bookmarks are not
+// destroyed one by one: a filesystem's destroy takes its bookmarks along
+// (OpenZFS frees them with the dataset; zfs destroy without -r checks
+// only children and snapshots), and a stranger's is refused before
+// (CheckRelease).
 func destroyAndRecreateOps(cfg *Config, c Class, s Slot, holderIndex uint64, now time.Time) []Op {
 	ops := append(dropSnapshots(s.OwnSnapshots), destroyOp(s.Dataset))
 	return append(ops, replaceOps(c, s, holderIndex, now)...)
@@ -149,10 +154,13 @@ func CreateSlotOps(c Class, dataset string, props map[string]string) []Op {
 
 // rollbackOps return the slot to its pristine snapshot. The plugin's own
 // newer snapshots (the held @retained of a retain that was interrupted, its
-// class's policy changed since) go first; anyone else's stops it: ZFS
-// refuses the rollback (no -r) if someone took one since the slot was
-// read. Then the slot is marked ready, and the properties of its last
-// holding cleared (marked: the slot carries a releasing mark).
+// class's policy changed since; the holder's replica snapshots) and its
+// bookmarks (the replica pulls' bases) go first: ZFS refuses a rollback
+// while a snapshot or a bookmark is newer than its target (zfs_do_rollback
+// checks both). Anyone else's stops it: ZFS refuses the rollback (no -r)
+// if someone took one since the slot was read. Then the slot is marked
+// ready, and the properties of its last holding cleared (marked: the slot
+// carries a releasing mark).
 func rollbackOps(s Slot, holderIndex uint64, marked bool, now time.Time) []Op {
 	var newer []string
 	for _, snap := range s.OwnSnapshots {
@@ -160,8 +168,11 @@ func rollbackOps(s Slot, holderIndex uint64, marked bool, now time.Time) []Op {
 			newer = append(newer, snap)
 		}
 	}
-	ops := append(dropSnapshots(newer),
-		rollbackOp(s.Dataset+"@"+PristineSnapshot),
+	ops := dropSnapshots(newer)
+	for _, b := range s.OwnBookmarks {
+		ops = append(ops, destroyOp(b))
+	}
+	ops = append(ops, rollbackOp(s.Dataset+"@"+PristineSnapshot),
 		setOp(s.Dataset, RolledBackProps(s.Generation+1, holderIndex, now)))
 	for _, prop := range ClearedOnReady(s, marked) {
 		ops = append(ops, inheritOp(s.Dataset, prop))
@@ -170,8 +181,9 @@ func rollbackOps(s Slot, holderIndex uint64, marked bool, now time.Time) []Op {
 }
 
 // retainOps keep the holder's data: the slot is marked with the name it
-// will have, snapshotted under a hold, renamed aside, a fresh slot created
-// in its place, and the data marked retained where it is.
+// will have, its replica snapshots and bookmarks dropped (dropReplicaBases),
+// snapshotted under a hold, renamed aside, a fresh slot created in its
+// place, and the data marked retained where it is.
 //
 // The name is the holder's (Config.RetainedName). It is taken when the
 // holder's data from another slot (an allocation holding two slots of the
@@ -190,6 +202,7 @@ func retainOps(in ReleaseInput, s Slot, holderIndex uint64) []Op {
 		aside = fmt.Sprintf("%s-%s-%s", aside, s.ID, strconv.FormatInt(in.Now.Unix(), 10))
 		rename.Arg = aside
 		ops = append(ops, setOp(s.Dataset, RetainAsProps(aside, expires)))
+		ops = append(ops, dropReplicaBases(s)...)
 	} else {
 		snap := s.Dataset + "@" + RetainedSnapshot
 		snapshot, hold := snapshotOp(snap), holdOp(snap)
@@ -197,7 +210,8 @@ func retainOps(in ReleaseInput, s Slot, holderIndex uint64) []Op {
 		snapshot.Done = append(snapshot.Done, zfs.ErrNotExist)
 		hold.Done = append(hold.Done, zfs.ErrNotExist)
 		rename.Replan, rename.Check = []error{zfs.ErrExists}, aside
-		ops = append(ops, setGoneOK(s.Dataset, RetainAsProps(aside, expires)), snapshot, hold)
+		ops = append(ops, setGoneOK(s.Dataset, RetainAsProps(aside, expires)))
+		ops = append(append(ops, dropReplicaBases(s)...), snapshot, hold)
 	}
 	// The fresh slot comes before the retained data's own marks: until
 	// they are written, its owner mark still names the slot, and a crash

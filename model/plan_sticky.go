@@ -13,7 +13,9 @@ import (
 // finishes what a crash left and releases what no replacement will claim.
 
 // planPark renames the releasing slot's data aside for the holder's
-// replacement, creates a fresh slot in its place and marks the data parked,
+// replacement (its replica snapshots and bookmarks dropped first,
+// dropReplicaBases: a replacement's replicas start from its own holding),
+// creates a fresh slot in its place and marks the data parked,
 // after p's ops (the releasing mark). The slot is marked with the parked name before the
 // rename, so a crash between any two commands resumes: the release again,
 // or the pass finishing the renamed data (PlanFinishParked).
@@ -43,7 +45,8 @@ func planPark(in ReleaseInput, s Slot, holderIndex uint64, p Plan) (Plan, error)
 	rename.Done, rename.Replan, rename.Check = []error{zfs.ErrNotExist}, []error{zfs.ErrExists}, aside
 	// The fresh slot before the parked data's own marks, as a retain does
 	// it (retainOps).
-	p.Ops = append(p.Ops, setGoneOK(s.Dataset, ParkAsProps(aside)), rename)
+	p.Ops = append(p.Ops, setGoneOK(s.Dataset, ParkAsProps(aside)))
+	p.Ops = append(append(p.Ops, dropReplicaBases(s)...), rename)
 	p.Ops = append(p.Ops, replaceOps(in.Class, s, holderIndex, in.Now)...)
 	p.Ops = append(p.Ops, setOp(aside, ParkedProps(aside, in.Now, in.Now.Add(in.Class.StickyWait))))
 	p.Done = Note{Msg: "slot data parked for the allocation's replacement", KV: []any{"slot", s.ID, "alloc_id", in.Holder.ID,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -358,6 +359,86 @@ func crashCases() []crashCase {
 			after: endsThen(ended(a, "complete")),
 		},
 		{
+			name: "destroy: the replica snapshot dropped, the bookmarks go with the slot",
+			plan: "release scratch/scratch-1@replica-2 nomad-device-zfs; destroy scratch/scratch-1@replica-2; destroy scratch/scratch-1; create scratch/scratch-1 {generation,holder_index,owner,since,state}",
+			end:  "scratch owned files=[]\nscratch/scratch-1 state=ready holder_index=10 generation=2 owned files=[]",
+			crashes: []string{
+				"release scratch/scratch-1@replica-2 nomad-device-zfs; destroy scratch/scratch-1@replica-2; destroy scratch/scratch-1; create scratch/scratch-1 {generation,holder_index,owner,since,state}",
+				"destroy scratch/scratch-1; create scratch/scratch-1 {generation,holder_index,owner,since,state}",
+				"create scratch/scratch-1 {generation,owner,since,state}",
+			},
+			setup: func(t *testing.T) *world { return endOf(withReplicaBases(heldBy(destroy, a))(t), ended(a, "complete")) },
+			after: endsThen(ended(a, "complete")),
+		},
+		{
+			name: "rollback: the replica snapshot and bookmarks dropped first",
+			plan: "release scratch/scratch-1@replica-2 nomad-device-zfs; destroy scratch/scratch-1@replica-2; destroy scratch/scratch-1#replica-1; destroy scratch/scratch-1#replica-2; rollback scratch/scratch-1@pristine; set scratch/scratch-1 {generation,holder_index,since,state}; inherit scratch/scratch-1 holder",
+			end:  "scratch owned files=[]\nscratch/scratch-1 state=ready holder_index=10 generation=2 owned files=[]\nscratch/scratch-1@pristine ",
+			crashes: []string{
+				"release scratch/scratch-1@replica-2 nomad-device-zfs; destroy scratch/scratch-1@replica-2; destroy scratch/scratch-1#replica-1; destroy scratch/scratch-1#replica-2; rollback scratch/scratch-1@pristine; set scratch/scratch-1 {generation,holder_index,since,state}; inherit scratch/scratch-1 holder",
+				"destroy scratch/scratch-1#replica-1; destroy scratch/scratch-1#replica-2; rollback scratch/scratch-1@pristine; set scratch/scratch-1 {generation,holder_index,since,state}; inherit scratch/scratch-1 holder",
+				"destroy scratch/scratch-1#replica-2; rollback scratch/scratch-1@pristine; set scratch/scratch-1 {generation,holder_index,since,state}; inherit scratch/scratch-1 holder",
+				"rollback scratch/scratch-1@pristine; set scratch/scratch-1 {generation,holder_index,since,state}; inherit scratch/scratch-1 holder",
+				"rollback scratch/scratch-1@pristine; set scratch/scratch-1 {generation,holder_index,since,state}; inherit scratch/scratch-1 holder",
+				"inherit scratch/scratch-1 holder",
+			},
+			setup: func(t *testing.T) *world {
+				return endOf(withReplicaBases(heldBy(rollback, a))(t), ended(a, "complete"))
+			},
+			after: endsThen(ended(a, "complete")),
+		},
+		{
+			name: "snapshot: the replica snapshot and bookmarks dropped before the rename",
+			plan: "set scratch/scratch-1 {holder,holder_index,outcome,since,state}; set scratch/scratch-1 {expires,retain_as}; release scratch/scratch-1@replica-2 nomad-device-zfs; destroy scratch/scratch-1@replica-2; destroy scratch/scratch-1#replica-1; destroy scratch/scratch-1#replica-2; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+			end:  "scratch owned files=[]\nscratch/retained-A state=retained holder=A holder_index=10 outcome=complete generation=1 retain_as=scratch/retained-A owned files=[data:A]\nscratch/retained-A@retained  hold=nomad-device-zfs\nscratch/scratch-1 state=ready holder_index=10 generation=2 owned files=[]",
+			crashes: []string{
+				"set scratch/scratch-1 {expires,retain_as}; release scratch/scratch-1@replica-2 nomad-device-zfs; destroy scratch/scratch-1@replica-2; destroy scratch/scratch-1#replica-1; destroy scratch/scratch-1#replica-2; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+				"set scratch/scratch-1 {expires,retain_as}; release scratch/scratch-1@replica-2 nomad-device-zfs; destroy scratch/scratch-1@replica-2; destroy scratch/scratch-1#replica-1; destroy scratch/scratch-1#replica-2; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+				"set scratch/scratch-1 {expires,retain_as}; release scratch/scratch-1@replica-2 nomad-device-zfs; destroy scratch/scratch-1@replica-2; destroy scratch/scratch-1#replica-1; destroy scratch/scratch-1#replica-2; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+				"set scratch/scratch-1 {expires,retain_as}; destroy scratch/scratch-1#replica-1; destroy scratch/scratch-1#replica-2; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+				"set scratch/scratch-1 {expires,retain_as}; destroy scratch/scratch-1#replica-2; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+				"set scratch/scratch-1 {expires,retain_as}; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+				"set scratch/scratch-1 {expires,retain_as}; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+				"set scratch/scratch-1 {expires,retain_as}; snapshot scratch/scratch-1@retained; hold scratch/scratch-1@retained nomad-device-zfs; rename scratch/scratch-1 scratch/retained-A; create scratch/scratch-1 {generation,holder_index,owner,since,state}; set scratch/retained-A {owner,since,state}",
+				"create scratch/scratch-1 {generation,holder_index,owner,since,state}\nset scratch/retained-A {owner,since,state}",
+				"set scratch/retained-A {owner,since,state}",
+			},
+			setup: func(t *testing.T) *world { return endOf(withReplicaBases(heldBy(keep, a))(t), ended(a, "complete")) },
+			after: endsThen(ended(a, "complete")),
+		},
+		{
+			name: "sticky: parked without the replica snapshot and bookmarks",
+			plan: "set pg/pg-1 {holder,holder_index,outcome,since,state}; set pg/pg-1 {retain_as}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
+			end:  "pg owned files=[]\npg/parked-A-pg-1 state=parked holder=A holder_index=10 outcome=complete generation=1 retain_as=pg/parked-A-pg-1 owned files=[data:A]\npg/pg-1 state=ready holder_index=10 generation=2 owned files=[]\npg/pg-2 state=ready generation=1 owned files=[]",
+			crashes: []string{
+				"set pg/pg-1 {retain_as}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
+				"set pg/pg-1 {retain_as}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
+				"set pg/pg-1 {retain_as}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
+				"set pg/pg-1 {retain_as}; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
+				"set pg/pg-1 {retain_as}; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
+				"set pg/pg-1 {retain_as}; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
+				"create pg/pg-1 {generation,holder_index,owner,since,state}\nset pg/parked-A-pg-1 {expires,owner,since,state}",
+				"set pg/parked-A-pg-1 {expires,owner,since,state}",
+			},
+			setup: func(t *testing.T) *world { return endOf(withReplicaBases(heldBy(sticky, pgA))(t), replaced...) },
+			after: endsThen(replaced...),
+		},
+		{
+			name: "an orphan with replica bases is destroyed",
+			plan: "release scratch/scratch-2@replica-2 nomad-device-zfs; destroy scratch/scratch-2@replica-2; destroy scratch/scratch-2",
+			end:  "scratch owned files=[]\nscratch/scratch-1 state=ready generation=1 owned files=[]",
+			crashes: []string{
+				"release scratch/scratch-2@replica-2 nomad-device-zfs; destroy scratch/scratch-2@replica-2; destroy scratch/scratch-2",
+				"destroy scratch/scratch-2",
+			},
+			setup: func(t *testing.T) *world {
+				w := withReplicaBases(heldBy(twoSlots(destroy), a2))(t)
+				w.cfg.Classes[0].Slots = 1
+				return endOf(w, ended(a2, "complete"))
+			},
+			after: endsThen(ended(a2, "complete")),
+		},
+		{
 			name: "golden clone",
 			plan: "destroy scratch/scratch-1; clone scratch/scratch-1 tank/golden@seed {generation,holder_index,owner,since,state}",
 			end:  "scratch owned files=[]\nscratch/scratch-1 state=ready holder_index=10 generation=2 owned files=[seed:golden]",
@@ -495,4 +576,58 @@ func TestRecordOfAnOlderAllocationKeepsTheIndex(t *testing.T) {
 	if got := w.state(); got != end {
 		t.Errorf("after A's end: B's parked data kept, the fresh slot ready:\n got %s\nwant %s", indent(got), indent(end))
 	}
+}
+
+// withReplicaBases is setup's world after two replica pulls of each held
+// slot, as the holder answers them (DecideReplicaSend and its plans): the
+// slot keeps @replica-2, marked and held, and the bookmarks #replica-1 and
+// #replica-2.
+func withReplicaBases(setup func(t *testing.T) *world) func(t *testing.T) *world {
+	return func(t *testing.T) *world {
+		w := setup(t)
+		for _, cv := range w.view().Classes {
+			for _, s := range cv.Slots {
+				if s.State != model.StateHeld {
+					continue
+				}
+				have := uint64(0)
+				for range 2 {
+					have = w.replicaPull(s.Dataset, have)
+				}
+			}
+		}
+		return w
+	}
+}
+
+// replicaPull answers one replica pull of dataset from a receiver holding
+// the snapshot of guid have, as the holder does, and returns the guid of
+// the snapshot sent (the receiver's newest once received).
+func (w *world) replicaPull(dataset string, have uint64) uint64 {
+	w.t.Helper()
+	rows, err := w.c.List(w.t.Context(), dataset, model.UserProps)
+	must(w.t, err)
+	marks, err := w.c.Bookmarks(w.t.Context(), dataset)
+	must(w.t, err)
+	rs, err := model.DecideReplicaSend(model.ReplicaSendInput{Dataset: dataset, Rows: rows, Bookmarks: marks, HaveGUID: have})
+	must(w.t, err)
+	if rs.Take != "" || rs.TakeBookmark != "" {
+		if _, err := w.apply(model.PlanTakeReplicaSnapshot(rs), -1, model.Seen{}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	if _, err := w.apply(model.PlanDropReplicaBases(rs.DropSnapshots, rs.DropBookmarks), -1, model.Seen{}); err != nil {
+		w.t.Fatal(err)
+	}
+	after, err := w.c.List(w.t.Context(), dataset, model.UserProps)
+	must(w.t, err)
+	for _, r := range after {
+		if r.Name == rs.Snapshot {
+			g, err := strconv.ParseUint(r.GUID, 10, 64)
+			must(w.t, err)
+			return g
+		}
+	}
+	w.t.Fatalf("%s: not there after the pull", rs.Snapshot)
+	return 0
 }

@@ -105,13 +105,34 @@ const (
 	SendRelist
 )
 
+// A replica send's phases (replica_send_move.go).
+const (
+	// ReplicaSendToken: the peer's resume token decoded.
+	ReplicaSendToken Phase = iota + 200
+	// ReplicaSendLockSlot, ReplicaSendReadSlot: the held slot, under its lock
+	// (only tried).
+	ReplicaSendLockSlot
+	ReplicaSendReadSlot
+	// ReplicaSendList: the slot listed (its snapshots and bookmarks), and the
+	// send decided on it.
+	ReplicaSendList
+	// ReplicaSendDrop: the bases no pull needs dropped (a failure only logged).
+	ReplicaSendDrop
+	// ReplicaSendTake, ReplicaSendRelist: the snapshot sent taken and bookmarked,
+	// and its guid read.
+	ReplicaSendTake
+	ReplicaSendRelist
+)
+
 var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", PullStart: "start", PullList: "list",
 	PullSettled: "settled", PullToken: "token", PullFetch: "fetch", PullRelist: "relist", PullDropOlder: "drop-older",
 	PullAbort: "abort", PullRecount: "recount", PullStartOver: "start-over", PullDropRefused: "drop-refused",
 	PullReceived: "received", PullNext: "next", PullBusy: "busy", PullRetry: "retry",
 	SendToken: "token", SendLockParked: "lock-parked", SendReadParked: "read-parked", SendUnlockParked: "unlock-parked",
 	SendLockSlot: "lock-slot", SendReadSlot: "read-slot", SendList: "list", SendDrop: "drop", SendMigrated: "migrated",
-	SendTake: "take", SendRelist: "relist"}
+	SendTake: "take", SendRelist: "relist",
+	ReplicaSendToken: "token", ReplicaSendLockSlot: "lock-slot", ReplicaSendReadSlot: "read-slot", ReplicaSendList: "list", ReplicaSendDrop: "drop",
+	ReplicaSendTake: "take", ReplicaSendRelist: "relist"}
 
 func (p Phase) String() string {
 	if n, ok := phaseNames[p]; ok {

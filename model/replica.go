@@ -3,10 +3,13 @@ package model
 import (
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // Replicas (issue 30, docs/node-loss.md): a sticky class with a transfer
@@ -72,6 +75,15 @@ func (c *Config) ReplicaName(class, source, id string) string {
 // taken on the holder's slot, received with the stream, kept as the
 // bookmark #replica-<n> on the holder.
 func ReplicaSnapshot(n int) string { return replicaPrefix + strconv.Itoa(n) }
+
+// ReplicaSnapshotProps are set by the `zfs snapshot -o` that takes
+// replica snapshot snap (full name) on a held slot: the plugin's mark,
+// naming the snapshot itself. The inherited mark names the slot, so a
+// stranger's @replica-<n> (a replication tool's, named alike) has not
+// this one and stays foreign (ownSnapshot).
+func ReplicaSnapshotProps(snap string) map[string]string {
+	return map[string]string{PropOwner: snap}
+}
 
 // ReplicaNumber reads n from a snapshot's or bookmark's short name,
 // replica-<n> (ReplicaSnapshot's inverse); 0 and false for any other.
@@ -151,6 +163,51 @@ type Replica struct {
 	// replica's age counts from it.
 	Newest   int
 	NewestAt time.Time
+	// Info is the replica dataset's row, as the scan read it.
+	Info zfs.Dataset
+}
+
+// replicasOf lists the replicas among a class dataset's children (kids),
+// by name, each with what the scan reads of it (replicaFromRows): a
+// dataset the plugin owns in state replica. They are not slots: never
+// offered, never released by a slot's rules, never orphans nor data kept
+// aside (their state is none of those); the View lists them so that
+// status, doctor and the metrics count them.
+func replicasOf(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) []Replica {
+	var out []Replica
+	for _, d := range kids {
+		if r, ok := replicaFromRows(d, below[d.Name]); ok {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Replica) int { return strings.Compare(a.Dataset, b.Dataset) })
+	return out
+}
+
+// replicaFromRows reads replica d back from the scan's rows, d's own and
+// those below it: its source (the holder mark ReplicaProps set) and slot
+// (the rest of its name, replica-<source>-<slot>), and its newest
+// @replica-<n>. The scan reads none of replica_node, replica_group or a
+// snapshot's creation (three more columns on every row of every scan), so
+// Node, Group and NewestAt are left unset: what needs them reads the
+// replica itself. A snapshot of a replica has only its mark inherited (a
+// stream carries no properties): it counts by its name.
+func replicaFromRows(d *zfs.Dataset, below []*zfs.Dataset) (Replica, bool) {
+	rest, named := strings.CutPrefix(path.Base(d.Name), replicaPrefix)
+	if !named || !Owned(d) || State(d.User.Get(PropState)) != StateReplica {
+		return Replica{}, false
+	}
+	r := Replica{Dataset: d.Name, Source: d.User.Get(PropHolder), Info: *d}
+	if slot, ok := strings.CutPrefix(rest, r.Source+"-"); ok && r.Source != "" {
+		r.Slot = slot
+	}
+	for _, b := range below {
+		ds, short, ok := strings.Cut(b.Name, "@")
+		if n, replica := ReplicaNumber(short); ok && ds == d.Name && replica && b.IsSnapshot() {
+			r.Newest = max(r.Newest, n)
+		}
+	}
+	return r, true
 }
 
 // ReplicaDecision is DecideReplica's answer.

@@ -77,11 +77,21 @@ type replicaMark struct {
 // in.Dataset (see the comment above for the rules).
 func DecideReplicaSend(in ReplicaSendInput) (ReplicaSend, error) {
 	var snaps, marks []replicaMark
-	for _, r := range in.Rows {
+	// taken is the highest replica number any snapshot of the slot has,
+	// the plugin's or not: the next one taken is above it, never on a
+	// stranger's name (the snapshot's Done on "exists" would then hold,
+	// bookmark and send the stranger's).
+	taken := 0
+	for i := range in.Rows {
+		r := &in.Rows[i]
 		ds, short, ok := strings.Cut(r.Name, "@")
-		n, own := ReplicaNumber(short)
-		if !ok || ds != in.Dataset || !own {
+		n, replica := ReplicaNumber(short)
+		if !ok || ds != in.Dataset || !replica {
 			continue
+		}
+		taken = max(taken, n)
+		if !ownSnapshot(r) {
+			continue // a stranger's @replica-<n>: no base, never sent
 		}
 		g, err := strconv.ParseUint(r.GUID, 10, 64)
 		if err != nil {
@@ -104,6 +114,7 @@ func DecideReplicaSend(in ReplicaSendInput) (ReplicaSend, error) {
 	for _, m := range slices.Concat(snaps, marks) {
 		newest = max(newest, m.n)
 	}
+	newest = max(newest, taken)
 	var out ReplicaSend
 	// The base: the receiver's newest, from its bookmark when there is one
 	// (it outlives the snapshot), else the snapshot itself.
@@ -168,16 +179,17 @@ func hasMark(marks []replicaMark, n int) bool {
 }
 
 // PlanTakeReplicaSnapshot takes a replica snapshot on the holder's slot,
-// under the plugin's hold (only the plugin's own drop destroys it), and
-// bookmarks it at once: the bookmark is the next pull's base after the
-// snapshot goes. With snap "" it only bookmarks ReplicaSend.Snapshot
+// with its own mark (ReplicaSnapshotProps: the model counts it the
+// plugin's by that, ownSnapshot) and under the plugin's hold (only the
+// plugin's own drop destroys it), and bookmarks it at once: the bookmark
+// is the next pull's base after the snapshot goes. With snap "" it only bookmarks ReplicaSend.Snapshot
 // (sent, whose bookmark a crash kept from being made).
 func PlanTakeReplicaSnapshot(rs ReplicaSend) Plan {
 	if rs.Take == "" {
 		return Plan{Doing: "bookmarking " + rs.Snapshot, Ops: []Op{bookmarkOp(rs.Snapshot, rs.TakeBookmark)}}
 	}
 	return Plan{Doing: "taking " + rs.Take + " for a replica",
-		Ops: []Op{snapshotOp(rs.Take), holdOp(rs.Take), bookmarkOp(rs.Take, rs.TakeBookmark)}}
+		Ops: []Op{markedSnapshotOp(rs.Take, ReplicaSnapshotProps(rs.Take)), holdOp(rs.Take), bookmarkOp(rs.Take, rs.TakeBookmark)}}
 }
 
 // PlanDropReplicaBases drops what no replica pull needs any more: old
@@ -188,6 +200,23 @@ func PlanDropReplicaBases(snaps, bookmarks []string) Plan {
 		ops = append(ops, destroyOp(b))
 	}
 	return Plan{Doing: "dropping a replica's old snapshots and bookmarks", Ops: ops}
+}
+
+// dropReplicaBases drops what replica pulls left on slot s (its
+// @replica-<n> snapshots, after the plugin's hold, and its #replica-<n>
+// bookmarks), before its data leaves the slot's name: renamed, a replica
+// snapshot's own mark would no longer name it (a stranger then, keeping
+// the data from ever being destroyed), and a bookmark would be a base no
+// pull may use (its allocation has ended) on data that is no longer a
+// slot. None are left for a later holder of the data to send from.
+func dropReplicaBases(s Slot) []Op {
+	var snaps []string
+	for _, snap := range s.OwnSnapshots {
+		if replicaSnapshot(snap) {
+			snaps = append(snaps, snap)
+		}
+	}
+	return PlanDropReplicaBases(snaps, s.OwnBookmarks).Ops
 }
 
 // bookmarkOp bookmarks snap as bookmark; one already there is done.

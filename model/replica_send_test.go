@@ -22,7 +22,7 @@ func TestDecideReplicaSend(t *testing.T) {
 			if n, ok := model.ReplicaNumber(s); ok {
 				g = fmt.Sprint(100 + n)
 			}
-			rows = append(rows, zfs.Dataset{Name: ds + "@" + s, Type: zfs.DatasetSnapshot, GUID: g})
+			rows = append(rows, replicaSnapRow(ds+"@"+s, g))
 		}
 		return rows
 	}
@@ -81,6 +81,13 @@ func TestDecideReplicaSend(t *testing.T) {
 			in: model.ReplicaSendInput{Rows: snaps("replica-1", "pristine", "migrate-1", "replica-07"), Bookmarks: marks(1), HaveGUID: 101},
 			want: model.ReplicaSend{Take: at("@", 2), TakeBookmark: at("#", 2), Snapshot: at("@", 2), From: at("#", 1), FromGUID: 101,
 				DropSnapshots: []string{at("@", 1)}}},
+		{name: "a stranger's @replica-2 (the slot's inherited mark, none of its own): not a base, a whole stream of the plugin's newest",
+			in:   model.ReplicaSendInput{Rows: append(snaps("replica-1"), strangerReplicaRow(ds, 2)), Bookmarks: marks(1), HaveGUID: 102},
+			want: model.ReplicaSend{Snapshot: at("@", 1), StartOver: true}},
+		{name: "a stranger's @replica-2: never sent nor dropped, and the next is taken above its name",
+			in: model.ReplicaSendInput{Rows: append(snaps("replica-1"), strangerReplicaRow(ds, 2)), Bookmarks: marks(1), HaveGUID: 101},
+			want: model.ReplicaSend{Take: at("@", 3), TakeBookmark: at("#", 3), Snapshot: at("@", 3), From: at("#", 1), FromGUID: 101,
+				DropSnapshots: []string{at("@", 1)}}},
 		{name: "bookmarks older than the newest 16 go",
 			in: model.ReplicaSendInput{Rows: snaps("replica-20"), Bookmarks: marks(3, 4, 5, 6, 20), HaveGUID: 120},
 			want: model.ReplicaSend{Take: at("@", 21), TakeBookmark: at("#", 21), Snapshot: at("@", 21), From: at("#", 20), FromGUID: 120,
@@ -99,7 +106,7 @@ func TestDecideReplicaSend(t *testing.T) {
 		})
 	}
 	t.Run("a guid that is not a number is an error", func(t *testing.T) {
-		rows := []zfs.Dataset{{Name: ds + "@replica-1", Type: zfs.DatasetSnapshot, GUID: "x"}}
+		rows := []zfs.Dataset{replicaSnapRow(ds+"@replica-1", "x")}
 		if _, err := model.DecideReplicaSend(model.ReplicaSendInput{Dataset: ds, Rows: rows}); err == nil ||
 			!strings.Contains(err.Error(), "replica-1") {
 			t.Errorf("err %v", err)
@@ -155,7 +162,7 @@ func TestReplicaSendSteadyState(t *testing.T) {
 func TestReplicaSendPlans(t *testing.T) {
 	const ds = "tank/nomad/pg/pg-1"
 	rs, err := model.DecideReplicaSend(model.ReplicaSendInput{Dataset: ds,
-		Rows:      []zfs.Dataset{{Name: ds + "@replica-4", Type: zfs.DatasetSnapshot, GUID: "104"}},
+		Rows:      []zfs.Dataset{replicaSnapRow(ds+"@replica-4", "104")},
 		Bookmarks: []zfs.Bookmark{{Name: ds + "#replica-4", GUID: 104}}, HaveGUID: 104})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +173,7 @@ func TestReplicaSendPlans(t *testing.T) {
 		want []string
 	}{
 		{name: "take", plan: model.PlanTakeReplicaSnapshot(rs), want: []string{
-			"snapshot " + ds + "@replica-5", "hold " + ds + "@replica-5 nomad-device-zfs", "bookmark " + ds + "@replica-5 " + ds + "#replica-5"}},
+			"snapshot " + ds + "@replica-5 {nomad-device-zfs:owner}", "hold " + ds + "@replica-5 nomad-device-zfs", "bookmark " + ds + "@replica-5 " + ds + "#replica-5"}},
 		{name: "only the bookmark a crash kept from being made",
 			plan: model.PlanTakeReplicaSnapshot(model.ReplicaSend{Snapshot: ds + "@replica-5", TakeBookmark: ds + "#replica-5"}),
 			want: []string{"bookmark " + ds + "@replica-5 " + ds + "#replica-5"}},
@@ -194,10 +201,23 @@ func TestReplicaSendPlans(t *testing.T) {
 func replicaSendInput(ds string, have uint64, snaps, marks map[string]uint64) model.ReplicaSendInput {
 	in := model.ReplicaSendInput{Dataset: ds, HaveGUID: have}
 	for name, g := range snaps {
-		in.Rows = append(in.Rows, zfs.Dataset{Name: name, Type: zfs.DatasetSnapshot, GUID: fmt.Sprint(g)})
+		in.Rows = append(in.Rows, replicaSnapRow(name, fmt.Sprint(g)))
 	}
 	for name, g := range marks {
 		in.Bookmarks = append(in.Bookmarks, zfs.Bookmark{Name: name, GUID: g})
 	}
 	return in
+}
+
+// replicaSnapRow is a replica snapshot's row as the holder's listing shows
+// it: the plugin's mark naming the snapshot itself (ReplicaSnapshotProps).
+func replicaSnapRow(name, guid string) zfs.Dataset {
+	return zfs.Dataset{Name: name, Type: zfs.DatasetSnapshot, GUID: guid, User: zfs.UserPropsOf(model.ReplicaSnapshotProps(name))}
+}
+
+// strangerReplicaRow is someone else's @replica-<n> of slot ds: it has the
+// slot's mark only by inheritance.
+func strangerReplicaRow(ds string, n int) zfs.Dataset {
+	return zfs.Dataset{Name: ds + "@" + model.ReplicaSnapshot(n), Type: zfs.DatasetSnapshot, GUID: fmt.Sprint(100 + n),
+		User: zfs.UserPropsOf(map[string]string{model.PropOwner: ds})}
 }

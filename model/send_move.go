@@ -118,7 +118,7 @@ func DecideSendMove(s SendLoop) Move {
 	case SendTake:
 		return Move{Kind: MoveList, Phase: SendRelist, Dataset: last.Step.Dataset, Send: last.Step.Send}
 	case SendRelist:
-		return s.streamed(*last.Step.Send, last.Step.Dataset, last.Rows)
+		return streamed(*last.Step.Send, last.Step.Dataset, last.Rows)
 	}
 	return sendFailed(fmt.Errorf("send: no move after %s", last.Step.Kind))
 }
@@ -163,12 +163,13 @@ func (s SendLoop) send(d Send, dataset string, rows []zfs.Dataset) Move {
 		plan := PlanTakeSnapshot(d.Take)
 		return Move{Kind: MoveRun, Act: ActPlan, Phase: SendTake, Plan: &plan, Dataset: dataset, Send: &d}
 	}
-	return s.streamed(d, dataset, rows)
+	return streamed(d, dataset, rows)
 }
 
-// streamed ends the send: d with the guid of the snapshot it sends and the
-// stream's flags, from a listing (rows) of the data that has it.
-func (s SendLoop) streamed(d Send, dataset string, rows []zfs.Dataset) Move {
+// streamed ends a send (a migration's, a replica's): d with the guid of
+// the snapshot it sends and the stream's flags, from a listing (rows) of
+// the data that has it.
+func streamed(d Send, dataset string, rows []zfs.Dataset) Move {
 	encrypted := false
 	for _, r := range rows {
 		switch r.Name {

@@ -2,7 +2,7 @@ package model
 
 import (
 	"path"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,12 +100,18 @@ type Slot struct {
 	Mounted    bool
 	// HasPristine: the slot has its @pristine snapshot (rollback policy).
 	HasPristine bool
-	// OwnSnapshots are the plugin's snapshots of the slot (@pristine, and
-	// @retained during a retain), full names.
+	// OwnSnapshots are the plugin's snapshots of the slot (@pristine,
+	// @retained during a retain, a replica pull's @replica-<n> while held),
+	// full names.
 	OwnSnapshots []string
-	// Strangers are the datasets and snapshots below the slot that are not
-	// the plugin's (someone's zfs create or snapshot): while there are any,
-	// the slot is never released, destroyed, renamed or rolled back.
+	// OwnBookmarks are the plugin's bookmarks of the slot (#replica-<n>,
+	// the bases of replica pulls while held), full names. Every release
+	// drops them (a destroy takes them along): none outlives its holding.
+	OwnBookmarks []string
+	// Strangers are the datasets, snapshots and bookmarks below the slot
+	// that are not the plugin's (someone's zfs create, snapshot or
+	// bookmark): while there are any, the slot is never released,
+	// destroyed, renamed or rolled back.
 	Strangers []string
 	// WantMountpoint is where the plugin's own naming puts the slot: its
 	// parent's mountpoint + /<class>/<id>, as ZFS inherits it; "" when the
@@ -191,19 +197,8 @@ func slotFrom(cfg *Config, c Class, parent, id string, byName map[string]*zfs.Da
 		return s
 	}
 	s.fillFromDataset(d)
-	for _, b := range below {
-		switch {
-		case ownSnapshot(b):
-			s.OwnSnapshots = append(s.OwnSnapshots, strings.Clone(b.Name))
-			if b.Name == s.Dataset+"@"+PristineSnapshot {
-				s.HasPristine = true
-			}
-		default:
-			s.Strangers = append(s.Strangers, strings.Clone(b.Name))
-		}
-	}
-	sort.Strings(s.OwnSnapshots)
-	sort.Strings(s.Strangers)
+	s.OwnSnapshots, s.OwnBookmarks, s.Strangers = splitBelow(s.Dataset, below)
+	s.HasPristine = slices.Contains(s.OwnSnapshots, s.Dataset+"@"+PristineSnapshot)
 	return s
 }
 

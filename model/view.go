@@ -101,6 +101,10 @@ type ClassView struct {
 	// Orphans are the plugin's slot datasets of this class that the
 	// configuration no longer has (Slot.Orphan), in slot order.
 	Orphans []Slot
+	// Replicas are the copies this node keeps of other nodes' held slots
+	// of the class (replica.go), by dataset name: counted, never offered
+	// nor released as slots.
+	Replicas []Replica
 	// Removed: the class is no longer configured (View.Removed).
 	Removed bool
 	// Empty: nothing at all lies below the class dataset, not even a

@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -365,6 +366,79 @@ func TestSlotByID(t *testing.T) {
 				if ok != tt.found || (s != nil) != tt.found || (ok && (ci != tt.class || si != tt.at || s.ID != tt.id || cv != &view.Classes[ci])) {
 					t.Errorf("%s: SlotIndex %d %d %v, Slot %v", name, ci, si, ok, s)
 				}
+			}
+		})
+	}
+}
+
+// TestReplicaBasesBelowAHeldSlot: a held slot's replica snapshots and
+// bookmarks (a replica pull's bases on the holder) are the plugin's only
+// when the plugin made them: an @replica-<n> with its own mark naming it
+// (ReplicaSnapshotProps, set by the snapshot that takes it), a
+// #replica-<n> bookmark of the slot. A snapshot named alike that has the
+// slot's mark only by inheritance (a replication tool's), a bookmark of
+// another name, or one of a dataset below the slot is a stranger, and
+// keeps the slot from being released.
+func TestReplicaBasesBelowAHeldSlot(t *testing.T) {
+	slot := "tank/nomad/scratch/scratch-1"
+	inherited := func(name string) zfs.Dataset {
+		return zfs.Dataset{Name: name, Type: zfs.DatasetSnapshot, User: zfs.UserPropsOf(map[string]string{PropOwner: slot})}
+	}
+	marked := func(name string) zfs.Dataset {
+		return zfs.Dataset{Name: name, Type: zfs.DatasetSnapshot, User: zfs.UserPropsOf(ReplicaSnapshotProps(name))}
+	}
+	otherMark := func(name, owner string) zfs.Dataset {
+		return zfs.Dataset{Name: name, Type: zfs.DatasetSnapshot, User: zfs.UserPropsOf(map[string]string{PropOwner: owner})}
+	}
+	bookmark := func(name string) zfs.Dataset { return zfs.Dataset{Name: name, Type: zfs.DatasetBookmark, GUID: "7"} }
+	tests := []struct {
+		name                  string
+		below                 []zfs.Dataset
+		own, marks, strangers []string
+		releasable, pristine  bool
+	}{
+		{name: "the plugin's replica snapshot and bookmarks",
+			below: []zfs.Dataset{inherited(slot + "@pristine"), marked(slot + "@replica-3"), bookmark(slot + "#replica-2"), bookmark(slot + "#replica-3")},
+			own:   []string{slot + "@pristine", slot + "@replica-3"}, marks: []string{slot + "#replica-2", slot + "#replica-3"},
+			releasable: true, pristine: true},
+		{name: "a stranger's @replica-1 without the mark: foreign",
+			below:     []zfs.Dataset{marked(slot + "@replica-3"), inherited(slot + "@replica-1")},
+			own:       []string{slot + "@replica-3"},
+			strangers: []string{slot + "@replica-1"}},
+		{name: "a mark naming another snapshot: foreign",
+			below:     []zfs.Dataset{otherMark(slot+"@replica-4", slot+"@replica-3")},
+			strangers: []string{slot + "@replica-4"}},
+		{name: "not a replica number: foreign even with a mark naming it",
+			below:     []zfs.Dataset{marked(slot + "@replica-03"), marked(slot + "@replica-0")},
+			strangers: []string{slot + "@replica-0", slot + "@replica-03"}},
+		{name: "someone's bookmark: foreign",
+			below:     []zfs.Dataset{bookmark(slot + "#zrepl_20260101"), bookmark(slot + "#replica-x")},
+			strangers: []string{slot + "#replica-x", slot + "#zrepl_20260101"}},
+		{name: "a bookmark of a child dataset: foreign, with its dataset",
+			below:     []zfs.Dataset{fsRow(slot+"/child", map[string]string{PropOwner: slot}), bookmark(slot + "/child#replica-1")},
+			strangers: []string{slot + "/child", slot + "/child#replica-1"}},
+	}
+	cfg := &Config{Parent: "tank/nomad", Classes: []Class{{Name: "scratch", Slots: 1}}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := append([]zfs.Dataset{fsRow("tank/nomad", nil), ownedRow("tank/nomad/scratch", ""), ownedRow(slot, StateHeld)}, tc.below...)
+			v := BuildView(cfg, Scan{Pools: onlinePool(), Sets: rows}, nil)
+			s := v.Classes[0].Slots[0]
+			if strings.Join(s.OwnSnapshots, " ") != strings.Join(tc.own, " ") || strings.Join(s.OwnBookmarks, " ") != strings.Join(tc.marks, " ") ||
+				strings.Join(s.Strangers, " ") != strings.Join(tc.strangers, " ") || s.HasPristine != tc.pristine {
+				t.Errorf("own %v, bookmarks %v, strangers %v, pristine %v\nwant %v, %v, %v, %v",
+					s.OwnSnapshots, s.OwnBookmarks, s.Strangers, s.HasPristine, tc.own, tc.marks, tc.strangers, tc.pristine)
+			}
+			if err := CheckRelease(cfg, s); (err == nil) != tc.releasable {
+				t.Errorf("CheckRelease: %v, want releasable %v", err, tc.releasable)
+			}
+			if cv := v.Classes[0]; len(cv.Orphans)+len(cv.Parked)+len(cv.Retained) != 0 {
+				t.Errorf("a bookmark or snapshot taken for data aside: %+v", cv)
+			}
+			// A slot re-read alone reads the same.
+			if r := SlotFromListing(cfg, "scratch", slot, rows[2:], "/tank/nomad"); !slices.Equal(r.OwnBookmarks, s.OwnBookmarks) ||
+				!slices.Equal(r.Strangers, s.Strangers) || !slices.Equal(r.OwnSnapshots, s.OwnSnapshots) {
+				t.Errorf("re-read: own %v, bookmarks %v, strangers %v", r.OwnSnapshots, r.OwnBookmarks, r.Strangers)
 			}
 		})
 	}

@@ -25,8 +25,13 @@ var listColumns = []string{
 // poolColumns are the columns of one `zpool list`, in output order.
 var poolColumns = []string{"name", "size", "allocated", "free", "health", "readonly"}
 
-// ListArgs lists root and everything below it, filesystems and snapshots,
-// with the native columns and the given user properties: one process per scan.
+// ListArgs lists root and everything below it, filesystems, snapshots and
+// bookmarks, with the native columns and the given user properties: one
+// process per scan. Bookmarks are listed because they are part of what a
+// release must know: a rollback is refused while one is newer than its
+// snapshot (OpenZFS's zfs_do_rollback checks bookmarks as snapshots), and
+// the plugin destroys only what it owns (a bookmark row has "-" in every
+// column but name, type and guid: capture rep-list-holder-1).
 func ListArgs(root string, userProps []string) ([]string, error) {
 	return ListManyArgs([]string{root}, userProps)
 }
@@ -34,7 +39,7 @@ func ListArgs(root string, userProps []string) ([]string, error) {
 // ListManyArgs is ListArgs for several roots in one process: zfs lists each
 // root's tree in turn.
 func ListManyArgs(roots []string, userProps []string) ([]string, error) {
-	return listArgs("filesystem,snapshot", roots, userProps)
+	return listArgs("filesystem,snapshot,bookmark", roots, userProps)
 }
 
 // ListAllArgs is ListArgs with volumes too (ListAll).

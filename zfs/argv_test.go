@@ -16,7 +16,7 @@ func TestArgvBuilders(t *testing.T) {
 		{
 			name: "list with user properties",
 			args: func() ([]string, error) { return ListArgs("tank/nomad", []string{"a:owner", "a:state"}) },
-			want: []string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot", "-o",
+			want: []string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot,bookmark", "-o",
 				"name,type,used,available,referenced,mountpoint,mounted,quota,refquota,reservation,compression,compressratio,recordsize,encryption,origin,guid,a:owner,a:state",
 				"tank/nomad"},
 		},

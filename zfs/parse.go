@@ -16,19 +16,23 @@ const (
 	DatasetFilesystem = "filesystem"
 	DatasetSnapshot   = "snapshot"
 	DatasetVolume     = "volume"
-	PoolOnline        = "ONLINE"
-	PoolDegraded      = "DEGRADED"
-	PoolFaulted       = "FAULTED"
+	// DatasetBookmark is a bookmark's row ("pool/fs#name") in ListArgs'
+	// listing: a snapshot's guid and txg, no blocks, no properties of its
+	// own (its other columns are "-").
+	DatasetBookmark = "bookmark"
+	PoolOnline      = "ONLINE"
+	PoolDegraded    = "DEGRADED"
+	PoolFaulted     = "FAULTED"
 )
 
-// Dataset is one row of a listing: a filesystem or a snapshot. Its strings
+// Dataset is one row of a listing: a filesystem, snapshot or bookmark. Its strings
 // are all cut from one copy of its own row, so a Dataset kept for long (a
 // slot's last reading) holds one small allocation and never the whole
 // output of the command that listed it.
 type Dataset struct {
 	Name string
-	// Type is DatasetFilesystem or DatasetSnapshot (DatasetVolume only in
-	// ListAll's rows).
+	// Type is DatasetFilesystem, DatasetSnapshot or DatasetBookmark
+	// (DatasetVolume only in ListAll's rows, which hold no bookmarks).
 	Type       string
 	Used       uint64
 	Available  uint64 // 0 for snapshots
@@ -54,6 +58,9 @@ type Dataset struct {
 
 // IsSnapshot reports whether d is a snapshot.
 func (d *Dataset) IsSnapshot() bool { return d.Type == DatasetSnapshot }
+
+// IsBookmark reports whether d is a bookmark.
+func (d *Dataset) IsBookmark() bool { return d.Type == DatasetBookmark }
 
 // Pool is one row of `zpool list`.
 type Pool struct {
@@ -137,7 +144,7 @@ var listSetters = map[string]listSetter{
 // datasetType returns the constant for the types a listing shows, so rows
 // share it instead of each keeping its own copy.
 func datasetType(s string) string {
-	for _, t := range []string{DatasetFilesystem, DatasetSnapshot, DatasetVolume} {
+	for _, t := range []string{DatasetFilesystem, DatasetSnapshot, DatasetVolume, DatasetBookmark} {
 		if s == t {
 			return t
 		}

@@ -269,3 +269,33 @@ func selectColumns(out []byte, cols string) []byte {
 	}
 	return []byte(b.String())
 }
+
+// TestParseListBookmarkRow: the scan lists bookmarks among datasets
+// (ListArgs); a bookmark's row has "-" in every column but name, type and
+// guid (capture rep-list-holder-1 for those three), user properties too,
+// and parses as a DatasetBookmark with nothing else set.
+func TestParseListBookmarkRow(t *testing.T) {
+	cols := make([]string, len(listColumns)+1)
+	for i, c := range listColumns {
+		switch c {
+		case "name":
+			cols[i] = "tank/rep/slot#replica-1"
+		case "type":
+			cols[i] = "bookmark"
+		case "guid":
+			cols[i] = "4478576469017342661"
+		default:
+			cols[i] = "-"
+		}
+	}
+	cols[len(listColumns)] = "-"
+	sets, err := ParseList([]byte(strings.Join(cols, "\t")+"\n"), []string{"nomad-device-zfs:owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sets[0]
+	if len(sets) != 1 || !d.IsBookmark() || d.IsSnapshot() || d.GUID != "4478576469017342661" || d.Mounted || d.Used != 0 ||
+		d.User.Get("nomad-device-zfs:owner") != "" {
+		t.Errorf("got %+v", sets)
+	}
+}

@@ -338,17 +338,8 @@ func (s *sess) listBookmarks(operands []string, cols []column, recurse, scripted
 		vals := make([]string, len(cols))
 		for i, c := range cols {
 			vals[i] = "-"
-			switch c.name() {
-			case "name":
-				vals[i] = b.Name
-			case "guid":
-				vals[i] = strconv.FormatUint(b.GUID, 10)
-			case "createtxg":
-				vals[i] = strconv.FormatUint(b.CreateTxg, 10)
-			case "creation":
-				vals[i] = strconv.FormatInt(b.Creation, 10)
-			case "type":
-				vals[i] = "bookmark"
+			if v := bookmarkValue(b, c, true); v.ok {
+				vals[i] = v.val
 			}
 		}
 		sep := "  "

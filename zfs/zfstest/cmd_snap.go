@@ -114,11 +114,23 @@ func (s *sess) zfsRollback(args []string) int {
 			newer = append(newer, x)
 		}
 	}
-	if len(newer) > 0 && !recurse {
+	// OpenZFS's zfs_do_rollback checks the filesystem's bookmarks as its
+	// snapshots (rollback_check over zfs_iter_bookmarks): one newer than
+	// snap refuses the rollback, and -r destroys it.
+	var newerMarks []*bookmark
+	for _, b := range s.st.bookmarksOf(fs.Name) {
+		if b.CreateTxg > snap.CreateTxg {
+			newerMarks = append(newerMarks, b)
+		}
+	}
+	if len(newer)+len(newerMarks) > 0 && !recurse {
 		s.errf("cannot rollback to '%s': more recent snapshots or bookmarks exist\n", snap.Name)
 		s.errf("use '-r' to force deletion of the following snapshots and bookmarks:\n")
 		for _, x := range newer {
 			s.errf("%s\n", x.Name)
+		}
+		for _, b := range newerMarks {
+			s.errf("%s\n", b.Name)
 		}
 		return 1
 	}
@@ -153,6 +165,9 @@ func (s *sess) zfsRollback(args []string) int {
 	s.changed()
 	for _, x := range doomed {
 		s.dropDataset(x)
+	}
+	for _, b := range newerMarks {
+		delete(s.st.Bookmarks, b.Name)
 	}
 	mounted := s.st.mountedPaths()
 	live := s.st.dataDir(fs)
