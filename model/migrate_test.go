@@ -47,9 +47,12 @@ func TestDecideSend(t *testing.T) {
 		{name: "parked, final taken already (a resend): not taken again",
 			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 11},
 			want: "take - send @migrate-final from @migrate-1"},
-		{name: "the receiver names the final snapshot: complete",
+		{name: "the receiver names the final snapshot: complete, the pre-copies left to the policy",
 			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 13},
-			want: "complete"},
+			want: "complete drop -"},
+		{name: "parked: the final snapshot from a newer pre-copy, the older left to the policy",
+			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 12},
+			want: "take - send @migrate-final from @migrate-2 drop -"},
 		{name: "an interrupted receive of a pre-copy resumes it",
 			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11, Token: &Resume{ToGUID: 12, FromGUID: 11}},
 			want: "take - send @migrate-2 from @migrate-1"},
@@ -95,10 +98,11 @@ func TestDecideSend(t *testing.T) {
 			switch {
 			case err != nil:
 				got = err.Error()
-			case s.Complete:
-				got = "complete"
 			default:
 				got = "take " + short(s.Take) + " send " + short(s.Options.Snapshot) + " from " + short(s.Options.From)
+				if s.Complete {
+					got = "complete"
+				}
 				var drop []string
 				for _, d := range s.Drop {
 					drop = append(drop, short(d))

@@ -131,23 +131,29 @@ func TestDecideSendMove(t *testing.T) {
 				{want: "list relist", rows: withFinal},
 				{want: "done migrate-final", check: sent(parked+"@"+model.MigrateFinal, parked+"@migrate-1", 11, 13, false, true)},
 			})},
-		{name: "the peer names the final snapshot: recorded, and the pass woken", migrates: true, req: model.SendRequest{HaveGUID: 13},
-			beats: seq(asParked, []moveBeat{
+		{name: "the peer names the final snapshot: recorded, the pre-copies left to the policy, and the pass woken", migrates: true,
+			req: model.SendRequest{HaveGUID: 13}, beats: seq(asParked, []moveBeat{
 				{want: "list list", rows: withFinal},
-				{want: "run drop"},
 				{want: "run migrated"},
 				{want: "done complete wake"},
 			})},
-		{name: "old snapshots whose drop fails: the send goes on (the driver logs it)", migrates: true, req: model.SendRequest{HaveGUID: 13},
+		{name: "a record of the whole copy that fails ends the send with its error", migrates: true, req: model.SendRequest{HaveGUID: 13},
 			beats: seq(asParked, []moveBeat{
 				{want: "list list", rows: withFinal},
-				{want: "run drop", check: func(t *testing.T, mv model.Move) {
-					if mv.Warn == "" {
-						t.Error("the drop's failure is not only logged")
-					}
-				}},
 				{want: "run migrated", err: fail},
 				{want: "fail"},
+			})},
+		{name: "old snapshots whose drop fails: the send goes on (the driver logs it)", migrates: true, req: model.SendRequest{HaveGUID: 12},
+			beats: seq(inSlot, []moveBeat{
+				{want: "list list", rows: append(liveTaken, row(slotDS+"@migrate-2", "12"))},
+				{want: "run drop", check: func(t *testing.T, mv model.Move) {
+					if mv.Warn == "" || len(mv.Send.Drop) != 1 || mv.Send.Drop[0] != slotDS+"@migrate-1" {
+						t.Errorf("drop %v, warn %q: want @migrate-1, the failure only logged", mv.Send.Drop, mv.Warn)
+					}
+				}},
+				{want: "run take"},
+				{want: "list relist", rows: append(liveTaken, row(slotDS+"@migrate-2", "12"), row(slotDS+"@migrate-3", "14"))},
+				{want: "done migrate-3", check: sent(slotDS+"@migrate-3", slotDS+"@migrate-2", 12, 14, false, false)},
 			})},
 		{name: "migrated already: a request from nothing gets no data, not the whole data again", migrates: true,
 			beats: seq(asParked, []moveBeat{
