@@ -131,7 +131,7 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time) mode
 		}
 		r.Rows, r.Err = list(ctx, mv.Dataset, model.UserProps)
 	case model.MoveReadParked:
-		r.Parked, r.Err = m.readParked(ctx, mv.Dataset)
+		r.Parked, r.Rows, r.Err = m.listParked(ctx, mv.Dataset)
 	case model.MoveDecodeToken:
 		r.Resume, r.Err = m.decodeToken(ctx, mv.Token)
 	case model.MoveReadSlot:

@@ -330,3 +330,29 @@ func TestCopyNotOneFilesystem(t *testing.T) {
 		})
 	}
 }
+
+// TestSendsFinal: a snapshot of the data is its copy's last state only
+// once it is renamed aside as its holder ended: parked, or still in the
+// release's state while the park creates the fresh slot; never a copy
+// from another node, nor another allocation's data, nor retained data.
+func TestSendsFinal(t *testing.T) {
+	cases := []struct {
+		name string
+		r    Retained
+		want bool
+	}{
+		{name: "parked", r: Retained{Holder: "A", State: StateParked, Outcome: OutcomeComplete}, want: true},
+		{name: "renamed aside, the park still running", r: Retained{Holder: "A", State: StateReleasing, Outcome: OutcomeComplete}, want: true},
+		{name: "another allocation's", r: Retained{Holder: "C", State: StateParked, Outcome: OutcomeComplete}},
+		{name: "a copy received from another node", r: Retained{Holder: "A", State: StateParked, Outcome: OutcomeMigrated}},
+		{name: "a copy still arriving", r: Retained{Holder: "A", State: StateReceiving, Outcome: OutcomeMigrated}},
+		{name: "retained by the snapshot policy", r: Retained{Holder: "A", State: StateRetained, Outcome: OutcomeComplete}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.SendsFinal("A"); got != tc.want {
+				t.Errorf("SendsFinal = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

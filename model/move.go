@@ -64,8 +64,8 @@ const (
 	// when it ends.
 	MoveLock
 	MoveUnlock
-	// MoveReadParked: read the parked data Move.Dataset (Result.Parked;
-	// nil for none).
+	// MoveReadParked: read the parked data Move.Dataset in one listing
+	// (Result.Parked, nil for none; Result.Rows, the listing).
 	MoveReadParked
 )
 
@@ -205,8 +205,8 @@ type Result struct {
 	Dataset string
 	// Rows: a MoveList's listing; Slot: a MoveReadSlot's or MoveRead's
 	// reading; Token: a MoveToken's ("" for none); Complete: a MoveFetch's
-	// "complete"; Resume: a MoveDecodeToken's; Parked: a MoveReadParked's;
-	// Locked: whether a MoveLock took its lock.
+	// "complete"; Resume: a MoveDecodeToken's; Parked: a MoveReadParked's
+	// (with its listing in Rows); Locked: whether a MoveLock took its lock.
 	Rows     []zfs.Dataset
 	Slot     Slot
 	Token    string

@@ -59,7 +59,7 @@ const (
 	PullToken
 	PullFetch
 	// PullRelist, PullDropOlder: after an increment, the copy as it is
-	// now, and its older snapshots dropped.
+	// now, and its older snapshots dropped (after a pre-copy's only).
 	PullRelist
 	PullDropOlder
 	// PullAbort: a resume refused; the partial receive discarded.
@@ -168,6 +168,9 @@ func (p PullLoop) After(last Result) PullLoop {
 //   - Each round works on one listing of the copy, under its lock: a round
 //     that finds it parked (a pass before a restart marked it), or finds
 //     none and the replacement on its slot, ends the pull.
+//   - Once the copy holds the final snapshot, its older pre-copy snapshots
+//     are left to the claim, and the request for "complete" reads no
+//     resume token.
 //   - An interrupted receive is resumed from its token; a token the sender
 //     refuses is discarded, and the next round starts from the last whole
 //     snapshot. A copy that no longer lines up with the sender's data, or
@@ -198,6 +201,10 @@ func DecidePullMove(p PullLoop) Move {
 			// No copy: the replacement may have claimed it (under this
 			// lock) or started empty.
 			return p.move(Move{Kind: MoveReadSlot, Phase: PullSettled})
+		case HoldsFinal(p.Mig.ParkedName, last.Rows):
+			// The request is for "complete", which the sender answers
+			// from the base alone (DecideSend): no resume token to read.
+			return p.fetch(last.Rows, "")
 		}
 		return p.move(Move{Kind: MoveToken, Phase: PullToken, Rows: last.Rows})
 	case PullSettled:
@@ -222,7 +229,10 @@ func DecidePullMove(p PullLoop) Move {
 		if mv, refused := p.refuseShape(last.Rows); refused {
 			return mv
 		}
-		if older := OlderCopied(p.Mig.ParkedName, last.Rows); len(older) > 0 {
+		// Once the final snapshot is in, the older ones go with the claim
+		// or the copy (PlanClaim, PlanReleaseParked), in its one release
+		// and one destroy: not on the cutover's path.
+		if older := OlderCopied(p.Mig.ParkedName, last.Rows); len(older) > 0 && !HoldsFinal(p.Mig.ParkedName, last.Rows) {
 			plan := PlanDropSnapshots(older)
 			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropOlder, Plan: &plan, Rows: last.Rows})
 		}

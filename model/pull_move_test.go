@@ -192,7 +192,7 @@ func TestDecidePullMove(t *testing.T) {
 				{want: "token token", token: "1-abc"},
 				{want: "fetch fetch", check: fetchWith(11, "1-abc")},
 			})},
-		{name: "older snapshots dropped after an increment; the final one asked after at once, then marked received", beats: seq(look,
+		{name: "older snapshots dropped after a pre-copy; after the final one left to the claim, complete asked for at once with no token, then marked received", beats: seq(look,
 			round(moveBeat{want: "fetch fetch"}),
 			[]moveBeat{
 				{want: "list relist", rows: twoPre},
@@ -202,11 +202,9 @@ func TestDecidePullMove(t *testing.T) {
 			round(moveBeat{want: "fetch fetch"}),
 			[]moveBeat{
 				{want: "list relist", rows: final},
-				{want: "run drop-older"},
 				{want: "wait next 0s #0"},
 				{want: "list list", rows: final},
-				{want: "token token"},
-				{want: "fetch fetch", complete: true},
+				{want: "fetch fetch", complete: true, check: fetchWith(12, "")},
 				{want: "run received", check: func(t *testing.T, mv model.Move) {
 					if mv.Plan == nil || !strings.Contains(mv.Plan.Doing, "marking "+copyName+" received") {
 						t.Errorf("plan %+v, want the copy marked received", mv.Plan)
@@ -216,7 +214,6 @@ func TestDecidePullMove(t *testing.T) {
 			})},
 		{name: "a mark that fails still ends the pull: the pass and the waiting Reserves look again", beats: seq(look, []moveBeat{
 			{want: "list list", rows: final},
-			{want: "token token"},
 			{want: "fetch fetch", complete: true},
 			{want: "run received", err: fail},
 			{want: "done wake"},
@@ -310,7 +307,6 @@ func TestDecidePullMove(t *testing.T) {
 			[]moveBeat{{want: "list relist", rows: below}, {want: "fail refused"}})},
 		{name: "a whole copy over the class's quota is dropped and refused", class: quota, beats: seq(look, []moveBeat{
 			{want: "list list", rows: big},
-			{want: "token token"},
 			{want: "fetch fetch", complete: true},
 			{want: "run drop-refused"},
 			{want: "fail refused", check: func(t *testing.T, mv model.Move) {
@@ -321,7 +317,6 @@ func TestDecidePullMove(t *testing.T) {
 		})},
 		{name: "a refused copy whose drop fails: the round fails and is tried again", class: quota, beats: seq(look, []moveBeat{
 			{want: "list list", rows: big},
-			{want: "token token"},
 			{want: "fetch fetch", complete: true},
 			{want: "run drop-refused", err: fail},
 			{want: "wait retry 1s #1", check: func(t *testing.T, mv model.Move) {
