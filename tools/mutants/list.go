@@ -180,7 +180,7 @@ func list() []bug {
 			replace: "case false:"},
 		{name: "claim-keeps-transfer-snapshots", file: "model/plan_sticky.go",
 			why:     "a claimed copy from another node keeps the transfer's snapshots, which a later migration of its data takes for its own",
-			find:    "ops = append(ops, dropSnapshots(snaps)...)",
+			find:    "ops = append(ops, dropReceived(snaps)...)",
 			replace: "_ = snaps"},
 		{name: "retained-keeps-transfer-snapshots", file: "model/plan_sticky.go",
 			why:     "data the snapshot policy keeps after its migration keeps the transfer's snapshots, held, for the whole retention (the sender leaves them to the policy)",
