@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,69 @@ func TestReceiverOnTheCutoversPath(t *testing.T) {
 	}
 	if want := []string{copyName + "@migrate-1", copyName + "@migrate-final"}; strings.Join(snaps, " ") != strings.Join(want, " ") {
 		t.Errorf("the claimable copy's snapshots: %v, want %v (the claim drops them)", snaps, want)
+	}
+}
+
+// TestPullAsksWhenAReserveWaits: the driver ends a pull's pause before its
+// next increment (model.AwaitsIncrement) when a Reserve waits for a copy
+// from another node (model.Move.Kick: its predecessor has ended, the final
+// increment may be ready), not at the pull's next tick; a pause after a
+// failure (a back-off) is not cut, nor is any pause by a Reserve that
+// does not kick (one waiting for data on its own node). The deciders say
+// which pause is which (TestDecidePullMove, TestReserveLooksLessOftenForACopy).
+func TestPullAsksWhenAReserveWaits(t *testing.T) {
+	pace := model.Move{Kind: model.MoveWait, Phase: model.PullNext, For: model.PullEvery, Awaits: model.AwaitsIncrement}
+	backoff := model.Move{Kind: model.MoveWait, Phase: model.PullRetry, For: model.PullEvery, Attempt: 4}
+	forCopy := model.Move{Kind: model.MoveWait, For: time.Millisecond, Awaits: model.AwaitsData, Kick: true}
+	forLocal := model.Move{Kind: model.MoveWait, For: time.Millisecond, Awaits: model.AwaitsData}
+	cases := []struct {
+		name          string
+		pull, reserve model.Move
+		woken         bool
+	}{
+		{name: "between increments, a Reserve waiting for a copy", pull: pace, reserve: forCopy, woken: true},
+		{name: "a back-off after a failure", pull: backoff, reserve: forCopy},
+		{name: "between increments, a Reserve waiting for data on its node", pull: pace, reserve: forLocal},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, z := newFakeZFS(t)
+			m := mustManager(t, Config{Slots: &model.Config{Parent: "tank/nomad"}, ZFS: z})
+			m.sleep = func(ctx context.Context, d time.Duration) error {
+				if d != model.PullEvery {
+					return nil // the Reserve's, ended at once
+				}
+				<-ctx.Done() // the pull's: ended only by a kick (or the test's end)
+				return ctx.Err()
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- m.move(ctx, tc.pull, time.Now()).Err }()
+			if tc.pull.Awaits == model.AwaitsIncrement {
+				waitUntil(t, 10*time.Second, "the pull's pause registered", func() bool {
+					m.pulls.mu.Lock()
+					defer m.pulls.mu.Unlock()
+					return len(m.pulls.napping) == 1
+				})
+			}
+			if r := m.move(ctx, tc.reserve, time.Now()); r.Err != nil {
+				t.Fatalf("the Reserve's pause: %v", r.Err)
+			}
+			select {
+			case err := <-done:
+				if !tc.woken || err != nil {
+					t.Fatalf("the pull's pause ended (%v); woken %v", err, tc.woken)
+				}
+			case <-time.After(200 * time.Millisecond):
+				if tc.woken {
+					t.Fatal("the pull's pause was not ended by the Reserve's wait")
+				}
+				cancel()
+				if err := <-done; err == nil {
+					t.Fatal("a pause ended by its context returned nil")
+				}
+			}
+		})
 	}
 }

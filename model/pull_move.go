@@ -181,7 +181,9 @@ func (p PullLoop) After(last Result) PullLoop {
 //     refused, and the pull ends for good (a volume's copy, or one too
 //     large, dropped; one with datasets below it left to the operator).
 //   - Between rounds: the pre-copy's pace, none after the final increment,
-//     a second for a busy sender, a growing pause after a failure.
+//     a second for a busy sender, a growing pause after a failure. Only
+//     the pace is cut short by a Reserve that waits for a copy
+//     (AwaitsIncrement, Move.Kick); a back-off is not.
 func DecidePullMove(p PullLoop) Move {
 	last := p.Last
 	if !p.Started {
@@ -387,7 +389,9 @@ func (p PullLoop) increment(rows []zfs.Dataset) Move {
 	if HoldsFinal(p.Mig.ParkedName, rows) {
 		return Move{Kind: MoveWait, Phase: PullNext}
 	}
-	return Move{Kind: MoveWait, Phase: PullNext, For: PullEvery}
+	// A Reserve waiting for the copy ends this pause (Move.Kick): its
+	// predecessor has ended, and the final increment may be ready.
+	return Move{Kind: MoveWait, Phase: PullNext, For: PullEvery, Awaits: AwaitsIncrement}
 }
 
 // failed ends a round that failed with err: a busy sender is asked again

@@ -64,8 +64,8 @@ func playMoves(t *testing.T, decide func() model.Move, after func(model.Result),
 }
 
 // describePull is a move as a pull's beat names it: its kind and where in
-// the pull it is; a pause's time and failures in a row; an end's wake or
-// refusal.
+// the pull it is; a pause's time and failures in a row, and whether a
+// Reserve's kick ends it; an end's wake or refusal.
 func describePull(mv model.Move) string {
 	out := mv.Kind.String()
 	if mv.Phase != 0 {
@@ -74,6 +74,9 @@ func describePull(mv model.Move) string {
 	switch mv.Kind {
 	case model.MoveWait:
 		out += fmt.Sprintf(" %s #%d", mv.For, mv.Attempt)
+		if mv.Awaits == model.AwaitsIncrement {
+			out += " kickable"
+		}
 	case model.MoveDone:
 		if mv.Wake {
 			out += " wake"
@@ -180,7 +183,7 @@ func TestDecidePullMove(t *testing.T) {
 			{want: "read-slot settled", slot: empty},
 			{want: "fetch fetch", check: fetchWith(0, "")},
 			{want: "list relist", rows: receiving},
-			{want: "wait next 10s #0"},
+			{want: "wait next 10s #0 kickable"},
 			{want: "list list", rows: receiving},
 		})},
 		{name: "an increment from the newest snapshot, resuming a partial receive's token", beats: seq(look,
@@ -197,7 +200,7 @@ func TestDecidePullMove(t *testing.T) {
 			[]moveBeat{
 				{want: "list relist", rows: twoPre},
 				{want: "run drop-older"},
-				{want: "wait next 10s #0"},
+				{want: "wait next 10s #0 kickable"},
 			},
 			round(moveBeat{want: "fetch fetch"}),
 			[]moveBeat{
@@ -271,7 +274,7 @@ func TestDecidePullMove(t *testing.T) {
 			round(moveBeat{want: "fetch fetch", err: fail}),
 			[]moveBeat{{want: "wait retry 4s #3"}},
 			round(moveBeat{want: "fetch fetch"}),
-			[]moveBeat{{want: "list relist", rows: receiving}, {want: "wait next 10s #0"}},
+			[]moveBeat{{want: "list relist", rows: receiving}, {want: "wait next 10s #0 kickable"}},
 			round(moveBeat{want: "fetch fetch", err: fail}),
 			[]moveBeat{{want: "wait retry 1s #1"}})},
 		{name: "crash: restarted, the pull finds its copy parked by a pass before the restart", beats: []moveBeat{

@@ -146,7 +146,7 @@ func (in ReserveLoop) inheritMove(caller Alloc, prev *InheritInput, prevDataset 
 		}
 		mv := in.waitPrev(caller, d.Reason)
 		if !local {
-			mv.For = CopyLooks * in.Pace
+			mv.For, mv.Kick = CopyLooks*in.Pace, true
 		}
 		return mv
 	case InheritFail:

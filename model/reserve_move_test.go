@@ -235,7 +235,8 @@ func TestDecideReserveMoveInherit(t *testing.T) {
 // TestReserveLooksLessOftenForACopy: a Reserve waiting for its
 // predecessor's data waits one pace when the data is on this node, and
 // CopyLooks paces when it is a copy still coming from another node (the
-// pull wakes it when the copy is claimable).
+// pull wakes it when the copy is claimable); then, and only then, it
+// kicks the pulls (the final increment is asked for at once).
 func TestReserveLooksLessOftenForACopy(t *testing.T) {
 	migrating := model.Class{Name: "pg", Slots: 2, Sticky: true,
 		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
@@ -250,9 +251,10 @@ func TestReserveLooksLessOftenForACopy(t *testing.T) {
 		node     string
 		prevSlot *model.Slot
 		want     time.Duration
+		kick     bool
 	}{
 		{name: "the predecessor's data on this node, its park already tried", node: "node", prevSlot: &held, want: time.Second},
-		{name: "a copy from another node", node: "node-2", want: model.CopyLooks * time.Second},
+		{name: "a copy from another node", node: "node-2", want: model.CopyLooks * time.Second, kick: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,8 +265,9 @@ func TestReserveLooksLessOftenForACopy(t *testing.T) {
 				Last: model.Result{Step: model.Move{Kind: model.MoveReadPrev, Alloc: caller},
 					Inherit: &model.InheritInput{Class: migrating, Slot: ready, Caller: caller, Prev: p, PrevSlot: tc.prevSlot, NodeID: "node"}}}
 			mv := model.DecideReserveMove(in)
-			if mv.Kind != model.MoveWait || mv.For != tc.want {
-				t.Fatalf("move %s for %v, want a wait of %v", describe(mv), mv.For, tc.want)
+			if mv.Kind != model.MoveWait || mv.For != tc.want || mv.Kick != tc.kick || mv.Awaits != model.AwaitsData {
+				t.Fatalf("move %s for %v, kick %v, awaits %v: want a wait for data of %v, kick %v", describe(mv), mv.For, mv.Kick,
+					mv.Awaits, tc.want, tc.kick)
 			}
 		})
 	}
