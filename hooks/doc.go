@@ -30,8 +30,9 @@
 //     read since its last pause and the locks it took.
 //   - reserve.go: the Reserve fence on the driver (model.DecideReserveMove,
 //     which asks model.DecideReserve and model.DecideInherit).
-//   - sticky.go: what a Reserve reads of its predecessor's data, a claim of
-//     parked data, and the pass over parked data.
+//   - sticky.go: what a Reserve reads of its predecessor's data and a send
+//     of parked data (listParked: in one listing), a claim of parked data,
+//     and the pass over parked data.
 //   - prune.go: retained data past its retention, crash finishes, removed
 //     classes; DestroyRetained for the operator's gc.
 //   - inspect.go: what the operator CLI may do from another process: read
@@ -45,8 +46,9 @@
 //     the transport yet: nothing calls it.
 //   - migrate.go: the receiving node's side: the pulls a replacement's data
 //     needs, each on the driver (model.DecidePullMove), increment after
-//     increment, until the final copy is marked; the one call to the
-//     Fetcher.
+//     increment, until the final copy is marked; the pauses a Reserve
+//     ends (its copy claimable: wake) or cuts short (the next increment
+//     asked for now: kick); the one call to the Fetcher.
 //   - observer.go: the Observer that hears each release and scan (the
 //     metrics endpoint); a no-op by default.
 //   - export_sim.go: the lifecycle simulation's way in (package sim), and

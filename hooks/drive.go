@@ -131,7 +131,7 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time) mode
 		}
 		r.Rows, r.Err = list(ctx, mv.Dataset, model.UserProps)
 	case model.MoveReadParked:
-		r.Parked, r.Err = m.readParked(ctx, mv.Dataset)
+		r.Parked, r.Rows, r.Err = m.listParked(ctx, mv.Dataset)
 	case model.MoveDecodeToken:
 		r.Resume, r.Err = m.decodeToken(ctx, mv.Token)
 	case model.MoveReadSlot:
@@ -150,11 +150,18 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time) mode
 		if mv.Wake {
 			m.trigger()
 		}
+		if mv.Kick {
+			m.pulls.kick()
+		}
 		sleep := m.sleep
-		if mv.Awaits == model.AwaitsData {
+		switch mv.Awaits {
+		case model.AwaitsData:
 			// Woken early when a pull makes a copy claimable: the pause is
 			// still bounded by mv.For, the look again is only sooner.
 			sleep = func(ctx context.Context, d time.Duration) error { return m.pulls.pause(ctx, m.sleep, d) }
+		case model.AwaitsIncrement:
+			// Ended early by a Reserve's kick.
+			sleep = func(ctx context.Context, d time.Duration) error { return m.pulls.nap(ctx, m.sleep, d) }
 		}
 		if err := sleep(ctx, mv.For); err != nil {
 			r.Err = err

@@ -36,6 +36,9 @@ type migrations struct {
 	// (takeReady), each cancelled with errCopyParked when a pull has
 	// made its copy claimable (wake).
 	waiting map[*int]context.CancelCauseFunc
+	// napping are the pulls' pauses between two increments (nap), each
+	// ended when a Reserve waits for a copy (kick).
+	napping map[*int]context.CancelCauseFunc
 }
 
 // errCopyParked ends a waiting Reserve's pause early: a pull has made its
@@ -48,25 +51,54 @@ var errCopyParked = errors.New("a copy from another node is claimable")
 // docs/performance.md: the cutover's pickup). Any other end of the sleep
 // is returned as it came.
 func (p *migrations) pause(ctx context.Context, sleep func(context.Context, time.Duration) error, d time.Duration) error {
+	return p.pauseOn(&p.waiting, errCopyParked, ctx, sleep, d)
+}
+
+// pauseOn is sleep(ctx, d), registered in *set until it ends, and ended
+// early, with nil, by a cancel with cause why.
+func (p *migrations) pauseOn(set *map[*int]context.CancelCauseFunc, why error, ctx context.Context,
+	sleep func(context.Context, time.Duration) error, d time.Duration) error {
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	key := new(int)
 	p.mu.Lock()
-	if p.waiting == nil {
-		p.waiting = map[*int]context.CancelCauseFunc{}
+	if *set == nil {
+		*set = map[*int]context.CancelCauseFunc{}
 	}
-	p.waiting[key] = cancel
+	(*set)[key] = cancel
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
-		delete(p.waiting, key)
+		delete(*set, key)
 		p.mu.Unlock()
 	}()
 	err := sleep(wctx, d)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errCopyParked) {
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), why) {
 		return nil
 	}
 	return err
+}
+
+// errCopyAwaited ends a pull's pause between increments early: a Reserve
+// waits for a copy (migrations.kick).
+var errCopyAwaited = errors.New("a Reserve waits for a copy")
+
+// nap is sleep(ctx, d), a pull's pause before its next increment
+// (model.AwaitsIncrement), ended early, with nil, when a Reserve waits for
+// a copy (kick; docs/performance.md: the cutover against its floor).
+func (p *migrations) nap(ctx context.Context, sleep func(context.Context, time.Duration) error, d time.Duration) error {
+	return p.pauseOn(&p.napping, errCopyAwaited, ctx, sleep, d)
+}
+
+// kick ends every pull's pause between increments: a Reserve waits for a
+// copy. Which copy does not matter; each pull asks again, as after its
+// pause.
+func (p *migrations) kick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, cancel := range p.napping {
+		cancel(errCopyAwaited)
+	}
 }
 
 // wake ends every waiting Reserve's pause: a copy is claimable. Which

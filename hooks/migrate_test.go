@@ -401,11 +401,21 @@ func TestCompleteBelievedOnlyOfTheFinalCopy(t *testing.T) {
 // error), or the pull's end.
 func pullRound(t *testing.T, m *Manager, mg model.Migration) model.Move {
 	t.Helper()
+	return pullRoundFrom(t, m, mg, func() {})
+}
+
+// pullRoundFrom is pullRound, calling started as the round starts (after
+// the first look).
+func pullRoundFrom(t *testing.T, m *Manager, mg model.Migration, started func()) model.Move {
+	t.Helper()
 	decide := m.pullDecider(mg)
 	var end model.Move
 	_, err := m.drive(t.Context(), driveLoop{hold: m.locks.get(mg.ParkedName), decide: func(since model.Since, last model.Result) model.Move {
 		end = decide(since, last)
-		if end.Kind == model.MoveWait && end.Phase != model.PullStart {
+		switch {
+		case end.Kind == model.MoveWait && end.Phase == model.PullStart:
+			started()
+		case end.Kind == model.MoveWait:
 			return model.Move{Kind: model.MoveDone}
 		}
 		return end

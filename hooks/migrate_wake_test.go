@@ -21,7 +21,7 @@ func TestWaitingReserveWokenByTheCopy(t *testing.T) {
 	n2.m.fetcher = directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}
 	pullPause := n2.m.sleep
 	n2.m.sleep = func(ctx context.Context, d time.Duration) error {
-		if d != waitStep {
+		if d != model.CopyLooks*waitStep {
 			return pullPause(ctx, d) // the pull's, short
 		}
 		<-ctx.Done() // Reserve's: ended only by a wake (or the test's end)

@@ -20,14 +20,21 @@ import (
 // readParked reads parked data by name (one zfs process); nil when there
 // is none.
 func (m *Manager) readParked(ctx context.Context, name string) (*model.Retained, error) {
+	p, _, err := m.listParked(ctx, name)
+	return p, err
+}
+
+// listParked is readParked with the listing it read the data from (its
+// snapshots among them): a send decides on it (model.DecideSendMove).
+func (m *Manager) listParked(ctx context.Context, name string) (*model.Retained, []zfs.Dataset, error) {
 	rows, err := m.zfs.List(ctx, name, model.UserProps)
 	if errors.Is(err, zfs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return model.ParkedFromRows(name, rows), nil
+	return model.ParkedFromRows(name, rows), rows, nil
 }
 
 // readPrev reads what caller, in a Reserve of ready slot s, may inherit

@@ -104,8 +104,9 @@ type Send struct {
 	// Final: sent from parked data (its holder has ended): no writer.
 	Final bool
 	// Drop are the data's pre-copy snapshots no stream will start from or
-	// send again: older than the receiver's base, or (before the holder
-	// ends) neither the base nor the one sent.
+	// send again, while its holder may still write: older than the
+	// receiver's base, or neither the base nor the one sent. None once
+	// the data is parked: the class's policy drops them with it.
 	Drop []string
 }
 
@@ -203,8 +204,12 @@ func DecideSend(in SendInput) (Send, error) {
 	if base, ok := find(in.HaveGUID); ok && in.HaveGUID != 0 {
 		out.Options.From, out.FromGUID = in.Dataset+"@"+base.name, base.guid
 		for _, s := range own {
-			if s.name == base.name {
-				break // own is in the listing's order: oldest first
+			if s.name == base.name || in.Final {
+				// own is in the listing's order: oldest first. Parked
+				// data's are left to the class's policy, which drops
+				// them all with the data (PlanReleaseParked): not two
+				// zfs processes on the cutover's path.
+				break
 			}
 			if s.name != MigrateFinal && s.name != Migrated {
 				out.Drop = append(out.Drop, in.Dataset+"@"+s.name)

@@ -47,9 +47,12 @@ func TestDecideSend(t *testing.T) {
 		{name: "parked, final taken already (a resend): not taken again",
 			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 11},
 			want: "take - send @migrate-final from @migrate-1"},
-		{name: "the receiver names the final snapshot: complete",
+		{name: "the receiver names the final snapshot: complete, the pre-copies left to the policy",
 			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 13},
-			want: "complete"},
+			want: "complete drop -"},
+		{name: "parked: the final snapshot from a newer pre-copy, the older left to the policy",
+			in:   SendInput{Dataset: parked, Rows: withFinal, Final: true, HaveGUID: 12},
+			want: "take - send @migrate-final from @migrate-2 drop -"},
 		{name: "an interrupted receive of a pre-copy resumes it",
 			in:   SendInput{Dataset: ds, Rows: live, HaveGUID: 11, Token: &Resume{ToGUID: 12, FromGUID: 11}},
 			want: "take - send @migrate-2 from @migrate-1"},
@@ -95,10 +98,11 @@ func TestDecideSend(t *testing.T) {
 			switch {
 			case err != nil:
 				got = err.Error()
-			case s.Complete:
-				got = "complete"
 			default:
 				got = "take " + short(s.Take) + " send " + short(s.Options.Snapshot) + " from " + short(s.Options.From)
+				if s.Complete {
+					got = "complete"
+				}
 				var drop []string
 				for _, d := range s.Drop {
 					drop = append(drop, short(d))
@@ -322,6 +326,32 @@ func TestCopyNotOneFilesystem(t *testing.T) {
 			got, drop := CopyNotOneFilesystem(name, tc.rows)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) || drop != tc.drop {
 				t.Errorf("CopyNotOneFilesystem = %q, %v; want %q, %v", got, drop, tc.want, tc.drop)
+			}
+		})
+	}
+}
+
+// TestSendsFinal: a snapshot of the data is its copy's last state only
+// once it is renamed aside as its holder ended: parked, or still in the
+// release's state while the park creates the fresh slot; never a copy
+// from another node, nor another allocation's data, nor retained data.
+func TestSendsFinal(t *testing.T) {
+	cases := []struct {
+		name string
+		r    Retained
+		want bool
+	}{
+		{name: "parked", r: Retained{Holder: "A", State: StateParked, Outcome: OutcomeComplete}, want: true},
+		{name: "renamed aside, the park still running", r: Retained{Holder: "A", State: StateReleasing, Outcome: OutcomeComplete}, want: true},
+		{name: "another allocation's", r: Retained{Holder: "C", State: StateParked, Outcome: OutcomeComplete}},
+		{name: "a copy received from another node", r: Retained{Holder: "A", State: StateParked, Outcome: OutcomeMigrated}},
+		{name: "a copy still arriving", r: Retained{Holder: "A", State: StateReceiving, Outcome: OutcomeMigrated}},
+		{name: "retained by the snapshot policy", r: Retained{Holder: "A", State: StateRetained, Outcome: OutcomeComplete}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.SendsFinal("A"); got != tc.want {
+				t.Errorf("SendsFinal = %v, want %v", got, tc.want)
 			}
 		})
 	}

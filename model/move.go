@@ -64,8 +64,8 @@ const (
 	// when it ends.
 	MoveLock
 	MoveUnlock
-	// MoveReadParked: read the parked data Move.Dataset (Result.Parked;
-	// nil for none).
+	// MoveReadParked: read the parked data Move.Dataset in one listing
+	// (Result.Parked, nil for none; Result.Rows, the listing).
 	MoveReadParked
 )
 
@@ -124,6 +124,9 @@ const (
 	// AwaitsData: the predecessor's data, still in its slot or still
 	// coming from its node.
 	AwaitsData
+	// AwaitsIncrement: a pull's pause before its next pre-copy increment,
+	// which a Reserve's Move.Kick ends early.
+	AwaitsIncrement
 )
 
 // Move is a loop's next step, as its decider returns it.
@@ -151,6 +154,12 @@ type Move struct {
 	// Wake, on a MoveWait: wake the watcher's pass first (it parks the
 	// predecessor's data the Reserve waits for); on a MoveDone, see there.
 	Wake bool
+	// Kick, on a Reserve's MoveWait for a copy from another node: end the
+	// pulls' pauses before their next increment (AwaitsIncrement) first.
+	// Its predecessor has ended (Nomad runs a replacement's hooks once it
+	// has), so the final increment may be ready now, not at the pull's
+	// next tick, up to PullEvery later.
+	Kick bool
 	// Retry, on a MoveWait: the last step failed with it; the pause is
 	// before trying again. On a pull's step after a failed fetch: the
 	// fetch's error, the round's once the step is done.
@@ -205,8 +214,8 @@ type Result struct {
 	Dataset string
 	// Rows: a MoveList's listing; Slot: a MoveReadSlot's or MoveRead's
 	// reading; Token: a MoveToken's ("" for none); Complete: a MoveFetch's
-	// "complete"; Resume: a MoveDecodeToken's; Parked: a MoveReadParked's;
-	// Locked: whether a MoveLock took its lock.
+	// "complete"; Resume: a MoveDecodeToken's; Parked: a MoveReadParked's
+	// (with its listing in Rows); Locked: whether a MoveLock took its lock.
 	Rows     []zfs.Dataset
 	Slot     Slot
 	Token    string

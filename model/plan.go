@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -192,12 +193,34 @@ func mountOp(name string) Op {
 	return Op{Command: zfs.Command{Verb: zfs.VerbMount, Name: name}, Done: []error{zfs.ErrMounted}}
 }
 
-// dropSnapshots destroys the plugin's own snapshots snaps, each after its
-// hold (a retained snapshot's) is released.
+// dropSnapshots destroys the plugin's own snapshots snaps after the
+// plugin's hold on them is released: two commands per filesystem, however
+// many (zfs release tag a@x a@y, zfs destroy a@x,y; zfs.SnapshotList).
+// zfs release takes each in turn, and one without the hold, or gone,
+// fails alone: done. zfs destroy destroys all or none, so one held by
+// someone else stops the plan with every snapshot still there.
 func dropSnapshots(snaps []string) []Op {
-	ops := make([]Op, 0, 2*len(snaps))
+	var order []string
+	byFS := map[string][]string{}
 	for _, s := range snaps {
-		ops = append(ops, releaseHoldOp(s), destroyOp(s))
+		fs, _, _ := strings.Cut(s, "@")
+		if _, ok := byFS[fs]; !ok {
+			order = append(order, fs)
+		}
+		byFS[fs] = append(byFS[fs], s)
+	}
+	ops := make([]Op, 0, 2*len(order))
+	for _, fs := range order {
+		list, err := zfs.SnapshotList(byFS[fs])
+		if err != nil {
+			// A name the argv builders refuse: one at a time, so that
+			// the refusal names it.
+			for _, s := range byFS[fs] {
+				ops = append(ops, releaseHoldOp(s), destroyOp(s))
+			}
+			continue
+		}
+		ops = append(ops, releaseHoldOp(list), destroyOp(list))
 	}
 	return ops
 }

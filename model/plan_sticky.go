@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -29,6 +30,8 @@ import (
 func planPark(in ReleaseInput, s Slot, holderIndex uint64, p Plan) (Plan, error) {
 	aside := in.Config.ParkedName(s.Class, in.Holder.ID, s.ID)
 	p.Doing, p.Policy = fmt.Sprintf("parking %s for the replacement of %s", s.Dataset, in.Holder.ID), string(PolicyPark)
+	// p's one op, if any, is the releasing mark (PlanRelease).
+	markOnly := len(p.Ops) == 1 && !in.Seen.Taken(aside)
 	if in.Seen.Taken(aside) {
 		older := ParkedFromRows(aside, in.Seen[aside])
 		if older == nil || older.Holder != in.Holder.ID {
@@ -43,10 +46,21 @@ func planPark(in ReleaseInput, s Slot, holderIndex uint64, p Plan) (Plan, error)
 	}
 	rename := renameOp(s.Dataset, aside)
 	rename.Done, rename.Replan, rename.Check = []error{zfs.ErrNotExist}, []error{zfs.ErrExists}, aside
+	if markOnly {
+		// The releasing mark and the parked name in one zfs set (one
+		// process less on the cutover's path, docs/performance.md). A crash
+		// after it leaves what the two sets left: a releasing slot marked
+		// with the name.
+		p.Ops[0].Props = maps.Clone(p.Ops[0].Props)
+		maps.Copy(p.Ops[0].Props, ParkAsProps(aside))
+	} else {
+		p.Ops = append(p.Ops, setGoneOK(s.Dataset, ParkAsProps(aside)))
+	}
+	// A replica pull's snapshot and bookmarks go before the rename: a
+	// renamed snapshot's own mark no longer names it (dropReplicaBases).
+	p.Ops = append(append(p.Ops, dropReplicaBases(s)...), rename)
 	// The fresh slot before the parked data's own marks, as a retain does
 	// it (retainOps).
-	p.Ops = append(p.Ops, setGoneOK(s.Dataset, ParkAsProps(aside)))
-	p.Ops = append(append(p.Ops, dropReplicaBases(s)...), rename)
 	p.Ops = append(p.Ops, replaceOps(in.Class, s, holderIndex, in.Now)...)
 	p.Ops = append(p.Ops, setOp(aside, ParkedProps(aside, in.Now, in.Now.Add(in.Class.StickyWait))))
 	p.Done = Note{Msg: "slot data parked for the allocation's replacement", KV: []any{"slot", s.ID, "alloc_id", in.Holder.ID,
@@ -90,13 +104,8 @@ func PlanClaim(s Slot, caller Alloc, p Retained, now time.Time) Plan {
 		// crash after the rename), a later migration of this data would
 		// take them for its own and send the stale @migrate-final as the
 		// final copy.
-		var snaps []string
-		for _, snap := range p.OwnSnapshots {
-			if _, name, _ := strings.Cut(snap, "@"); migrationSnapshot(name) {
-				snaps = append(snaps, snap)
-			}
-		}
-		ops = append(ops, dropSnapshots(snaps)...)
+		snaps := migrationSnapshots(p.OwnSnapshots)
+		ops = append(ops, dropReceived(snaps)...)
 	}
 	ops = append(ops, destroy,
 		setOp(p.Dataset, ClaimAsProps(p.Dataset, s.Dataset)),
@@ -110,6 +119,34 @@ func PlanClaim(s Slot, caller Alloc, p Retained, now time.Time) Plan {
 		Ops:  ops,
 		Done: Note{Msg: "claimed parked data", KV: []any{"slot", s.ID, "alloc_id", caller.ID, "from", p.Dataset}},
 	}
+}
+
+// dropReceived destroys a copy's snapshots, received from another node,
+// in one zfs destroy without a release first: a receive places no hold,
+// and the plugin holds only what it sends (one process less on the
+// cutover's path, docs/performance.md). Should one carry the plugin's hold
+// all the same, ZFS refuses the destroy as busy, destroying none, and its
+// Recover releases the hold for the next try.
+func dropReceived(snaps []string) []Op {
+	ops := dropSnapshots(snaps)
+	var out []Op
+	for i := 0; i+1 < len(ops); i += 2 {
+		destroy := ops[i+1]
+		destroy.Recover = []zfs.Command{ops[i].Command}
+		out = append(out, destroy)
+	}
+	return out
+}
+
+// migrationSnapshots are those of snaps that a migration took.
+func migrationSnapshots(snaps []string) []string {
+	var out []string
+	for _, snap := range snaps {
+		if _, name, _ := strings.Cut(snap, "@"); migrationSnapshot(name) {
+			out = append(out, snap)
+		}
+	}
+	return out
 }
 
 // PlanFinishParked completes parked data a crash left between its rename
@@ -140,6 +177,12 @@ func PlanReleaseParked(cfg *Config, c Class, p Retained, why string, now time.Ti
 	if policy == PolicySnapshot {
 		snap := p.Dataset + "@" + RetainedSnapshot
 		plan.Ops = []Op{snapshotOp(snap), holdOp(snap), setOp(p.Dataset, RetainedParkedProps(p.Dataset, now, now.Add(c.Release.Retain)))}
+		// A migration's snapshots (the sender leaves them to the policy,
+		// DecideSend) are not kept with retained data: they would pin
+		// what the data no longer has for the whole retention. After the
+		// mark: until then @migrated is what the release is decided
+		// from. A crash between the two leaves them to the prune.
+		plan.Ops = append(plan.Ops, dropSnapshots(migrationSnapshots(p.OwnSnapshots))...)
 		return plan, nil
 	}
 	// The decision first, on the data itself: what it was made from may

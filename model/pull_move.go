@@ -59,7 +59,7 @@ const (
 	PullToken
 	PullFetch
 	// PullRelist, PullDropOlder: after an increment, the copy as it is
-	// now, and its older snapshots dropped.
+	// now, and its older snapshots dropped (after a pre-copy's only).
 	PullRelist
 	PullDropOlder
 	// PullAbort: a resume refused; the partial receive discarded.
@@ -189,6 +189,9 @@ func (p PullLoop) After(last Result) PullLoop {
 //   - Each round works on one listing of the copy, under its lock: a round
 //     that finds it parked (a pass before a restart marked it), or finds
 //     none and the replacement on its slot, ends the pull.
+//   - Once the copy holds the final snapshot, its older pre-copy snapshots
+//     are left to the claim, and the request for "complete" reads no
+//     resume token.
 //   - An interrupted receive is resumed from its token; a token the sender
 //     refuses is discarded, and the next round starts from the last whole
 //     snapshot. A copy that no longer lines up with the sender's data, or
@@ -199,7 +202,9 @@ func (p PullLoop) After(last Result) PullLoop {
 //     refused, and the pull ends for good (a volume's copy, or one too
 //     large, dropped; one with datasets below it left to the operator).
 //   - Between rounds: the pre-copy's pace, none after the final increment,
-//     a second for a busy sender, a growing pause after a failure.
+//     a second for a busy sender, a growing pause after a failure. Only
+//     the pace is cut short by a Reserve that waits for a copy
+//     (AwaitsIncrement, Move.Kick); a back-off is not.
 func DecidePullMove(p PullLoop) Move {
 	last := p.Last
 	if !p.Started {
@@ -219,6 +224,10 @@ func DecidePullMove(p PullLoop) Move {
 			// No copy: the replacement may have claimed it (under this
 			// lock) or started empty.
 			return p.move(Move{Kind: MoveReadSlot, Phase: PullSettled})
+		case HoldsFinal(p.Mig.ParkedName, last.Rows):
+			// The request is for "complete", which the sender answers
+			// from the base alone (DecideSend): no resume token to read.
+			return p.fetch(last.Rows, "")
 		}
 		return p.move(Move{Kind: MoveToken, Phase: PullToken, Rows: last.Rows})
 	case PullSettled:
@@ -243,7 +252,10 @@ func DecidePullMove(p PullLoop) Move {
 		if mv, refused := p.refuseShape(last.Rows); refused {
 			return mv
 		}
-		if older := OlderCopied(p.Mig.ParkedName, last.Rows); len(older) > 0 {
+		// Once the final snapshot is in, the older ones go with the claim
+		// or the copy (PlanClaim, PlanReleaseParked), in its one release
+		// and one destroy: not on the cutover's path.
+		if older := OlderCopied(p.Mig.ParkedName, last.Rows); len(older) > 0 && !HoldsFinal(p.Mig.ParkedName, last.Rows) {
 			plan := PlanDropSnapshots(older)
 			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropOlder, Plan: &plan, Rows: last.Rows})
 		}
@@ -398,7 +410,9 @@ func (p PullLoop) increment(rows []zfs.Dataset) Move {
 	if HoldsFinal(p.Mig.ParkedName, rows) {
 		return Move{Kind: MoveWait, Phase: PullNext}
 	}
-	return Move{Kind: MoveWait, Phase: PullNext, For: PullEvery}
+	// A Reserve waiting for the copy ends this pause (Move.Kick): its
+	// predecessor has ended, and the final increment may be ready.
+	return Move{Kind: MoveWait, Phase: PullNext, For: PullEvery, Awaits: AwaitsIncrement}
 }
 
 // failed ends a round that failed with err: a busy sender is asked again

@@ -64,8 +64,8 @@ func playMoves(t *testing.T, decide func() model.Move, after func(model.Result),
 }
 
 // describePull is a move as a pull's beat names it: its kind and where in
-// the pull it is; a pause's time and failures in a row; an end's wake or
-// refusal.
+// the pull it is; a pause's time and failures in a row, and whether a
+// Reserve's kick ends it; an end's wake or refusal.
 func describePull(mv model.Move) string {
 	out := mv.Kind.String()
 	if mv.Phase != 0 {
@@ -74,6 +74,9 @@ func describePull(mv model.Move) string {
 	switch mv.Kind {
 	case model.MoveWait:
 		out += fmt.Sprintf(" %s #%d", mv.For, mv.Attempt)
+		if mv.Awaits == model.AwaitsIncrement {
+			out += " kickable"
+		}
 	case model.MoveDone:
 		if mv.Wake {
 			out += " wake"
@@ -180,7 +183,7 @@ func TestDecidePullMove(t *testing.T) {
 			{want: "read-slot settled", slot: empty},
 			{want: "fetch fetch", check: fetchWith(0, "")},
 			{want: "list relist", rows: receiving},
-			{want: "wait next 10s #0"},
+			{want: "wait next 10s #0 kickable"},
 			{want: "list list", rows: receiving},
 		})},
 		{name: "an increment from the newest snapshot, resuming a partial receive's token", beats: seq(look,
@@ -192,21 +195,19 @@ func TestDecidePullMove(t *testing.T) {
 				{want: "token token", token: "1-abc"},
 				{want: "fetch fetch", check: fetchWith(11, "1-abc")},
 			})},
-		{name: "older snapshots dropped after an increment; the final one asked after at once, then marked received", beats: seq(look,
+		{name: "older snapshots dropped after a pre-copy; after the final one left to the claim, complete asked for at once with no token, then marked received", beats: seq(look,
 			round(moveBeat{want: "fetch fetch"}),
 			[]moveBeat{
 				{want: "list relist", rows: twoPre},
 				{want: "run drop-older"},
-				{want: "wait next 10s #0"},
+				{want: "wait next 10s #0 kickable"},
 			},
 			round(moveBeat{want: "fetch fetch"}),
 			[]moveBeat{
 				{want: "list relist", rows: final},
-				{want: "run drop-older"},
 				{want: "wait next 0s #0"},
 				{want: "list list", rows: final},
-				{want: "token token"},
-				{want: "fetch fetch", complete: true},
+				{want: "fetch fetch", complete: true, check: fetchWith(12, "")},
 				{want: "run received", check: func(t *testing.T, mv model.Move) {
 					if mv.Plan == nil || !strings.Contains(mv.Plan.Doing, "marking "+copyName+" received") {
 						t.Errorf("plan %+v, want the copy marked received", mv.Plan)
@@ -216,7 +217,6 @@ func TestDecidePullMove(t *testing.T) {
 			})},
 		{name: "a mark that fails still ends the pull: the pass and the waiting Reserves look again", beats: seq(look, []moveBeat{
 			{want: "list list", rows: final},
-			{want: "token token"},
 			{want: "fetch fetch", complete: true},
 			{want: "run received", err: fail},
 			{want: "done wake"},
@@ -274,7 +274,7 @@ func TestDecidePullMove(t *testing.T) {
 			round(moveBeat{want: "fetch fetch", err: fail}),
 			[]moveBeat{{want: "wait retry 4s #3"}},
 			round(moveBeat{want: "fetch fetch"}),
-			[]moveBeat{{want: "list relist", rows: receiving}, {want: "wait next 10s #0"}},
+			[]moveBeat{{want: "list relist", rows: receiving}, {want: "wait next 10s #0 kickable"}},
 			round(moveBeat{want: "fetch fetch", err: fail}),
 			[]moveBeat{{want: "wait retry 1s #1"}})},
 		{name: "crash: restarted, the pull finds its copy parked by a pass before the restart", beats: []moveBeat{
@@ -310,7 +310,6 @@ func TestDecidePullMove(t *testing.T) {
 			[]moveBeat{{want: "list relist", rows: below}, {want: "fail refused"}})},
 		{name: "a whole copy over the class's quota is dropped and refused", class: quota, beats: seq(look, []moveBeat{
 			{want: "list list", rows: big},
-			{want: "token token"},
 			{want: "fetch fetch", complete: true},
 			{want: "run drop-refused"},
 			{want: "fail refused", check: func(t *testing.T, mv model.Move) {
@@ -321,7 +320,6 @@ func TestDecidePullMove(t *testing.T) {
 		})},
 		{name: "a refused copy whose drop fails: the round fails and is tried again", class: quota, beats: seq(look, []moveBeat{
 			{want: "list list", rows: big},
-			{want: "token token"},
 			{want: "fetch fetch", complete: true},
 			{want: "run drop-refused", err: fail},
 			{want: "wait retry 1s #1", check: func(t *testing.T, mv model.Move) {

@@ -144,7 +144,11 @@ func (in ReserveLoop) inheritMove(caller Alloc, prev *InheritInput, prevDataset 
 			// would, a little later), once a pause.
 			return in.run(Move{Act: ActPark, Dataset: prevDataset, Alloc: caller, Reason: d.Reason})
 		}
-		return in.waitPrev(caller, d.Reason)
+		mv := in.waitPrev(caller, d.Reason)
+		if !local {
+			mv.For, mv.Kick = CopyLooks*in.Pace, true
+		}
+		return mv
 	case InheritFail:
 		return in.wait(Move{Alloc: caller, Retry: errors.New(in.Slot.ID + ": " + d.Reason)})
 	case InheritClaim:
@@ -161,6 +165,15 @@ func (in ReserveLoop) inheritMove(caller Alloc, prev *InheritInput, prevDataset 
 func (in ReserveLoop) record(caller Alloc, why string) Move {
 	return in.run(Move{Act: ActRecord, Alloc: caller, Reason: why})
 }
+
+// CopyLooks: a Reserve waiting for a copy of its predecessor's data from
+// another node looks again only every CopyLooks paces. The pull that makes
+// the copy claimable wakes it at once (hooks); each look, a Nomad query
+// and a zfs list of the copy, ran beside the stream and its receive on the
+// cutover's path, and delayed the claim behind one in flight
+// (docs/performance.md). The migrate timeout is noticed up to that much
+// later.
+const CopyLooks = 10
 
 // waitPrev waits for the predecessor's data, waking the watcher's pass to
 // park it, and asks Nomad again.

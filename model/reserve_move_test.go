@@ -232,6 +232,47 @@ func TestDecideReserveMoveInherit(t *testing.T) {
 	}
 }
 
+// TestReserveLooksLessOftenForACopy: a Reserve waiting for its
+// predecessor's data waits one pace when the data is on this node, and
+// CopyLooks paces when it is a copy still coming from another node (the
+// pull wakes it when the copy is claimable); then, and only then, it
+// kicks the pulls (the final increment is asked for at once).
+func TestReserveLooksLessOftenForACopy(t *testing.T) {
+	migrating := model.Class{Name: "pg", Slots: 2, Sticky: true,
+		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
+	ready := slotIn(migrating, "pg-2", model.StateReady, "", 0)
+	prev := alloc("A", 10, "complete", "stop", "pg", "pg-1")
+	prev.NextAllocation = "B"
+	caller := alloc("B", 20, "pending", "run", "pg", "pg-2")
+	caller.PreviousAllocation = "A"
+	held := slotIn(migrating, "pg-1", model.StateHeld, "A", 10)
+	cases := []struct {
+		name     string
+		node     string
+		prevSlot *model.Slot
+		want     time.Duration
+		kick     bool
+	}{
+		{name: "the predecessor's data on this node, its park already tried", node: "node", prevSlot: &held, want: time.Second},
+		{name: "a copy from another node", node: "node-2", want: model.CopyLooks * time.Second, kick: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := prev
+			p.NodeID = tc.node
+			in := model.ReserveLoop{Class: migrating, Slot: ready, Snap: snapshot(prev, caller), Nomad: true, Pace: time.Second,
+				Since: model.Since{Asked: true, Parked: true},
+				Last: model.Result{Step: model.Move{Kind: model.MoveReadPrev, Alloc: caller},
+					Inherit: &model.InheritInput{Class: migrating, Slot: ready, Caller: caller, Prev: p, PrevSlot: tc.prevSlot, NodeID: "node"}}}
+			mv := model.DecideReserveMove(in)
+			if mv.Kind != model.MoveWait || mv.For != tc.want || mv.Kick != tc.kick || mv.Awaits != model.AwaitsData {
+				t.Fatalf("move %s for %v, kick %v, awaits %v: want a wait for data of %v, kick %v", describe(mv), mv.For, mv.Kick,
+					mv.Awaits, tc.want, tc.kick)
+			}
+		})
+	}
+}
+
 // playUntil is play for a loop that does not end within its beats.
 func playUntil(t *testing.T, in model.ReserveLoop, beats []beat) {
 	t.Helper()

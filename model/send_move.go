@@ -64,12 +64,17 @@ func (s SendLoop) After(last Result) SendLoop {
 //
 //   - A's data is parked (A has ended: the final copy) or in the slot A
 //     holds (A may still write it: a pre-copy); each is read under its
-//     lock, the parked data's first. The slot's lock is only tried: a
-//     Reserve fences it, or a pass releases it, and its data may be
-//     moving; the peer is told to ask again.
+//     lock, the parked data's first. Parked data is final from the park's
+//     rename on (Retained.SendsFinal), before the park has created the
+//     fresh slot and marked the data parked: the final request is not
+//     kept waiting for the park's end (docs/performance.md, the cutover).
+//     The slot's lock is only tried: a Reserve fences it, or a pass
+//     releases it, and its data may be moving; the peer is told to ask
+//     again.
 //   - What is sent is DecideSend's, on one listing of the data under its
-//     lock; the snapshot it names is taken (under the plugin's hold) before
-//     it is sent, and its guid read back.
+//     lock (for parked data, the one that found it); the snapshot it names
+//     is taken (under the plugin's hold) before it is sent, and its guid
+//     read back.
 //   - A peer that names the final snapshot holds the whole copy: that is
 //     recorded on the data (PlanMigrated), and the next pass gives it to
 //     the class's policy.
@@ -92,8 +97,8 @@ func DecideSendMove(s SendLoop) Move {
 	case SendLockParked:
 		return Move{Kind: MoveReadParked, Phase: SendReadParked, Dataset: s.ParkedName}
 	case SendReadParked:
-		if p := last.Parked; p != nil && p.Holder == req.Alloc && p.State == StateParked && p.Outcome != OutcomeMigrated {
-			return Move{Kind: MoveList, Phase: SendList, Dataset: s.ParkedName}
+		if p := last.Parked; p != nil && p.SendsFinal(req.Alloc) {
+			return s.decide(s.ParkedName, last.Rows)
 		}
 		return Move{Kind: MoveUnlock, Phase: SendUnlockParked, Lock: s.ParkedName}
 	case SendUnlockParked:

@@ -62,9 +62,12 @@ func TestDecideSendMove(t *testing.T) {
 		{want: "lock lock-slot", locked: true},
 		{want: "read read-slot", slot: held},
 	}
-	asParked := []moveBeat{
-		{want: "lock lock-parked"},
-		{want: "read-parked read-parked", parked: parkedA},
+	// A's parked data, read in one listing (rows) under its lock.
+	asParked := func(rows []zfs.Dataset) []moveBeat {
+		return []moveBeat{
+			{want: "lock lock-parked"},
+			{want: "read-parked read-parked", parked: parkedA, rows: rows},
+		}
 	}
 	seq := func(parts ...[]moveBeat) []moveBeat {
 		var out []moveBeat
@@ -125,33 +128,53 @@ func TestDecideSendMove(t *testing.T) {
 			}},
 		}},
 		{name: "parked (A has ended): the final snapshot taken and sent", migrates: true, req: model.SendRequest{HaveGUID: 11},
-			beats: seq(asParked, []moveBeat{
-				{want: "list list", rows: parkedRows},
+			beats: seq(asParked(parkedRows), []moveBeat{
 				{want: "run take"},
 				{want: "list relist", rows: withFinal},
 				{want: "done migrate-final", check: sent(parked+"@"+model.MigrateFinal, parked+"@migrate-1", 11, 13, false, true)},
 			})},
-		{name: "the peer names the final snapshot: recorded, and the pass woken", migrates: true, req: model.SendRequest{HaveGUID: 13},
-			beats: seq(asParked, []moveBeat{
-				{want: "list list", rows: withFinal},
-				{want: "run drop"},
+		{name: "renamed aside, the park still creating the fresh slot: the final snapshot taken and sent from the one listing", migrates: true,
+			req: model.SendRequest{HaveGUID: 11}, beats: []moveBeat{
+				{want: "lock lock-parked"},
+				{want: "read-parked read-parked", parked: &model.Retained{Holder: "A", State: model.StateReleasing}, rows: parkedRows},
+				{want: "run take"},
+				{want: "list relist", rows: withFinal},
+				{want: "done migrate-final", check: sent(parked+"@"+model.MigrateFinal, parked+"@migrate-1", 11, 13, false, true)},
+			}},
+		{name: "a copy received from another node is not A's final data: its slot is looked at", migrates: true,
+			req: model.SendRequest{HaveGUID: 11}, beats: seq([]moveBeat{
+				{want: "lock lock-parked"},
+				{want: "read-parked read-parked", parked: &model.Retained{Holder: "A", State: model.StateParked, Outcome: model.OutcomeMigrated},
+					rows: withFinal},
+				{want: "unlock unlock-parked"},
+				{want: "lock lock-slot", locked: true},
+				{want: "read read-slot", slot: ready},
+				{want: "fail"},
+			})},
+		{name: "the peer names the final snapshot: recorded, the pre-copies left to the policy, and the pass woken", migrates: true,
+			req: model.SendRequest{HaveGUID: 13}, beats: seq(asParked(withFinal), []moveBeat{
 				{want: "run migrated"},
 				{want: "done complete wake"},
 			})},
-		{name: "old snapshots whose drop fails: the send goes on (the driver logs it)", migrates: true, req: model.SendRequest{HaveGUID: 13},
-			beats: seq(asParked, []moveBeat{
-				{want: "list list", rows: withFinal},
-				{want: "run drop", check: func(t *testing.T, mv model.Move) {
-					if mv.Warn == "" {
-						t.Error("the drop's failure is not only logged")
-					}
-				}},
+		{name: "a record of the whole copy that fails ends the send with its error", migrates: true, req: model.SendRequest{HaveGUID: 13},
+			beats: seq(asParked(withFinal), []moveBeat{
 				{want: "run migrated", err: fail},
 				{want: "fail"},
 			})},
+		{name: "old snapshots whose drop fails: the send goes on (the driver logs it)", migrates: true, req: model.SendRequest{HaveGUID: 12},
+			beats: seq(inSlot, []moveBeat{
+				{want: "list list", rows: append(liveTaken, row(slotDS+"@migrate-2", "12"))},
+				{want: "run drop", check: func(t *testing.T, mv model.Move) {
+					if mv.Warn == "" || len(mv.Send.Drop) != 1 || mv.Send.Drop[0] != slotDS+"@migrate-1" {
+						t.Errorf("drop %v, warn %q: want @migrate-1, the failure only logged", mv.Send.Drop, mv.Warn)
+					}
+				}},
+				{want: "run take"},
+				{want: "list relist", rows: append(liveTaken, row(slotDS+"@migrate-2", "12"), row(slotDS+"@migrate-3", "14"))},
+				{want: "done migrate-3", check: sent(slotDS+"@migrate-3", slotDS+"@migrate-2", 12, 14, false, false)},
+			})},
 		{name: "migrated already: a request from nothing gets no data, not the whole data again", migrates: true,
-			beats: seq(asParked, []moveBeat{
-				{want: "list list", rows: migrated},
+			beats: seq(asParked(migrated), []moveBeat{
 				{want: "fail", check: func(t *testing.T, mv model.Move) {
 					if !errors.Is(mv.Err, model.ErrNoData) || !errors.Is(mv.Err, model.ErrMigrated) {
 						t.Errorf("error %v, want no data (migrated)", mv.Err)
@@ -161,8 +184,7 @@ func TestDecideSendMove(t *testing.T) {
 		{name: "a resume token decoded first, and resumed only for what is sent now", migrates: true,
 			req: model.SendRequest{HaveGUID: 11, ResumeToken: "1-abc"}, beats: seq([]moveBeat{
 				{want: "decode-token token", resume: &model.Resume{ToGUID: 13, FromGUID: 11}},
-			}, asParked, []moveBeat{
-				{want: "list list", rows: withFinal},
+			}, asParked(withFinal), []moveBeat{
 				{want: "done migrate-final", check: sent(parked+"@"+model.MigrateFinal, parked+"@migrate-1", 11, 13, false, true)},
 			})},
 		{name: "a token zfs cannot decode", migrates: true, req: model.SendRequest{ResumeToken: "1-abc"}, beats: []moveBeat{

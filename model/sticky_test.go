@@ -2,6 +2,7 @@ package model
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,5 +250,71 @@ func TestMigratedReleaseSurvivesABusyDestroy(t *testing.T) {
 	}
 	if st := PlanParked(c, after, nil, snap, looked, now.Add(time.Second)); st.Kind != ParkedRelease {
 		t.Fatalf("after a busy destroy (plan %v): %v %q, want the release again", plan.Ops, st.Kind, st.Reason)
+	}
+}
+
+// TestPlansAfterAMigration: the commands that drop a migration's snapshots,
+// one zfs release and one zfs destroy per dataset however many there are
+// (the sender leaves its pre-copies to the policy, the receiver to the
+// claim: DecideSend, hooks' pull), and only the migration's.
+func TestPlansAfterAMigration(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	const orig = "tank/nomad/pg/parked-A-pg-1"
+	const copyName = "tank/nomad/pg/parked-A-pg-1"
+	sticky := Class{Name: "pg", Sticky: true, StickyWait: time.Hour, Migrate: Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: MigrateFail}}
+	keep := sticky
+	keep.Release = Release{Policy: PolicySnapshot, Retain: time.Hour}
+	original := Retained{Dataset: orig, State: StateParked, Holder: "A", Outcome: OutcomeComplete,
+		OwnSnapshots: []string{orig + "@migrate-1", orig + "@migrated", orig + "@pristine"}}
+	received := Retained{Dataset: copyName, State: StateParked, Holder: "A", Outcome: OutcomeMigrated,
+		OwnSnapshots: []string{copyName + "@migrate-1", copyName + "@migrate-final"}}
+	slot := Slot{ID: "pg-1", Class: "pg", Dataset: "tank/nomad/pg/pg-1", Exists: true, State: StateReady, Generation: 1}
+	const tag = " " + HoldTag
+	cases := []struct {
+		name string
+		plan func() (Plan, error)
+		want []string
+	}{
+		{name: "the original, copied whole, destroyed by the policy with every snapshot of it",
+			plan: func() (Plan, error) {
+				return PlanReleaseParked(&Config{Parent: "tank/nomad"}, sticky, original, "copied", now)
+			},
+			want: []string{"set " + orig + " {nomad-device-zfs:expires}",
+				"release " + orig + "@migrate-1,migrated,pristine" + tag, "destroy " + orig + "@migrate-1,migrated,pristine", "destroy " + orig}},
+		{name: "the original kept by the snapshot policy: the migration's snapshots go after the mark, @pristine stays",
+			plan: func() (Plan, error) {
+				return PlanReleaseParked(&Config{Parent: "tank/nomad"}, keep, original, "copied", now)
+			},
+			want: []string{"snapshot " + orig + "@retained", "hold " + orig + "@retained" + tag,
+				"set " + orig + " {nomad-device-zfs:expires,nomad-device-zfs:owner,nomad-device-zfs:since,nomad-device-zfs:state}",
+				"release " + orig + "@migrate-1,migrated" + tag, "destroy " + orig + "@migrate-1,migrated"}},
+		{name: "the copy claimed: the transfer's snapshots, held by no one, in one destroy before the rename",
+			plan: func() (Plan, error) { return PlanClaim(slot, Alloc{ID: "B"}, received, now), nil },
+			want: []string{"destroy " + copyName + "@migrate-1,migrate-final",
+				"destroy tank/nomad/pg/pg-1",
+				"set " + copyName + " {nomad-device-zfs:owner,nomad-device-zfs:retain_as,nomad-device-zfs:state}",
+				"rename " + copyName + " tank/nomad/pg/pg-1",
+				"set tank/nomad/pg/pg-1 {nomad-device-zfs:generation,nomad-device-zfs:holder,nomad-device-zfs:holder_index,nomad-device-zfs:owner,nomad-device-zfs:since,nomad-device-zfs:state}",
+				"mount tank/nomad/pg/pg-1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := tc.plan()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range p.Commands() {
+				got = append(got, c.String())
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("commands:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(tc.want, "\n     "))
+			}
+			for _, c := range p.Commands() {
+				if _, err := c.Args(); err != nil {
+					t.Errorf("%s: %v", c, err)
+				}
+			}
+		})
 	}
 }

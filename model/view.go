@@ -144,6 +144,18 @@ func (r Retained) FinalSent() bool {
 	return slices.Contains(r.OwnSnapshots, r.Dataset+"@"+MigrateFinal)
 }
 
+// SendsFinal reports whether r is allocation alloc's own data parked for
+// its replacement, so that a snapshot of it is the copy's last state: it
+// was renamed aside as alloc ended, and nothing writes it. That holds
+// from the park's rename on, before the park has marked it parked (it is
+// still in the release's state while the fresh slot is created in its
+// place): the sending node answers the replacement's node then, rather
+// than after the create (docs/performance.md, the cutover against its
+// floor).
+func (r Retained) SendsFinal(alloc string) bool {
+	return r.Holder == alloc && !r.Copy() && (r.State == StateParked || r.State == StateReleasing)
+}
+
 // Copy reports whether r is a copy received from another node (whole or
 // still arriving), not this node's own data.
 func (r Retained) Copy() bool { return r.Outcome == OutcomeMigrated }

@@ -27,6 +27,21 @@ type xpull struct {
 type xpark struct {
 	until time.Time
 	wake  chan struct{}
+	// early is closed when the pause's context ends before until (the
+	// pull stopped, or its pause between increments cut short by a
+	// Reserve that waits for a copy: hooks' kick): the pull is due at
+	// once, and still waits for its turn.
+	early chan struct{}
+}
+
+// cut reports whether the pause's context ended early.
+func (pk *xpark) cut() bool {
+	select {
+	case <-pk.early:
+		return true
+	default:
+		return false
+	}
 }
 
 // maxPullTurns bounds the turns one pull takes at a time: a pull that
@@ -56,7 +71,7 @@ func (x *xpull) ended() bool {
 
 // due reports whether the pull has something to do now.
 func (x *xpull) due(now time.Time) bool {
-	return !x.ended() && (!x.begun || x.at != nil && !now.Before(x.at.until))
+	return !x.ended() && (!x.begun || x.at != nil && (!now.Before(x.at.until) || x.at.cut()))
 }
 
 // takeTurn hands the pull the turn and takes it back once it pauses or
@@ -83,8 +98,12 @@ func (w *XWorld) takeTurn(x *xpull) {
 
 // park is a pull's pause, on its goroutine: it hands the turn back and
 // waits for the next, or for its end.
+//
+// A pause whose context ends early still waits for the world's turn
+// (due at once): the pull runs only in its turn, whether it then ends
+// (stopped) or goes on (a pause cut short).
 func (x *xpull) park(ctx context.Context, until time.Time) error {
-	pk := &xpark{until: until, wake: make(chan struct{})}
+	pk := &xpark{until: until, wake: make(chan struct{}), early: make(chan struct{})}
 	select {
 	case x.parks <- pk:
 	case <-ctx.Done():
@@ -92,10 +111,11 @@ func (x *xpull) park(ctx context.Context, until time.Time) error {
 	}
 	select {
 	case <-pk.wake:
-		return ctx.Err()
 	case <-ctx.Done():
-		return ctx.Err()
+		close(pk.early)
+		<-pk.wake
 	}
+	return ctx.Err()
 }
 
 // runPulls gives every due pull of both nodes its turns, in the order they
@@ -153,9 +173,13 @@ func (n *xnode) livePulls() int {
 // turn).
 func (p *xplugin) drainPulls() {
 	for _, x := range p.pulls {
-		if !x.begun {
+		switch {
+		case !x.begun:
 			x.begun = true
 			close(x.start)
+		case x.at != nil:
+			close(x.at.wake) // its context is cancelled: it ends
+			x.at = nil
 		}
 		select {
 		case <-x.done:

@@ -72,6 +72,11 @@ func TestArgvBuilders(t *testing.T) {
 			want: []string{"destroy", "tank/a@s"},
 		},
 		{
+			name: "destroy several snapshots of one filesystem",
+			args: func() ([]string, error) { return DestroyArgs("tank/a@migrate-1,migrate-final", DestroyOptions{}) },
+			want: []string{"destroy", "tank/a@migrate-1,migrate-final"},
+		},
+		{
 			name: "rollback destroying newer",
 			args: func() ([]string, error) { return RollbackArgs("tank/a@s", true) },
 			want: []string{"rollback", "-r", "tank/a@s"},
@@ -105,6 +110,11 @@ func TestArgvBuilders(t *testing.T) {
 			name: "release",
 			args: func() ([]string, error) { return ReleaseArgs("nomad-device-zfs", "tank/a@s") },
 			want: []string{"release", "nomad-device-zfs", "tank/a@s"},
+		},
+		{
+			name: "release several",
+			args: func() ([]string, error) { return ReleaseArgs("nomad-device-zfs", "tank/a@migrate-1,migrate-final") },
+			want: []string{"release", "nomad-device-zfs", "tank/a@migrate-1", "tank/a@migrate-final"},
 		},
 		{
 			name: "holds",
@@ -155,6 +165,10 @@ func TestArgvBuildersRefuseFlagLikeNames(t *testing.T) {
 		{"set without properties", func() ([]string, error) { return SetArgs("tank/a", nil) }, "no properties"},
 		{"name too long", func() ([]string, error) { return CreateArgs("tank/"+strings.Repeat("a", 300), nil) }, "longer than"},
 		{"snapshot renamed to another filesystem", func() ([]string, error) { return RenameArgs("tank/a@s", "tank/b@s") }, "keeps its filesystem"},
+		{"snapshot list with an empty name", func() ([]string, error) { return DestroyArgs("tank/a@x,,y", DestroyOptions{}) }, "empty name component"},
+		{"snapshot list with a dash name", func() ([]string, error) { return DestroyArgs("tank/a@x,-r", DestroyOptions{}) }, `"-r"`},
+		{"release of a dataset", func() ([]string, error) { return ReleaseArgs("t", "tank/a") }, "not a snapshot name"},
+		{"release list with a dash name", func() ([]string, error) { return ReleaseArgs("t", "tank/a@x,-r") }, `"-r"`},
 		{"snapshot renamed to a filesystem", func() ([]string, error) { return RenameArgs("tank/a@s", "tank/b") }, "not a snapshot name"},
 	}
 	for _, tc := range cases {
@@ -165,6 +179,41 @@ func TestArgvBuildersRefuseFlagLikeNames(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestSnapshotList checks the one name zfs destroy and release take for
+// several snapshots of a filesystem, and that snapshots of two are refused.
+func TestSnapshotList(t *testing.T) {
+	cases := []struct {
+		name    string
+		snaps   []string
+		want    string
+		wantErr string
+	}{
+		{name: "one", snaps: []string{"tank/a@x"}, want: "tank/a@x"},
+		{name: "two", snaps: []string{"tank/a@migrate-1", "tank/a@migrate-final"}, want: "tank/a@migrate-1,migrate-final"},
+		{name: "none", wantErr: "no snapshots"},
+		{name: "two filesystems", snaps: []string{"tank/a@x", "tank/b@y"}, wantErr: "not of one filesystem"},
+		{name: "a dataset", snaps: []string{"tank/a"}, wantErr: "not a snapshot name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SnapshotList(tc.snaps)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %q, %v; want an error with %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+			back, err := SplitSnapshotList(got)
+			if err != nil || !reflect.DeepEqual(back, tc.snaps) {
+				t.Errorf("SplitSnapshotList(%q) = %q, %v; want %q", got, back, err, tc.snaps)
 			}
 		})
 	}

@@ -39,7 +39,9 @@ const (
 // are.
 type Command struct {
 	Verb Verb
-	// Name is the dataset or snapshot the command acts on.
+	// Name is the dataset or snapshot the command acts on; for a destroy
+	// or a release, several snapshots of one filesystem in zfs's form,
+	// "tank/a@x,y" (SnapshotList): one process for all of them.
 	Name string
 	// Arg is the new name of a rename, the origin snapshot of a clone, the
 	// tag of a hold or release, and the property an inherit clears.

@@ -44,6 +44,46 @@ func ValidateName(name string, snapshot bool) error {
 	return nil
 }
 
+// SnapshotList names snapshots snaps (full names, all of one filesystem)
+// as zfs destroy takes several at once: "tank/a@x,y". One snapshot is
+// its own name.
+func SnapshotList(snaps []string) (string, error) {
+	if len(snaps) == 0 {
+		return "", fmt.Errorf("no snapshots")
+	}
+	fs, _, _ := strings.Cut(snaps[0], "@")
+	parts := make([]string, 0, len(snaps))
+	for _, s := range snaps {
+		if err := ValidateName(s, true); err != nil {
+			return "", err
+		}
+		d, name, _ := strings.Cut(s, "@")
+		if d != fs {
+			return "", fmt.Errorf("snapshots %s and %s are not of one filesystem", snaps[0], s)
+		}
+		parts = append(parts, name)
+	}
+	return fs + "@" + strings.Join(parts, ","), nil
+}
+
+// SplitSnapshotList is the snapshots list names (SnapshotList's form, or
+// one snapshot's name), each by its full name, each checked.
+func SplitSnapshotList(list string) ([]string, error) {
+	fs, names, ok := strings.Cut(list, "@")
+	if !ok {
+		return nil, fmt.Errorf("%q is not a snapshot name (dataset@snapshot)", list)
+	}
+	var out []string
+	for _, n := range strings.Split(names, ",") {
+		s := fs + "@" + n
+		if err := ValidateName(s, true); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // ValidateComponent checks one name component (a class or slot name).
 func ValidateComponent(comp string) error { return validComponent(comp) }
 

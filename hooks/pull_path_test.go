@@ -1,0 +1,149 @@
+package hooks
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+)
+
+// TestReceiverOnTheCutoversPath: the receiving node's zfs commands from
+// the final increment to the copy marked claimable (docs/performance.md,
+// the cutover against its floor). Once the final snapshot is in, the
+// older pre-copy snapshot stays for the claim to drop (one release and one
+// destroy with the final one), and the request for "complete" reads no
+// resume token: the sender answers it from the base alone.
+func TestReceiverOnTheCutoversPath(t *testing.T) {
+	class := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
+		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
+	c := &cluster{}
+	n1 := newMigrationNode(t, c, "node-1", class)
+	n2 := newMigrationNode(t, c, "node-2", class)
+	n2.m.fetcher = directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}
+	a, b := placeReplacement(t, c, n1, "A's data")
+	ctx := t.Context()
+	n2.m.storeSnapshot(nodeAllocs{c: c, node: "node-2"}.snap())
+	n2.m.lookupPredecessors(ctx)
+	migs, _ := model.Migrations(n2.m.cfg, n2.m.snapshot())
+	if len(migs) != 1 {
+		t.Fatalf("migrations: %v", migs)
+	}
+	mg := migs[0]
+	if got := pullRound(t, n2.m, mg); got.Kind != model.MoveWait || got.For != model.PullEvery || got.Retry != nil {
+		t.Fatalf("the pre-copy: the round ends %s (%s) after %s, error %v", got.Kind, got.Phase, got.For, got.Retry)
+	}
+	a.ClientStatus = "complete"
+	c.set(a, b)
+	waitUntil(t, 30*time.Second, "A's data parked on node 1", func() bool {
+		n1.settle(t, c, "node-1")
+		p, _ := n1.m.readParked(ctx, "tank/nomad/pg/parked-A-pg-1")
+		return p != nil && p.State == model.StateParked
+	})
+	const copyName = "tank/nomad/pg/parked-A-pg-1"
+	steps := []struct {
+		name     string
+		want     string // how the round ends
+		commands []string
+	}{
+		{name: "the final increment: no drop of the pre-copy", want: "wait 0s",
+			commands: []string{"list", "list", "receive", "list"}}, // the copy, its resume token, the increment, the copy
+		{name: "complete: no resume token read", want: "done",
+			commands: []string{"list", "set"}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			end := pullRoundFrom(t, n2.m, mg, n2.f.ResetCalls)
+			got := end.Kind.String()
+			if end.Kind == model.MoveWait {
+				got += " " + end.For.String()
+			}
+			if got != st.want || end.Retry != nil {
+				t.Fatalf("the round ends %s (%s), error %v; want %s", got, end.Phase, end.Retry, st.want)
+			}
+			var verbs []string
+			for _, call := range n2.f.Calls() {
+				verbs = append(verbs, call[1])
+			}
+			if strings.Join(verbs, " ") != strings.Join(st.commands, " ") {
+				t.Errorf("zfs commands %q, want %q", n2.f.Calls(), st.commands)
+			}
+		})
+	}
+	rows, err := n2.c.List(ctx, copyName, model.UserProps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snaps []string
+	for _, r := range rows[1:] {
+		snaps = append(snaps, r.Name)
+	}
+	if want := []string{copyName + "@migrate-1", copyName + "@migrate-final"}; strings.Join(snaps, " ") != strings.Join(want, " ") {
+		t.Errorf("the claimable copy's snapshots: %v, want %v (the claim drops them)", snaps, want)
+	}
+}
+
+// TestPullAsksWhenAReserveWaits: the driver ends a pull's pause before its
+// next increment (model.AwaitsIncrement) when a Reserve waits for a copy
+// from another node (model.Move.Kick: its predecessor has ended, the final
+// increment may be ready), not at the pull's next tick; a pause after a
+// failure (a back-off) is not cut, nor is any pause by a Reserve that
+// does not kick (one waiting for data on its own node). The deciders say
+// which pause is which (TestDecidePullMove, TestReserveLooksLessOftenForACopy).
+func TestPullAsksWhenAReserveWaits(t *testing.T) {
+	pace := model.Move{Kind: model.MoveWait, Phase: model.PullNext, For: model.PullEvery, Awaits: model.AwaitsIncrement}
+	backoff := model.Move{Kind: model.MoveWait, Phase: model.PullRetry, For: model.PullEvery, Attempt: 4}
+	forCopy := model.Move{Kind: model.MoveWait, For: time.Millisecond, Awaits: model.AwaitsData, Kick: true}
+	forLocal := model.Move{Kind: model.MoveWait, For: time.Millisecond, Awaits: model.AwaitsData}
+	cases := []struct {
+		name          string
+		pull, reserve model.Move
+		woken         bool
+	}{
+		{name: "between increments, a Reserve waiting for a copy", pull: pace, reserve: forCopy, woken: true},
+		{name: "a back-off after a failure", pull: backoff, reserve: forCopy},
+		{name: "between increments, a Reserve waiting for data on its node", pull: pace, reserve: forLocal},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, z := newFakeZFS(t)
+			m := mustManager(t, Config{Slots: &model.Config{Parent: "tank/nomad"}, ZFS: z})
+			m.sleep = func(ctx context.Context, d time.Duration) error {
+				if d != model.PullEvery {
+					return nil // the Reserve's, ended at once
+				}
+				<-ctx.Done() // the pull's: ended only by a kick (or the test's end)
+				return ctx.Err()
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- m.move(ctx, tc.pull, time.Now()).Err }()
+			if tc.pull.Awaits == model.AwaitsIncrement {
+				waitUntil(t, 10*time.Second, "the pull's pause registered", func() bool {
+					m.pulls.mu.Lock()
+					defer m.pulls.mu.Unlock()
+					return len(m.pulls.napping) == 1
+				})
+			}
+			if r := m.move(ctx, tc.reserve, time.Now()); r.Err != nil {
+				t.Fatalf("the Reserve's pause: %v", r.Err)
+			}
+			select {
+			case err := <-done:
+				if !tc.woken || err != nil {
+					t.Fatalf("the pull's pause ended (%v); woken %v", err, tc.woken)
+				}
+			case <-time.After(200 * time.Millisecond):
+				if tc.woken {
+					t.Fatal("the pull's pause was not ended by the Reserve's wait")
+				}
+				cancel()
+				if err := <-done; err == nil {
+					t.Fatal("a pause ended by its context returned nil")
+				}
+			}
+		})
+	}
+}
