@@ -408,10 +408,9 @@ func crashCases() []crashCase {
 		},
 		{
 			name: "sticky: parked without the replica snapshot and bookmarks",
-			plan: "set pg/pg-1 {holder,holder_index,outcome,since,state}; set pg/pg-1 {retain_as}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
+			plan: "set pg/pg-1 {holder,holder_index,outcome,retain_as,since,state}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
 			end:  "pg owned files=[]\npg/parked-A-pg-1 state=parked holder=A holder_index=10 outcome=complete generation=1 retain_as=pg/parked-A-pg-1 owned files=[data:A]\npg/pg-1 state=ready holder_index=10 generation=2 owned files=[]\npg/pg-2 state=ready generation=1 owned files=[]",
 			crashes: []string{
-				"set pg/pg-1 {retain_as}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
 				"set pg/pg-1 {retain_as}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
 				"set pg/pg-1 {retain_as}; release pg/pg-1@replica-2 nomad-device-zfs; destroy pg/pg-1@replica-2; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
 				"set pg/pg-1 {retain_as}; destroy pg/pg-1#replica-1; destroy pg/pg-1#replica-2; rename pg/pg-1 pg/parked-A-pg-1; create pg/pg-1 {generation,holder_index,owner,since,state}; set pg/parked-A-pg-1 {expires,owner,since,state}",
