@@ -41,8 +41,25 @@ const (
 	jobTimeout    = 120 * time.Second // a job from registration to its allocation's terminal state
 )
 
-// zc is the project's zfs client on the real binaries.
-var zc = zfs.NewClient(&zfsexec.Runner{Timeout: time.Minute})
+// zc is the project's zfs client on the real binaries. Each command may
+// take a minute of an idle guest's time, stretched by the guest's measured
+// slowness (pacedRunner): a destroy beside other VMs on the same cores
+// took longer than a fixed minute.
+var zc = zfs.NewClient(pacedRunner{})
+
+// pacedRunner runs zfs as zfsexec.Runner does, with a timeout of a minute
+// stretched by the guest's slowness at the command's start (paced).
+type pacedRunner struct{}
+
+func (pacedRunner) runner() *zfsexec.Runner { return &zfsexec.Runner{Timeout: paced(time.Minute)} }
+
+func (p pacedRunner) Run(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+	return p.runner().Run(ctx, cmd, args...)
+}
+
+func (p pacedRunner) Stream(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
+	return p.runner().Stream(ctx, cmd, args, stdin, stdout)
+}
 
 // run runs a command (zfs, zpool, ...) and returns its stdout; a failure
 // fails the test with the command's output.
