@@ -271,31 +271,41 @@ func selectColumns(out []byte, cols string) []byte {
 }
 
 // TestParseListBookmarkRow: the scan lists bookmarks among datasets
-// (ListArgs); a bookmark's row has "-" in every column but name, type and
-// guid (capture rep-list-holder-1 for those three), user properties too,
-// and parses as a DatasetBookmark with nothing else set.
+// (ListArgs); OpenZFS 2.1.11's own rows for a slot with a bookmark, listed
+// with the scan's columns and the plugin's user properties
+// (capture-bookmarks.sh, bm-scan-list): a bookmark row has its name, type,
+// referenced and guid, "-" everywhere else (user properties too: a bookmark
+// has none), and parses as a DatasetBookmark with no mark. A rollback past
+// it is refused as ErrNewerSnapshots (bm-rollback-past-bookmark).
 func TestParseListBookmarkRow(t *testing.T) {
-	cols := make([]string, len(listColumns)+1)
-	for i, c := range listColumns {
-		switch c {
-		case "name":
-			cols[i] = "tank/rep/slot#replica-1"
-		case "type":
-			cols[i] = "bookmark"
-		case "guid":
-			cols[i] = "4478576469017342661"
-		default:
-			cols[i] = "-"
-		}
+	c := readCapture(t, "bm-scan-list")
+	if c.rc != 0 {
+		t.Fatalf("capture rc %d", c.rc)
 	}
-	cols[len(listColumns)] = "-"
-	sets, err := ParseList([]byte(strings.Join(cols, "\t")+"\n"), []string{"nomad-device-zfs:owner"})
+	user := []string{"nomad-device-zfs:owner", "nomad-device-zfs:state", "nomad-device-zfs:holder", "nomad-device-zfs:generation",
+		"nomad-device-zfs:since", "nomad-device-zfs:holder_index", "nomad-device-zfs:outcome", "nomad-device-zfs:retain_as", "nomad-device-zfs:expires"}
+	sets, err := ParseList(c.stdout, user)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := sets[0]
-	if len(sets) != 1 || !d.IsBookmark() || d.IsSnapshot() || d.GUID != "4478576469017342661" || d.Mounted || d.Used != 0 ||
+	var got []string
+	for _, d := range sets {
+		got = append(got, d.Name+" "+d.Type)
+	}
+	want := []string{"tank/bm filesystem", "tank/bm/slot filesystem", "tank/bm/slot@pristine snapshot", "tank/bm/slot#replica-1 bookmark"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("rows %q, want %q", got, want)
+	}
+	d := sets[3]
+	if !d.IsBookmark() || d.IsSnapshot() || d.GUID != "17654880302804415857" || d.Mounted || d.Used != 0 || d.Referenced != 1075200 ||
 		d.User.Get("nomad-device-zfs:owner") != "" {
-		t.Errorf("got %+v", sets)
+		t.Errorf("bookmark row: %+v", d)
+	}
+	if s := sets[1]; s.User.Get("nomad-device-zfs:owner") != "tank/bm/slot" || s.IsBookmark() {
+		t.Errorf("the slot's row: %+v", s)
+	}
+	r := readCapture(t, "bm-rollback-past-bookmark")
+	if err := classify(string(r.stderr)); r.rc == 0 || !errors.Is(err, ErrNewerSnapshots) {
+		t.Errorf("rollback past a bookmark: rc %d, %v; want ErrNewerSnapshots", r.rc, err)
 	}
 }
