@@ -193,6 +193,17 @@ func mountOp(name string) Op {
 	return Op{Command: zfs.Command{Verb: zfs.VerbMount, Name: name}, Done: []error{zfs.ErrMounted}}
 }
 
+// dropOwn drops the plugin's own snapshots snaps (dropSnapshots), then
+// its own bookmarks, one zfs destroy each: what a rollback and a replica
+// pull's clean-up remove before the data moves or rolls back.
+func dropOwn(snaps, bookmarks []string) []Op {
+	ops := dropSnapshots(snaps)
+	for _, b := range bookmarks {
+		ops = append(ops, destroyOp(b))
+	}
+	return ops
+}
+
 // dropSnapshots destroys the plugin's own snapshots snaps after the
 // plugin's hold on them is released: two commands per filesystem, however
 // many (zfs release tag a@x a@y, zfs destroy a@x,y; zfs.SnapshotList).

@@ -168,11 +168,7 @@ func rollbackOps(s Slot, holderIndex uint64, marked bool, now time.Time) []Op {
 			newer = append(newer, snap)
 		}
 	}
-	ops := dropSnapshots(newer)
-	for _, b := range s.OwnBookmarks {
-		ops = append(ops, destroyOp(b))
-	}
-	ops = append(ops, rollbackOp(s.Dataset+"@"+PristineSnapshot),
+	ops := append(dropOwn(newer, s.OwnBookmarks), rollbackOp(s.Dataset+"@"+PristineSnapshot),
 		setOp(s.Dataset, RolledBackProps(s.Generation+1, holderIndex, now)))
 	for _, prop := range ClearedOnReady(s, marked) {
 		ops = append(ops, inheritOp(s.Dataset, prop))

@@ -195,11 +195,7 @@ func PlanTakeReplicaSnapshot(rs ReplicaSend) Plan {
 // PlanDropReplicaBases drops what no replica pull needs any more: old
 // replica snapshots (after the plugin's hold) and old bookmarks.
 func PlanDropReplicaBases(snaps, bookmarks []string) Plan {
-	ops := dropSnapshots(snaps)
-	for _, b := range bookmarks {
-		ops = append(ops, destroyOp(b))
-	}
-	return Plan{Doing: "dropping a replica's old snapshots and bookmarks", Ops: ops}
+	return Plan{Doing: "dropping a replica's old snapshots and bookmarks", Ops: dropOwn(snaps, bookmarks)}
 }
 
 // dropReplicaBases drops what replica pulls left on slot s (its
