@@ -159,6 +159,7 @@ const batchJob = `job "%s" {
 }`
 
 func TestCLINomadAgentFakeZFS(t *testing.T) {
+	t.Parallel() // its own agent, ports and fake host: the package's two agent tests overlap
 	a := startCLIAgent(t)
 	cfg := a.ConfigFile()
 

@@ -99,6 +99,7 @@ func planBoth(t *testing.T, a *cliAgent, path string) (code int, out string) {
 }
 
 func TestPlanNomadAgent(t *testing.T) {
+	t.Parallel() // its own agent, ports and fake host: the package's two agent tests overlap
 	a := startCLIAgent(t)
 	cfg := a.ConfigFile()
 	node, _, err := a.Client().Nodes().Info(a.NodeID(), nil)
