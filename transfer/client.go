@@ -286,8 +286,7 @@ func (c *Client) post(ctx context.Context, peer netip.AddrPort, req Request) (*h
 		return nil, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set(hdrAlloc, req.Alloc)
-	hr.Header.Set(hdrReplacement, req.Replacement)
+	req.headers(hr.Header)
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("asking %s for allocation %s's data: %w", peer, req.Alloc, err)

@@ -69,7 +69,7 @@ func list() []bug {
 			replace: "if false && newest > base {"},
 		{name: "body-not-matched-to-headers", file: "transfer/server.go",
 			why:     "the sender authorizes the allocations the headers name and sends what the body asks for",
-			find:    "if req.Alloc != claim.Alloc || req.Replacement != claim.Replacement {",
+			find:    "if !claim.matches(req) {",
 			replace: "if false {"},
 		{name: "decisions-not-cached", file: "transfer/decisions.go",
 			why:     "every request, refused a moment ago or not, costs the sender three Nomad lookups",
