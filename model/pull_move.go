@@ -132,7 +132,10 @@ var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", P
 	SendLockSlot: "lock-slot", SendReadSlot: "read-slot", SendList: "list", SendDrop: "drop", SendMigrated: "migrated",
 	SendTake: "take", SendRelist: "relist",
 	ReplicaSendToken: "token", ReplicaSendLockSlot: "lock-slot", ReplicaSendReadSlot: "read-slot", ReplicaSendList: "list", ReplicaSendDrop: "drop",
-	ReplicaSendTake: "take", ReplicaSendRelist: "relist"}
+	ReplicaSendTake: "take", ReplicaSendRelist: "relist",
+	ReplicaPullList: "list", ReplicaPullToken: "token", ReplicaPullFetch: "fetch", ReplicaPullRelist: "relist",
+	ReplicaPullDropOlder: "drop-older", ReplicaPullAbort: "abort", ReplicaPullRecount: "recount",
+	ReplicaPullStartOver: "start-over", ReplicaPullDropRefused: "drop-refused", ReplicaPullDrop: "drop"}
 
 func (p Phase) String() string {
 	if n, ok := phaseNames[p]; ok {
@@ -144,6 +147,8 @@ func (p Phase) String() string {
 // Fetch is one request of a pull: what to ask the sending node for, and
 // where to receive it (Target, with Props set and Exclude not taken).
 type Fetch struct {
+	// Replica: a replica's pull (transfer.KindReplica): no Replacement.
+	Replica                  bool
 	Alloc, Replacement, Slot string
 	HaveGUID                 uint64
 	ResumeToken              string
