@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -362,4 +363,71 @@ func TestReplicaNodesAgree(t *testing.T) {
 	if _, ok := plain.m.ReplicaNodes(transfer.Alloc{ID: repAllocA, NodeID: repNodeA}, "pg-1", repStubs(repNodeA, repNodeB)); ok {
 		t.Error("a class that keeps no replicas is chosen for")
 	}
+}
+
+// failingLookup is a watcher whose lookups fail: the servers do not
+// answer.
+type failingLookup struct {
+	Allocs
+	err error
+}
+
+func (f failingLookup) Lookup(context.Context, string) (model.Alloc, bool, error) {
+	return model.Alloc{}, false, f.err
+}
+
+// TestReplicaKeptWhileNomadDoesNotAnswer: a replica whose allocation no
+// node lists any more is looked up; a lookup that fails keeps it (an
+// unknown answer is never "gone"), and Nomad's answer that it knows no
+// such allocation drops it.
+func TestReplicaKeptWhileNomadDoesNotAnswer(t *testing.T) {
+	w := newReplicaWorld(t)
+	ctx := t.Context()
+	b, _, clock := w.replicaNode(t, w.chosen, repStubs(repNodeA, repNodeB, repNodeC))
+	name := "tank/nomad/pg/replica-" + repAllocA + "-pg-1"
+	write(t, w.a.f, "tank/nomad/pg/pg-1", "data", "one")
+	if _, err := b.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replicaHolds(t, b, name, "one")
+
+	w.c.set() // garbage-collected: no node lists A, and the servers know it no more
+	watcher := b.m.allocs
+	b.m.allocs = failingLookup{Allocs: watcher, err: errors.New("connection refused")}
+	*clock = clock.Add(time.Hour)
+	if _, err := b.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replicaHolds(t, b, name, "one")
+
+	b.m.allocs = watcher
+	if _, err := b.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := b.c.List(ctx, name, nil); err == nil {
+		t.Fatalf("the replica of an allocation Nomad no longer knows is kept: %v", rows)
+	}
+}
+
+// TestReplicaLoopUnderRun: the Manager's Run starts the replica loop on
+// its context, which pulls the replica, and ends it with Run.
+func TestReplicaLoopUnderRun(t *testing.T) {
+	w := newReplicaWorld(t)
+	b, _, _ := w.replicaNode(t, w.chosen, repStubs(repNodeA, repNodeB, repNodeC))
+	write(t, w.a.f, "tank/nomad/pg/pg-1", "data", "one")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.m.Run(ctx) }()
+	name := "tank/nomad/pg/replica-" + repAllocA + "-pg-1"
+	waitUntil(t, 30*time.Second, "the replica pulled by the loop", func() bool {
+		rows, _ := b.c.List(t.Context(), name, nil)
+		return len(rows) == 2
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end with its context")
+	}
+	replicaHolds(t, b, name, "one")
 }
