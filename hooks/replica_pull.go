@@ -105,7 +105,8 @@ func (m *Manager) replicaRound(ctx context.Context) (time.Duration, error) {
 	longest := m.longestRound()
 	self, err := m.NodeID(ctx)
 	if err != nil {
-		return longest, nil // the watcher has not answered yet
+		// The watcher has not answered yet: it will within seconds.
+		return min(longest, 5*replicaRoundMin), nil
 	}
 	stubs, err := m.cluster.Nodes(ctx)
 	if err != nil {

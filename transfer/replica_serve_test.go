@@ -2,6 +2,7 @@ package transfer_test
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -336,5 +337,41 @@ func TestNodeListKept(t *testing.T) {
 	must(t, ask(allocC, ipRepB))
 	if got := n.NodeLists(); got != 2 {
 		t.Errorf("%d node lists, want 2: the new one is kept", got)
+	}
+}
+
+// TestReplicaNodeIdentity: with require_node_identity, a replica's pull
+// from a chosen node's address must also present that node's own
+// certificate.
+func TestReplicaNodeIdentity(t *testing.T) {
+	n := transfertest.NewNomad()
+	n.SetAlloc(transfer.Alloc{ID: allocA, NodeID: nodeA, DesiredStatus: "run", ClientStatus: "running"})
+	n.SetNode(transfer.Node{ID: nodeB, Name: "b", Addresses: []netip.Addr{ipRepB}})
+	n.SetNodeList([]nomadapi.NodeStub{{ID: nodeB}})
+	auth := &transfer.NomadAuthorizer{Nomad: n, Self: func(context.Context) (string, error) { return nodeA, nil },
+		RequireNodeIdentity: true, Region: "global",
+		ReplicaNodes: func(transfer.Alloc, string, []nomadapi.NodeStub) ([]string, bool) { return []string{nodeB}, true }}
+	req := transfer.Request{Kind: transfer.KindReplica, Alloc: allocA, Slot: "data-1"}
+	cases := []struct {
+		name    string
+		names   []string
+		wantErr string // "" allows
+	}{
+		{name: "node b's certificate", names: []string{"client.global.nomad", transfer.NodeDNSName("b", "global")}},
+		{name: "another node's certificate", names: []string{"client.global.nomad", transfer.NodeDNSName("c", "global")},
+			wantErr: "names c.global.nomad, not b.global.nomad"},
+		{name: "a certificate that names no node", names: []string{"client.global.nomad"}, wantErr: "names no node"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := auth.Authorize(t.Context(), req, transfer.Peer{Addr: ipRepB, Cert: &x509.Certificate{DNSNames: tc.names}})
+			if tc.wantErr == "" {
+				must(t, err)
+				return
+			}
+			if !errors.Is(err, transfer.ErrRefused) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err %v, want a refusal saying %q", err, tc.wantErr)
+			}
+		})
 	}
 }
