@@ -185,6 +185,32 @@ func TestTransferReplica(t *testing.T) {
 	if len(r.src.asked) != 2 || r.src.asked[0] != want[0] || r.src.asked[1] != want[1] {
 		t.Errorf("the source was asked %+v, want %+v", r.src.asked, want)
 	}
+
+	// The holder no longer has the replica's base: a whole stream, which
+	// goes beside the replica when the request says where, and is refused
+	// by the replica itself when it does not.
+	p3 := r.snapshot(t, "replica-3", "")
+	r.src.set(p3, nil)
+	req.HaveGUID = p2.ToGUID
+	if _, err := b.Fetch(ctx, req, intoReplica); !errors.Is(err, zfs.ErrExists) {
+		t.Fatalf("a whole stream into the replica: %v, want ErrExists", err)
+	}
+	beside := intoReplica
+	beside.Beside = &transfer.Into{Target: "tank/in/replica-a.whole", Props: map[string]string{"canmount": "noauto"}}
+	res, err = b.Fetch(ctx, req, beside)
+	if err != nil || !res.Beside || res.Snapshot != "tank/in/replica-a.whole@replica-3" || res.GUID != p3.ToGUID {
+		t.Fatalf("a whole stream beside: %+v, %v", res, err)
+	}
+	rows, err := r.zb.List(ctx, "tank/in", nil)
+	must(t, err)
+	var names []string
+	for _, d := range rows {
+		names = append(names, d.Name)
+	}
+	if got := strings.Join(names, " "); got != "tank/in tank/in/replica-a tank/in/replica-a@replica-1 tank/in/replica-a@replica-2 tank/in/replica-a.whole tank/in/replica-a.whole@replica-3" {
+		t.Errorf("after the whole stream beside: %s", got)
+	}
+
 	if n := r.nomad.NodeLists(); n != 1 {
 		t.Errorf("the node list was asked %d times for two pulls, want once", n)
 	}
