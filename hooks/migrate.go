@@ -238,6 +238,10 @@ func (m *Manager) fetch(ctx context.Context, f model.Fetch) (complete bool, err 
 	if f.Replica {
 		req.Kind = transfer.KindReplica
 	}
-	res, err := m.fetcher.Fetch(ctx, req, transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude})
+	into := transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude}
+	if f.Beside != "" {
+		into.Beside = &transfer.Into{Target: f.Beside, Props: f.BesideProps, Exclude: f.BesideExclude}
+	}
+	res, err := m.fetcher.Fetch(ctx, req, into)
 	return res.Complete, err
 }

@@ -431,3 +431,69 @@ func TestReplicaLoopUnderRun(t *testing.T) {
 	}
 	replicaHolds(t, b, name, "one")
 }
+
+// TestReplicaWholeAgainBeside: the holder no longer has the replica's
+// base (its snapshot and bookmarks gone): its whole stream comes beside
+// the replica, which is kept meanwhile, resumed there after a cut, and
+// then takes the replica's place.
+func TestReplicaWholeAgainBeside(t *testing.T) {
+	w := newReplicaWorld(t)
+	ctx := t.Context()
+	b, wr, clock := w.replicaNode(t, w.chosen, repStubs(repNodeA, repNodeB, repNodeC))
+	name := "tank/nomad/pg/replica-" + repAllocA + "-pg-1"
+	beside := name + ".whole"
+	slot := "tank/nomad/pg/pg-1"
+	write(t, w.a.f, slot, "data", "one")
+	if _, err := b.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replicaHolds(t, b, name, "one")
+
+	// The holder loses every base (as a rollback of its slot would).
+	for _, args := range [][]string{{"release", model.HoldTag, slot + "@replica-1"}, {"destroy", slot + "@replica-1"},
+		{"destroy", slot + "#replica-1"}} {
+		if _, err := w.a.f.Run(ctx, "zfs", args...); err != nil {
+			t.Fatalf("zfs %v: %v", args, err)
+		}
+	}
+	big := make([]byte, 512<<10)
+	_, _ = rand.Read(big)
+	write(t, w.a.f, slot, "big", string(big))
+	write(t, w.a.f, slot, "data", "two")
+	wr.mu.Lock()
+	wr.cut = 200 << 10
+	wr.mu.Unlock()
+	*clock = clock.Add(61 * time.Second)
+	if _, err := b.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := b.c.ResumeToken(ctx, beside); err != nil || tok == "" {
+		t.Fatalf("no resume token beside the replica after the cut: %q, %v", tok, err)
+	}
+	replicaHolds(t, b, name, "one") // kept while the whole copy comes
+
+	*clock = clock.Add(2 * time.Second)
+	if _, err := b.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := wr.last(); r.ResumeToken == "" || r.HaveGUID == 0 {
+		t.Fatalf("the round after the cut: %+v, want the whole copy resumed", r)
+	}
+	replicaHolds(t, b, name, "two")
+	if got := snapshotsOf(t, b, name); len(got) != 1 {
+		t.Fatalf("the replica after the swap: %v, want one snapshot", got)
+	}
+	if rows, err := b.c.List(ctx, beside, nil); err == nil {
+		t.Fatalf("the copy beside is left: %v", rows)
+	}
+	// And on from there, incrementally.
+	write(t, w.a.f, slot, "data", "three")
+	*clock = clock.Add(61 * time.Second)
+	if _, err := b.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replicaHolds(t, b, name, "three")
+	if r := wr.last(); r.HaveGUID == 0 || r.ResumeToken != "" {
+		t.Fatalf("the increment after the swap: %+v", r)
+	}
+}

@@ -73,12 +73,23 @@ func replicaLive(a Alloc) bool {
 // and NewestAt, when this node last received an increment of it (the
 // `since` mark each receive sets, ReplicaProps): the holder takes the
 // snapshot as it answers the pull, so this is the snapshot's time, give
-// or take one transfer.
+// or take one transfer. A whole copy received beside a replica
+// (ReplicaBeside) is that replica's, not one of its own: its round swaps
+// or drops it; one whose replica a crash left gone stands for it, with no
+// snapshot yet.
 func ReplicasIn(classDS string, rows []zfs.Dataset) []Replica {
 	var out []Replica
+	var besides []Replica
 	for i := range rows {
 		d := &rows[i]
 		if path.Dir(d.Name) != classDS || d.IsSnapshot() || d.IsBookmark() {
+			continue
+		}
+		if main, beside := strings.CutSuffix(d.Name, besideSuffix); beside {
+			if besideOurs(main, d) && d.User.Get(PropHolder) != "" {
+				besides = append(besides, Replica{Dataset: main, Source: d.User.Get(PropHolder), Info: *d,
+					Slot: strings.TrimPrefix(path.Base(main), replicaPrefix+d.User.Get(PropHolder)+"-")})
+			}
 			continue
 		}
 		var below []*zfs.Dataset
@@ -96,8 +107,30 @@ func ReplicasIn(classDS string, rows []zfs.Dataset) []Replica {
 		}
 		out = append(out, r)
 	}
+	for _, b := range besides {
+		if !slices.ContainsFunc(out, func(r Replica) bool { return r.Dataset == b.Dataset }) {
+			out = append(out, b)
+		}
+	}
 	slices.SortFunc(out, func(a, b Replica) int { return strings.Compare(a.Dataset, b.Dataset) })
 	return out
+}
+
+// besideSuffix ends the name of a whole copy received beside a replica.
+const besideSuffix = ".whole"
+
+// ReplicaBeside is where a whole stream for replica name is received
+// while the replica is kept (the holder no longer has its base:
+// ReplicaSend.StartOver), until the round swaps them (PlanSwapReplica).
+// The suffix makes no slot's ID (<class>-<n>), so no replica's name.
+func ReplicaBeside(name string) string { return name + besideSuffix }
+
+// besideOurs reports whether d, at ReplicaBeside(main), is the plugin's:
+// marked for itself, or for main (the swap marks it so before its rename,
+// PlanSwapReplica), in state replica.
+func besideOurs(main string, d *zfs.Dataset) bool {
+	owner := d.User.Get(PropOwner)
+	return (owner == d.Name || owner == main) && State(d.User.Get(PropState)) == StateReplica
 }
 
 // ReplicaAct is what a round does with one replica (ReplicaWork).
@@ -186,6 +219,13 @@ const (
 	ReplicaPullDropRefused
 	// ReplicaPullDrop: a replica DecideReplica drops, destroyed.
 	ReplicaPullDrop
+	// ReplicaPullListBeside, ReplicaPullRelistBeside: the whole copy
+	// beside the replica listed, before the fetch and after it.
+	ReplicaPullListBeside
+	ReplicaPullRelistBeside
+	// ReplicaPullSwap: the whole copy beside, complete, put in the
+	// replica's place.
+	ReplicaPullSwap
 )
 
 // ReplicaPullLoop is what one replica's round decides its next step from
@@ -213,44 +253,74 @@ func (p ReplicaPullLoop) After(last Result) ReplicaPullLoop {
 // Its rules, which pull_move's are:
 //
 //   - the replica's name holds the plugin's replica of the target's
-//     allocation, or nothing: anything else there is refused, never
-//     received into nor destroyed;
+//     allocation, or nothing, and so does the name beside it
+//     (ReplicaBeside): anything else there is refused, never received
+//     into nor destroyed;
 //   - the increment is from the replica's newest @replica-<n>; a partial
 //     receive is resumed from its token; a token the holder refuses is
 //     discarded, and the next round starts from the newest snapshot;
+//   - a holder that no longer has that base sends the whole, which is
+//     received beside the replica (the replica kept meanwhile: the newest
+//     there is here), resumed there, and once complete put in its place
+//     (PlanSwapReplica);
 //   - every receive sets ReplicaProps (-o) and takes none of the plugin's
 //     own properties nor readonly from the stream (-x, ReceiveExclude);
 //     the transport adds the host's (transfer.HostProps);
 //   - a replica that is not one filesystem after a receive is refused (a
 //     volume dropped, datasets below left to the operator), as a copy is;
-//   - a replica that no longer lines up with the holder's data is dropped
-//     whole, and the next round pulls it whole;
+//   - a replica that no longer lines up with the holder's data (changed
+//     here) is dropped whole, and the next round pulls it whole;
 //   - once an increment is in, the older snapshots go: only the newest is
-//     a base (the holder keeps its bookmark).
+//     a base (the holder keeps its bookmark);
+//   - a drop destroys the replica and what is beside it.
 func DecideReplicaPullMove(p ReplicaPullLoop) Move {
-	last, name := p.Last, p.Target.Name
+	last, name, beside := p.Last, p.Target.Name, ReplicaBeside(p.Target.Name)
 	switch last.Step.Phase {
 	case 0:
 		return p.move(Move{Kind: MoveList, Phase: ReplicaPullList})
-	case ReplicaPullList:
+	case ReplicaPullList, ReplicaPullRelist:
 		if last.Err != nil && !errors.Is(last.Err, zfs.ErrNotExist) {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
-		rows := last.Rows
-		if why := p.notOurs(rows); why != "" {
+		if why := p.notOurs(last.Rows); why != "" {
 			return Move{Kind: MoveFail, Refused: true, Reason: why}
 		}
-		if p.Drop {
-			if len(rows) == 0 {
-				return Move{Kind: MoveDone}
-			}
-			plan := PlanDropCopy(name, rows)
-			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDrop, Plan: &plan})
-		}
-		if mv, refused := p.refuseShape(rows); refused {
+		if mv, refused := p.refuseShape(name, last.Rows); refused && !p.Drop {
 			return mv
 		}
-		if len(rows) == 0 {
+		next := ReplicaPullListBeside
+		if last.Step.Phase == ReplicaPullRelist {
+			next = ReplicaPullRelistBeside
+		}
+		return Move{Kind: MoveList, Phase: next, Dataset: beside, Volumes: true, Class: p.Class, Rows: last.Rows}
+	case ReplicaPullListBeside, ReplicaPullRelistBeside:
+		if last.Err != nil && !errors.Is(last.Err, zfs.ErrNotExist) {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		rows, brows := last.Step.Rows, last.Rows
+		if why := p.notOursBeside(brows); why != "" {
+			return Move{Kind: MoveFail, Refused: true, Reason: why}
+		}
+		switch {
+		case p.Drop:
+			plan := Plan{Doing: "dropping the replica " + name,
+				Ops: slices.Concat(PlanDropCopy(beside, brows).Ops, PlanDropCopy(name, rows).Ops)}
+			if len(rows)+len(brows) == 0 {
+				return Move{Kind: MoveDone}
+			}
+			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDrop, Plan: &plan})
+		case len(brows) > 0 && NewestReplica(beside, brows) != 0:
+			return p.swap(rows, brows)
+		case last.Step.Phase == ReplicaPullRelistBeside:
+			if older := OlderReplicas(name, rows); len(older) > 0 {
+				plan := PlanDropSnapshots(older)
+				return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDropOlder, Plan: &plan})
+			}
+			return Move{Kind: MoveDone}
+		case len(brows) > 0:
+			// A whole copy coming beside: resumed from its token.
+			return Move{Kind: MoveToken, Phase: ReplicaPullToken, Dataset: beside, Class: p.Class, Rows: rows}
+		case len(rows) == 0:
 			return p.fetch(nil, "")
 		}
 		return p.move(Move{Kind: MoveToken, Phase: ReplicaPullToken, Rows: rows})
@@ -261,19 +331,7 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 		return p.fetch(last.Step.Rows, last.Token)
 	case ReplicaPullFetch:
 		return p.fetched()
-	case ReplicaPullRelist:
-		if last.Err != nil {
-			return Move{Kind: MoveFail, Err: last.Err}
-		}
-		if mv, refused := p.refuseShape(last.Rows); refused {
-			return mv
-		}
-		if older := OlderReplicas(name, last.Rows); len(older) > 0 {
-			plan := PlanDropSnapshots(older)
-			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDropOlder, Plan: &plan})
-		}
-		return Move{Kind: MoveDone}
-	case ReplicaPullDropOlder, ReplicaPullDrop:
+	case ReplicaPullDropOlder, ReplicaPullDrop, ReplicaPullSwap:
 		if last.Err != nil {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
@@ -303,17 +361,32 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 // none).
 func (p ReplicaPullLoop) notOurs(rows []zfs.Dataset) string {
 	for i := range rows {
-		d := &rows[i]
-		if d.Name != p.Target.Name {
-			continue
+		if d := &rows[i]; d.Name == p.Target.Name {
+			return p.notReplica(d, Owned(d))
 		}
-		switch {
-		case !Owned(d):
-			return d.Name + " is not the plugin's: neither received into nor destroyed"
-		case State(d.User.Get(PropState)) != StateReplica || d.User.Get(PropHolder) != p.Target.Source.ID:
-			return fmt.Sprintf("%s is the plugin's but not a replica of allocation %s (state %q, holder %q)",
-				d.Name, p.Target.Source.ID, d.User.Get(PropState), d.User.Get(PropHolder))
+	}
+	return ""
+}
+
+// notOursBeside is notOurs for the whole copy beside the replica.
+func (p ReplicaPullLoop) notOursBeside(rows []zfs.Dataset) string {
+	for i := range rows {
+		if d := &rows[i]; d.Name == ReplicaBeside(p.Target.Name) {
+			return p.notReplica(d, besideOurs(p.Target.Name, d) || Owned(d))
 		}
+	}
+	return ""
+}
+
+// notReplica says why d, owned or not, is not the plugin's replica of
+// the target's allocation.
+func (p ReplicaPullLoop) notReplica(d *zfs.Dataset, owned bool) string {
+	switch {
+	case !owned:
+		return d.Name + " is not the plugin's: neither received into nor destroyed"
+	case State(d.User.Get(PropState)) != StateReplica || d.User.Get(PropHolder) != p.Target.Source.ID:
+		return fmt.Sprintf("%s is the plugin's but not a replica of allocation %s (state %q, holder %q)",
+			d.Name, p.Target.Source.ID, d.User.Get(PropState), d.User.Get(PropHolder))
 	}
 	return ""
 }
@@ -325,12 +398,16 @@ func (p ReplicaPullLoop) move(mv Move) Move {
 }
 
 // fetch asks the holder's node for the increment from the replica's
-// newest snapshot (rows), resuming token if any.
+// newest snapshot (rows), resuming token if any (the replica's, or the
+// whole copy's beside it); a whole stream goes beside the replica.
 func (p ReplicaPullLoop) fetch(rows []zfs.Dataset, token string) Move {
 	t := p.Target
+	beside := ReplicaBeside(t.Name)
 	props := ReplicaProps(p.Class, t.Name, t.Source, t.Slot, p.Now)
+	besideProps := ReplicaProps(p.Class, beside, t.Source, t.Slot, p.Now)
 	f := Fetch{Replica: true, Alloc: t.Source.ID, Slot: t.Slot, HaveGUID: NewestReplica(t.Name, rows), ResumeToken: token,
-		Target: t.Name, Props: props, Exclude: ReceiveExclude(props), At: p.Now}
+		Target: t.Name, Props: props, Exclude: ReceiveExclude(props), At: p.Now,
+		Beside: beside, BesideProps: besideProps, BesideExclude: ReceiveExclude(besideProps)}
 	return p.move(Move{Kind: MoveFetch, Phase: ReplicaPullFetch, Fetch: &f, Rows: rows})
 }
 
@@ -345,7 +422,11 @@ func (p ReplicaPullLoop) fetched() Move {
 	case errors.Is(err, ErrNotFilesystem):
 		return Move{Kind: MoveFail, Refused: true, Reason: "the holder's stream is not of a filesystem (a volume?): " + err.Error()}
 	case errors.Is(err, ErrResumeRefused):
+		// The token was the replica's, or the whole copy's beside it
+		// (only one of them is ever partial: a whole stream goes beside
+		// only while the replica itself is whole).
 		plan := PlanAbortReceive(p.Target.Name)
+		plan.Ops = append(plan.Ops, abortReceiveOp(ReplicaBeside(p.Target.Name)))
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullAbort, Plan: &plan, Retry: err})
 	case errors.Is(err, ErrStartOver):
 		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRecount, Retry: err})
@@ -353,19 +434,49 @@ func (p ReplicaPullLoop) fetched() Move {
 	return Move{Kind: MoveFail, Err: err}
 }
 
-// refuseShape refuses the replica when it is not one filesystem
-// (CopyNotOneFilesystem): a volume, the plugin's by its receive, dropped
-// first; datasets below left for the operator.
-func (p ReplicaPullLoop) refuseShape(rows []zfs.Dataset) (Move, bool) {
-	why, drop := CopyNotOneFilesystem(p.Target.Name, rows)
+// refuseShape refuses copy name (the replica, or the whole copy beside
+// it), as listed, when it is not one filesystem (CopyNotOneFilesystem): a
+// volume, the plugin's by its receive, dropped first; datasets below left
+// for the operator.
+func (p ReplicaPullLoop) refuseShape(name string, rows []zfs.Dataset) (Move, bool) {
+	why, drop := CopyNotOneFilesystem(name, rows)
 	switch {
 	case why == "":
 		return Move{}, false
 	case drop:
-		plan := PlanDropCopy(p.Target.Name, rows)
+		plan := PlanDropCopy(name, rows)
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDropRefused, Plan: &plan, Reason: why}), true
 	}
 	return Move{Kind: MoveFail, Refused: true, Reason: why}, true
+}
+
+// swap puts the whole copy beside the replica (brows: complete, its
+// newest snapshot in) in the replica's place (rows), once it is one
+// filesystem.
+func (p ReplicaPullLoop) swap(rows, brows []zfs.Dataset) Move {
+	beside := ReplicaBeside(p.Target.Name)
+	if mv, refused := p.refuseShape(beside, brows); refused {
+		return mv
+	}
+	plan := PlanSwapReplica(p.Target.Name, rows)
+	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullSwap, Plan: &plan})
+}
+
+// PlanSwapReplica puts the whole copy received beside replica name in its
+// place: the copy marked for name first (so that a crash after the
+// rename leaves it the plugin's, and before it leaves it still
+// recognised, besideOurs), the replica as last listed (rows) dropped,
+// then the copy renamed. Each step a crash interrupts is done again by
+// the next round's swap.
+func PlanSwapReplica(name string, rows []zfs.Dataset) Plan {
+	beside := ReplicaBeside(name)
+	ops := []Op{setOp(beside, map[string]string{PropOwner: name})}
+	if len(rows) > 0 {
+		ops = append(ops, PlanDropCopy(name, rows).Ops...)
+	}
+	ops = append(ops, renameOp(beside, name))
+	return Plan{Doing: "putting the whole copy " + beside + " in the place of the replica " + name, Ops: ops,
+		Done: Note{Msg: "a replica received whole again (its holder no longer had its base)", KV: []any{"dataset", name}}}
 }
 
 // NewestReplica is the guid of replica name's newest @replica-<n> (rows,

@@ -94,7 +94,8 @@ func TestReplicaTargets(t *testing.T) {
 }
 
 // TestReplicasIn: a class dataset's replicas read back from one listing,
-// with their newest snapshot and when it was received.
+// with their newest snapshot and when it was received; a whole copy
+// beside a replica is that replica's.
 func TestReplicasIn(t *testing.T) {
 	const ds = "tank/nomad/pg"
 	replica := func(name, holder string, since int64) zfs.Dataset {
@@ -111,10 +112,18 @@ func TestReplicasIn(t *testing.T) {
 		{Name: ds + "/pg-1", Type: zfs.DatasetFilesystem, User: zfs.UserPropsOf(map[string]string{model.PropOwner: ds + "/pg-1",
 			model.PropState: string(model.StateHeld)})},
 		{Name: ds + "/replica-C-pg-3", Type: zfs.DatasetFilesystem}, // a stranger's, named alike
+		replica("replica-A-pg-1.whole", "A", 3000),                  // a whole copy coming beside A's: A's
+		// A whole copy of D's, marked for its replica by a swap a crash
+		// cut after the replica's drop: it stands for D's replica.
+		{Name: ds + "/replica-D-pg-2.whole", Type: zfs.DatasetFilesystem, User: zfs.UserPropsOf(map[string]string{
+			model.PropOwner: ds + "/replica-D-pg-2", model.PropState: string(model.StateReplica), model.PropHolder: "D"})},
 	}
 	got := model.ReplicasIn(ds, rows)
-	if len(got) != 2 {
-		t.Fatalf("replicas %+v, want A's and B's", got)
+	if len(got) != 3 {
+		t.Fatalf("replicas %+v, want A's, B's and D's", got)
+	}
+	if d := got[2]; d.Dataset != ds+"/replica-D-pg-2" || d.Source != "D" || d.Slot != "pg-2" || d.Newest != 0 {
+		t.Errorf("D's replica, by the copy beside it: %+v", d)
 	}
 	if a := got[0]; a.Source != "A" || a.Slot != "pg-1" || a.Newest != 4 || !a.NewestAt.Equal(time.Unix(1000, 0)) {
 		t.Errorf("A's replica %+v", a)
@@ -229,48 +238,101 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		}
 	}
 	cut := fmt.Errorf("receiving: %w", zfs.ErrInterrupted)
+	const beside = name + ".whole"
+	besideRow := zfs.Dataset{Name: beside, Type: zfs.DatasetFilesystem, User: zfs.UserPropsOf(map[string]string{
+		model.PropOwner: beside, model.PropState: string(model.StateReplica), model.PropHolder: "A"})}
+	besideSnap := zfs.Dataset{Name: beside + "@replica-1", Type: zfs.DatasetSnapshot, GUID: "201"}
+	swapped := planIs("set "+beside+" {nomad-device-zfs:owner}", "receive -A "+name, "release "+name+"@replica-2 nomad-device-zfs",
+		"destroy "+name+"@replica-2", "destroy "+name, "rename "+beside+" "+name)
+	none := moveBeat{want: "list list-beside", err: zfs.ErrNotExist}
+	noneAfter := moveBeat{want: "list relist-beside", err: zfs.ErrNotExist}
 	cases := []struct {
 		name  string
 		drop  bool
 		beats []moveBeat
 	}{
 		{name: "the first pull: whole, no token read", beats: []moveBeat{
-			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "fetch fetch", check: fetches(0, "")},
-			{want: "list relist", rows: []zfs.Dataset{ours, snap(1)}},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(1)}}, noneAfter,
 			{want: "done"},
 		}},
 		{name: "an increment from the newest, the older dropped after", beats: []moveBeat{
-			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "token token"},
 			{want: "fetch fetch", check: fetches(102, "")},
-			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}}, noneAfter,
 			{want: "run drop-older", check: planIs("release "+name+"@replica-2 nomad-device-zfs", "destroy "+name+"@replica-2")},
 			{want: "done"},
 		}},
 		{name: "a cut stream: the round fails, the next resumes", beats: []moveBeat{
-			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "token token"},
 			{want: "fetch fetch", err: cut},
 			{want: "fail", check: isErr(zfs.ErrInterrupted)},
 		}},
 		{name: "a partial receive resumed from its token", beats: []moveBeat{
-			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
-			{want: "token token", token: "1-abc"},
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "token token", token: "1-abc", check: func(t *testing.T, mv model.Move) {
+				if mv.Dataset != name {
+					t.Errorf("the token read of %s, want the replica's", mv.Dataset)
+				}
+			}},
 			{want: "fetch fetch", check: fetches(102, "1-abc")},
-			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}}, noneAfter,
 			{want: "run drop-older"},
 			{want: "done"},
 		}},
 		{name: "a token the holder refuses: the partial receive discarded", beats: []moveBeat{
-			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "token token", token: "1-abc"},
 			{want: "fetch fetch", err: model.ErrResumeRefused},
-			{want: "run abort", check: planIs("receive -A " + name)},
+			{want: "run abort", check: planIs("receive -A "+name, "receive -A "+beside)},
 			{want: "fail", check: isErr(model.ErrResumeRefused)},
 		}},
-		{name: "no longer lined up: dropped whole, pulled whole next round", beats: []moveBeat{
+		{name: "the holder lost the base: the whole stream comes beside, then takes the replica's place", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "token token"},
+			{want: "fetch fetch", check: func(t *testing.T, mv model.Move) {
+				f := mv.Fetch
+				if f.Beside != beside || f.BesideProps[model.PropOwner] != beside || f.BesideProps[model.PropState] != string(model.StateReplica) ||
+					!slices.Contains(f.BesideExclude, model.PropGeneration) {
+					t.Errorf("fetch beside %q %v -x %v", f.Beside, f.BesideProps, f.BesideExclude)
+				}
+			}},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run swap", check: swapped},
+			{want: "done"},
+		}},
+		{name: "a whole copy cut beside: resumed from its own token", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "list list-beside", rows: []zfs.Dataset{besideRow}},
+			{want: "token token", token: "1-def", check: func(t *testing.T, mv model.Move) {
+				if mv.Dataset != beside {
+					t.Errorf("the token read of %s, want the copy's beside", mv.Dataset)
+				}
+			}},
+			{want: "fetch fetch", check: fetches(102, "1-def")},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run swap", check: swapped},
+			{want: "done"},
+		}},
+		{name: "a swap a crash cut after the replica's drop: renamed at the next round", beats: []moveBeat{
+			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list-beside", rows: []zfs.Dataset{{Name: beside, Type: zfs.DatasetFilesystem, User: zfs.UserPropsOf(map[string]string{
+				model.PropOwner: name, model.PropState: string(model.StateReplica), model.PropHolder: "A"})}, besideSnap}},
+			{want: "run swap", check: planIs("set "+beside+" {nomad-device-zfs:owner}", "rename "+beside+" "+name)},
+			{want: "done"},
+		}},
+		{name: "a stranger's dataset beside: refused, untouched", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "list list-beside", rows: []zfs.Dataset{{Name: beside, Type: zfs.DatasetFilesystem}}},
+			{want: "fail refused"},
+		}},
+		{name: "no longer lined up: dropped whole, pulled whole next round", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "token token"},
 			{want: "fetch fetch", err: model.ErrStartOver},
 			{want: "list recount", rows: []zfs.Dataset{ours, snap(2)}},
@@ -278,12 +340,12 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "fail", check: isErr(model.ErrStartOver)},
 		}},
 		{name: "a volume's stream: refused for good", beats: []moveBeat{
-			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "fetch fetch", err: model.ErrNotFilesystem},
 			{want: "fail refused"},
 		}},
 		{name: "datasets below the replica after a receive: refused, left to the operator", beats: []moveBeat{
-			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "fetch fetch"},
 			{want: "list relist", rows: []zfs.Dataset{ours, snap(1), {Name: name + "/child", Type: zfs.DatasetFilesystem}}},
 			{want: "fail refused"},
@@ -307,18 +369,19 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "fail"},
 		}},
 		{name: "the holder says complete: never of a replica", beats: []moveBeat{
-			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "fetch fetch", complete: true},
 			{want: "fail"},
 		}},
-		{name: "a drop: the replica and its snapshots destroyed", drop: true, beats: []moveBeat{
+		{name: "a drop: the replica, its snapshots and the copy beside it destroyed", drop: true, beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
-			{want: "run drop", check: planIs("receive -A "+name, "release "+name+"@replica-2 nomad-device-zfs",
-				"destroy "+name+"@replica-2", "destroy "+name)},
+			{want: "list list-beside", rows: []zfs.Dataset{besideRow}},
+			{want: "run drop", check: planIs("receive -A "+beside, "destroy "+beside, "receive -A "+name,
+				"release "+name+"@replica-2 nomad-device-zfs", "destroy "+name+"@replica-2", "destroy "+name)},
 			{want: "done"},
 		}},
 		{name: "a drop of nothing there", drop: true, beats: []moveBeat{
-			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "done"},
 		}},
 		{name: "a drop of a stranger's dataset: refused, untouched", drop: true, beats: []moveBeat{
