@@ -1,6 +1,8 @@
 package allocwatch
 
 import (
+	"context"
+	"fmt"
 	"slices"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
@@ -9,7 +11,8 @@ import (
 
 // The conversions of Nomad's answers that replicas' rules take (issue 30;
 // nothing calls them yet): an allocation's loss, for DecideTakeover, and
-// the node list, for ReplicaNodes.
+// the node list, for ReplicaNodes; and a replica node's view of the
+// cluster (hooks.Cluster): the node list and another node's allocations.
 
 // LostAlloc converts what the servers say of an allocation's loss
 // (nomadapi.AllocationLoss) into what model.DecideTakeover reads.
@@ -50,4 +53,30 @@ func ReplicaNodes(nodes []nomadapi.NodeStub, class, spread string) []model.Repli
 		out = append(out, r)
 	}
 	return out
+}
+
+// Nodes is every node the servers know (GET /v1/nodes?resources=true), as
+// the choice of replica nodes reads them (ReplicaNodes).
+func (w *Watcher) Nodes(ctx context.Context) ([]nomadapi.NodeStub, error) {
+	return w.src.Nodes(ctx)
+}
+
+// NodeAllocations are the allocations Nomad places on node (GET
+// /v1/node/<id>/allocations, not blocking), converted as this node's own
+// are: a replica node finds there the allocations it keeps replicas of.
+func (w *Watcher) NodeAllocations(ctx context.Context, node string) ([]model.Alloc, error) {
+	if !nomadapi.IsUUID(node) {
+		return nil, fmt.Errorf("node ID %q is not a UUID", node)
+	}
+	as, _, err := w.src.NodeAllocations(ctx, node, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.Alloc, 0, len(as))
+	for _, a := range as {
+		if a != nil {
+			out = append(out, convertAlloc(a))
+		}
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 )
@@ -62,5 +63,31 @@ func TestLostAllocConversion(t *testing.T) {
 		MaxClientDisconnect: true, KillTimeout: 20 * time.Second, ShutdownDelay: 5 * time.Second}
 	if got := LostAlloc(l); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestHTTPClusterView: a replica node's view of the cluster through the
+// watcher (hooks.Cluster): the node list, and a node's allocations
+// converted as the node's own are, without blocking; a node ID that is
+// not one is refused before a request.
+func TestHTTPClusterView(t *testing.T) {
+	f := nomadfake.New(t, id(9))
+	f.Upsert(apiAlloc(1, "running", withDevice("db", "zfs", "dataset", "pg", "pg-1")))
+	w := overHTTP(t, f, Config{NodeID: id(9)}, nil)
+	ctx := t.Context()
+	nodes, err := w.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || nodes[0].ID != id(9) || nodes[0].Status != "ready" {
+		t.Fatalf("Nodes = %+v, %v", nodes, err)
+	}
+	start := time.Now()
+	as, err := w.NodeAllocations(ctx, id(9))
+	if err != nil || len(as) != 1 || as[0].ID != id(1) || !as[0].HoldsDevice("zfs", "dataset", "pg-1") || as[0].ClientStatus != "running" {
+		t.Fatalf("NodeAllocations = %+v, %v", as, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("NodeAllocations took %v: it blocked", d)
+	}
+	if _, err := w.NodeAllocations(ctx, "node-1"); err == nil {
+		t.Error("a node ID that is not a UUID was asked for")
 	}
 }

@@ -2,6 +2,7 @@ package allocwatch
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -106,6 +107,10 @@ func (s *scriptSource) Allocation(context.Context, string) (*api.Allocation, err
 
 func (s *scriptSource) AllocationStats(context.Context, string) error {
 	return nomadapi.ErrUnknownAlloc
+}
+
+func (s *scriptSource) Nodes(context.Context) ([]nomadapi.NodeStub, error) {
+	return nil, errors.New("the script lists no nodes")
 }
 
 // Requests: a script counts no requests.

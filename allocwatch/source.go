@@ -26,6 +26,8 @@ type source interface {
 	Allocation(ctx context.Context, allocID string) (*api.Allocation, error)
 	// AllocationStats is GET /v1/client/allocation/<id>/stats.
 	AllocationStats(ctx context.Context, allocID string) error
+	// Nodes is GET /v1/nodes?resources=true (a replica node's view).
+	Nodes(ctx context.Context) ([]nomadapi.NodeStub, error)
 	// Requests counts the requests made, by kind (nomadapi's Kind*).
 	Requests() map[string]uint64
 }

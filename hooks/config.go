@@ -35,6 +35,9 @@ type Config struct {
 	// class with migrate set starts its replacements empty after its
 	// timeout, as when the peer cannot be reached.
 	Fetcher transfer.Fetcher
+	// Cluster is what a replica node reads of Nomad beyond its own node
+	// (replica_pull.go). nil, or no Fetcher: this node keeps no replicas.
+	Cluster Cluster
 	// Sim is the lifecycle simulation's clock and order (export_sim.go);
 	// nil in the plugin, which runs on the real clock.
 	Sim *Simulation
@@ -71,6 +74,7 @@ func NewManager(c Config) (*Manager, error) {
 		logger:      logger.Named("slots"),
 		observer:    observer,
 		fetcher:     c.Fetcher,
+		cluster:     c.Cluster,
 		now:         time.Now,
 		sleep:       pause.For,
 		wake:        make(chan struct{}, 1),

@@ -42,8 +42,14 @@
 //     data a peer gets, under its lock.
 //   - replica_send.go: the holder's answer to a replica pull (issue 30) on
 //     the driver (model.DecideReplicaSendMove): the increment of a held
-//     slot a replica node lacks, from the holder's bookmarks. Not behind
-//     the transport yet: nothing calls it.
+//     slot a replica node lacks, from the holder's bookmarks; the
+//     transport's ReplicaSource.
+//   - replica_nodes.go: the holder's choice of its replica nodes, which
+//     its transport authorizes pulls by (transfer.ReplicaChooser).
+//   - replica_pull.go: the replica node's loop under Run's context: each
+//     round, the replicas this node keeps (model.ReplicaTargets,
+//     model.ReplicaWork), each due one pulled or dropped on the driver
+//     (model.DecideReplicaPullMove); the Cluster it reads Nomad through.
 //   - migrate.go: the receiving node's side: the pulls a replacement's data
 //     needs, each on the driver (model.DecidePullMove), increment after
 //     increment, until the final copy is marked; the pauses a Reserve

@@ -85,6 +85,10 @@ type Manager struct {
 	// none is pulled); pulls are the pulls running (migrate.go).
 	fetcher transfer.Fetcher
 	pulls   migrations
+	// cluster is what the replica loop reads of Nomad (Config.Cluster;
+	// nil: no replicas kept); replicas its memory (replica_pull.go).
+	cluster  Cluster
+	replicas replicas
 	// remote are allocations of other nodes looked up because one of this
 	// node's replaces them (model.Snapshot.Others): their data is to come
 	// here (model/migrate.go).
@@ -132,6 +136,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	var scanning sync.WaitGroup
 	defer scanning.Wait()
 	defer m.waitPulls()
+	defer m.waitReplicas()
+	m.startReplicas(ctx)
 	type scanned struct {
 		scan model.Scan
 		took time.Duration

@@ -235,6 +235,13 @@ func logPullWait(log hclog.Logger, mg model.Migration, mv model.Move) {
 // the sender says the copy is whole.
 func (m *Manager) fetch(ctx context.Context, f model.Fetch) (complete bool, err error) {
 	req := transfer.Request{Alloc: f.Alloc, Replacement: f.Replacement, Slot: f.Slot, HaveGUID: f.HaveGUID, ResumeToken: f.ResumeToken}
-	res, err := m.fetcher.Fetch(ctx, req, transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude})
+	if f.Replica {
+		req.Kind = transfer.KindReplica
+	}
+	into := transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude}
+	if f.Beside != "" {
+		into.Beside = &transfer.Into{Target: f.Beside, Props: f.BesideProps, Exclude: f.BesideExclude}
+	}
+	res, err := m.fetcher.Fetch(ctx, req, into)
 	return res.Complete, err
 }

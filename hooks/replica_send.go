@@ -12,8 +12,9 @@ import (
 // snapshot, from its bookmark, to a new @replica-<n> taken (marked, under
 // the plugin's hold) and bookmarked before it returns; the bases no pull
 // needs any more dropped. A resume token is decoded by this node's zfs.
-// Nothing calls it yet: the transport's replica request is not built
-// (docs/node-loss.md), and the replicate block is refused.
+// The transport calls it for a replica's pull it has authorized
+// (transfer.ReplicaSource); the replicate block is still refused in
+// configuration.
 func (s *Sender) SendReplica(ctx context.Context, req model.ReplicaSendRequest) (model.Send, error) {
 	m := s.m
 	class, ok := m.cfg.ClassOf(req.Slot)

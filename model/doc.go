@@ -31,12 +31,14 @@
 //     migration snapshots, what a sender sends (DecideSend), a copy's
 //     states and the plans that take, receive, mark and drop it.
 //   - replica.go, replica_place.go, replica_takeover.go,
-//     replica_send.go: copies kept on other nodes while a holder runs
-//     (issue 30; rules only, not yet acted on): a replica's name, marks
-//     and fate (DecideReplica), which nodes keep one (ReplicaNodes), when
-//     a replacement of a holder lost with its node may claim one
-//     (DecideTakeover), and what the holder sends for a pull, from
-//     bookmarks (DecideReplicaSend).
+//     replica_send.go, replica_pull.go: copies kept on other nodes while
+//     a holder runs (issue 30; the replicate block still refused): a
+//     replica's name, marks and fate (DecideReplica), which nodes keep one
+//     (ReplicaNodes), when a replacement of a holder lost with its node
+//     may claim one (DecideTakeover), what the holder sends for a pull,
+//     from bookmarks (DecideReplicaSend), and the replica node's rounds:
+//     which replicas it keeps (ReplicaTargets, ReplicaWork) and one pull
+//     by the migration's receive rules (DecideReplicaPullMove).
 //
 // hooks.Manager is the only code that acts on these decisions; the plugin,
 // the operator CLI and the tests call the same functions, so no rule is

@@ -132,7 +132,11 @@ var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", P
 	SendLockSlot: "lock-slot", SendReadSlot: "read-slot", SendList: "list", SendDrop: "drop", SendMigrated: "migrated",
 	SendTake: "take", SendRelist: "relist",
 	ReplicaSendToken: "token", ReplicaSendLockSlot: "lock-slot", ReplicaSendReadSlot: "read-slot", ReplicaSendList: "list", ReplicaSendDrop: "drop",
-	ReplicaSendTake: "take", ReplicaSendRelist: "relist"}
+	ReplicaSendTake: "take", ReplicaSendRelist: "relist",
+	ReplicaPullList: "list", ReplicaPullToken: "token", ReplicaPullFetch: "fetch", ReplicaPullRelist: "relist",
+	ReplicaPullDropOlder: "drop-older", ReplicaPullAbort: "abort", ReplicaPullRecount: "recount",
+	ReplicaPullStartOver: "start-over", ReplicaPullDropRefused: "drop-refused", ReplicaPullDrop: "drop",
+	ReplicaPullListBeside: "list-beside", ReplicaPullRelistBeside: "relist-beside", ReplicaPullSwap: "swap"}
 
 func (p Phase) String() string {
 	if n, ok := phaseNames[p]; ok {
@@ -144,6 +148,13 @@ func (p Phase) String() string {
 // Fetch is one request of a pull: what to ask the sending node for, and
 // where to receive it (Target, with Props set and Exclude not taken).
 type Fetch struct {
+	// Replica: a replica's pull (transfer.KindReplica): no Replacement.
+	// Beside, with its BesideProps and BesideExclude, is where a whole
+	// stream answering a request from a base goes (transfer.Into.Beside).
+	Replica                  bool
+	Beside                   string
+	BesideProps              map[string]string
+	BesideExclude            []string
 	Alloc, Replacement, Slot string
 	HaveGUID                 uint64
 	ResumeToken              string

@@ -54,10 +54,11 @@ func (t *transport) serve(ctx context.Context, mgr *hooks.Manager) error {
 	srv, err := transfer.NewServer(transfer.ServerConfig{
 		Config: *s.Transfer,
 		Authorizer: &transfer.NomadAuthorizer{Nomad: t.nomad, Self: mgr.NodeID,
-			RequireNodeIdentity: s.Transfer.RequireNodeIdentity, Region: s.Transfer.Region},
-		Source: mgr.Sender(),
-		ZFS:    t.zfs,
-		Logger: t.logger,
+			RequireNodeIdentity: s.Transfer.RequireNodeIdentity, Region: s.Transfer.Region, ReplicaNodes: mgr.ReplicaNodes},
+		Source:   mgr.Sender(),
+		Replicas: mgr.Sender(),
+		ZFS:      t.zfs,
+		Logger:   t.logger,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -115,4 +116,24 @@ func (l *lazyWatcher) run(ctx context.Context, cfg allocwatch.Config, logger hcl
 		case <-time.After(watcherRetry):
 		}
 	}
+}
+
+var _ hooks.Cluster = (*lazyWatcher)(nil)
+
+// Nodes implements hooks.Cluster: the watcher's, once it runs.
+func (l *lazyWatcher) Nodes(ctx context.Context) ([]nomadapi.NodeStub, error) {
+	w, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return w.Nodes(ctx)
+}
+
+// NodeAllocations implements hooks.Cluster: the watcher's, once it runs.
+func (l *lazyWatcher) NodeAllocations(ctx context.Context, node string) ([]model.Alloc, error) {
+	w, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return w.NodeAllocations(ctx, node)
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -104,6 +105,26 @@ func (x xnomad) Node(_ context.Context, id string) (transfer.Node, error) {
 		return transfer.Node{}, fmt.Errorf("node %s: %w", id, transfer.ErrUnknown)
 	}
 	return transfer.Node{ID: n.id, Name: n.name, Addresses: []netip.Addr{n.addr}, TransferPort: xTransferPort}, nil
+}
+
+// Nodes lists the world's nodes as the servers do: ready while they
+// reach the servers, each offering the class with the transfer's port
+// (no replica is made in this world: the list is there for the seam).
+func (x xnomad) Nodes(_ context.Context) ([]nomadapi.NodeStub, error) {
+	if !x.n.connected {
+		return nil, errNoServers
+	}
+	var out []nomadapi.NodeStub
+	for _, n := range x.n.w.nodes {
+		status := "down"
+		if n.connected {
+			status = "ready"
+		}
+		out = append(out, nomadapi.NodeStub{ID: n.id, Status: status, SchedulingEligibility: "eligible",
+			Devices: []nomadapi.DeviceGroup{{Vendor: transfer.DeviceVendor, Type: transfer.DeviceType, Name: "pg",
+				Attributes: []string{transfer.AttrPort}}}})
+	}
+	return out, nil
 }
 
 // newFetcher is a plugin's receiving side: the transfer's Client over the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -37,6 +38,17 @@ type NomadAuthorizer struct {
 	// to name the replacement's node (identity.go).
 	RequireNodeIdentity bool
 	Region              string
+	// ReplicaNodes chooses the nodes that keep allocation a's replicas of
+	// its slot from the node list (model.ReplicaNodes over the list
+	// converted for the slot's class: hooks.Manager.ReplicaNodes); ok
+	// false when the slot's class keeps none. Nil: every replica's pull
+	// is refused.
+	ReplicaNodes ReplicaChooser
+	// NodeListTTL is how long the node list is kept for the replicas'
+	// pulls (default DefaultNodeListTTL).
+	NodeListTTL time.Duration
+
+	nodes nodeList
 }
 
 var _ Authorizer = (*NomadAuthorizer)(nil)
@@ -46,6 +58,9 @@ var _ Authorizer = (*NomadAuthorizer)(nil)
 func (a *NomadAuthorizer) Authorize(ctx context.Context, req Request, peer Peer) error {
 	if err := req.validateIDs(); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if req.Kind == KindReplica {
+		return a.authorizeReplica(ctx, req, peer)
 	}
 	self, err := a.Self(ctx)
 	if err != nil {

@@ -153,6 +153,13 @@ type Into struct {
 	// Exclude are more properties of the stream Fetch does not take (-x),
 	// beside HostProps: the receiver's own rule (model.ReceiveExclude).
 	Exclude []string
+	// Beside, when set, is where a whole stream is received when the
+	// request names a base (HaveGUID) and the sender sends whole: it no
+	// longer has that base (a replica's pull, model.ReplicaSend.StartOver).
+	// Target is then left as it is, a copy the caller keeps until the
+	// whole one is in. Its own Beside is not read. nil: into Target, which
+	// then refuses a whole stream (zfs.ErrExists).
+	Beside *Into
 }
 
 // HostProps are properties a stream could carry (a sender's -p) that act
@@ -172,13 +179,16 @@ type Result struct {
 	GUID     uint64
 	// FromGUID is the incremental's base, 0 for a full stream.
 	FromGUID uint64
-	Bytes    int64
-	Resumed  bool
-	Peer     netip.AddrPort
+	// Beside: the whole stream was received into Into.Beside.
+	Beside  bool
+	Bytes   int64
+	Resumed bool
+	Peer    netip.AddrPort
 }
 
 // Fetch asks the peer holding req.Alloc's data (Locator) for it and
-// receives the stream into into.Target. It returns only once zfs receive
+// receives the stream into into.Target (into.Beside for a whole stream
+// that answers a request from a base). It returns only once zfs receive
 // has finished and the received snapshot is on Target with the guid the
 // sender named: then the copy is complete and verified (zfs checks the
 // stream's checksums as it receives).
@@ -210,14 +220,15 @@ func (c *Client) fetch(ctx context.Context, req Request, into Into) (Result, err
 	if err := req.validate(); err != nil {
 		return Result{}, err
 	}
-	opts := zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}
-	for _, p := range slices.Concat(HostProps, into.Exclude) {
-		if _, set := into.Props[p]; !set && !slices.Contains(opts.Exclude, p) {
-			opts.Exclude = append(opts.Exclude, p)
-		}
+	opts, err := receiveOptions(into)
+	if err != nil {
+		return Result{}, err
 	}
-	if _, err := zfs.ReceiveArgs(opts); err != nil {
-		return Result{}, fmt.Errorf("%w: %w", zfs.ErrInvalid, err)
+	besideOpts := opts
+	if into.Beside != nil {
+		if besideOpts, err = receiveOptions(*into.Beside); err != nil {
+			return Result{}, err
+		}
 	}
 	peer, err := c.c.Locator.Locate(ctx, req.Alloc)
 	if err != nil {
@@ -238,7 +249,10 @@ func (c *Client) fetch(ctx context.Context, req Request, into Into) (Result, err
 		return res, fmt.Errorf("peer %s: %w", peer, err)
 	}
 	res.GUID, res.FromGUID = guid, from
-	res.Snapshot = into.Target + "@" + name
+	if from == 0 && req.HaveGUID != 0 && into.Beside != nil {
+		opts, res.Beside = besideOpts, true
+	}
+	res.Snapshot = opts.Target + "@" + name
 	start := time.Now()
 	body := &countingReader{r: resp.Body}
 	err = c.c.ZFS.Receive(ctx, opts, body)
@@ -247,14 +261,29 @@ func (c *Client) fetch(ctx context.Context, req Request, into Into) (Result, err
 		if t := resp.Trailer.Get(trailerResult); strings.HasPrefix(t, "error: ") {
 			err = fmt.Errorf("%w (the sender: %s)", err, strings.TrimPrefix(t, "error: "))
 		}
-		return res, fmt.Errorf("receiving %s from %s into %s: %w", resp.Header.Get(hdrSnapshot), peer, into.Target, err)
+		return res, fmt.Errorf("receiving %s from %s into %s: %w", resp.Header.Get(hdrSnapshot), peer, opts.Target, err)
 	}
-	if err := c.verify(ctx, into.Target, res); err != nil {
+	if err := c.verify(ctx, opts.Target, res); err != nil {
 		return res, err
 	}
 	c.c.Logger.Info("received", "alloc_id", req.Alloc, "replacement_id", req.Replacement, "peer", peer.String(),
 		"snapshot", res.Snapshot, "bytes", res.Bytes, "duration", time.Since(start).Round(time.Millisecond).String(), "resumed", res.Resumed)
 	return res, nil
+}
+
+// receiveOptions are zfs receive's for into: resumable, unmounted, its
+// Props set, HostProps and its Exclude not taken unless set.
+func receiveOptions(into Into) (zfs.ReceiveOptions, error) {
+	opts := zfs.ReceiveOptions{Target: into.Target, Resumable: true, NoMount: true, Props: into.Props}
+	for _, p := range slices.Concat(HostProps, into.Exclude) {
+		if _, set := into.Props[p]; !set && !slices.Contains(opts.Exclude, p) {
+			opts.Exclude = append(opts.Exclude, p)
+		}
+	}
+	if _, err := zfs.ReceiveArgs(opts); err != nil {
+		return opts, fmt.Errorf("%w: %w", zfs.ErrInvalid, err)
+	}
+	return opts, nil
 }
 
 // verify finds the received snapshot with the sender's guid.
@@ -286,8 +315,7 @@ func (c *Client) post(ctx context.Context, peer netip.AddrPort, req Request) (*h
 		return nil, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set(hdrAlloc, req.Alloc)
-	hr.Header.Set(hdrReplacement, req.Replacement)
+	req.headers(hr.Header)
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, fmt.Errorf("asking %s for allocation %s's data: %w", peer, req.Alloc, err)

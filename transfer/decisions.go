@@ -29,9 +29,9 @@ type decisions struct {
 }
 
 type decisionKey struct {
-	alloc, replacement string
-	peer               netip.Addr
-	cert               [sha256.Size]byte
+	kind, alloc, replacement, slot string
+	peer                           netip.Addr
+	cert                           [sha256.Size]byte
 }
 
 type decision struct {
@@ -54,7 +54,7 @@ func newDecisions(inner Authorizer, ttl time.Duration, perSecond float64, burst 
 
 // Authorize is the inner Authorizer's decision for req from peer, cached.
 func (d *decisions) Authorize(ctx context.Context, req Request, peer Peer) error {
-	key := decisionKey{alloc: req.Alloc, replacement: req.Replacement, peer: peer.Addr}
+	key := decisionKey{kind: req.Kind, alloc: req.Alloc, replacement: req.Replacement, slot: req.Slot, peer: peer.Addr}
 	if peer.Cert != nil {
 		key.cert = sha256.Sum256(peer.Cert.Raw)
 	}

@@ -37,8 +37,12 @@
 // allocations the request names and allows the request only if A runs on
 // the sender's node, B's previous allocation is A (same job and group), B
 // is still to run, and the connection comes from one of the addresses
-// Nomad lists for the node B is placed on (Decide). Every other request
-// is refused with 403 and logged.
+// Nomad lists for the node B is placed on (Decide). A replica's pull
+// (KindReplica, issue 30) names no B: it is allowed only while A runs on
+// the sender's node and from an address of a node that keeps A's
+// replicas, as the sender's own plugin chooses them from Nomad's node
+// list for the slot's class (DecideReplica, replica_authz.go; the list
+// kept NodeListTTL). Every other request is refused with 403 and logged.
 //
 // The address check was chosen over the alternatives because it needs
 // nothing more from the operator:

@@ -22,6 +22,11 @@ type Nomad interface {
 	Allocation(ctx context.Context, id string) (Alloc, error)
 	// Node is GET /v1/node/<id>; ErrUnknown if Nomad has no such node.
 	Node(ctx context.Context, id string) (Node, error)
+	// Nodes is GET /v1/nodes?resources=true (nomadapi.Nodes): every node
+	// the servers know, what the choice of an allocation's replica nodes
+	// reads (a replica's pull: DecideReplica). The authorizer keeps it a
+	// few seconds (NodeListTTL).
+	Nodes(ctx context.Context) ([]nomadapi.NodeStub, error)
 }
 
 // ErrUnknown: Nomad does not know the allocation or node.
@@ -112,6 +117,11 @@ func (n *APINomad) Node(ctx context.Context, id string) (Node, error) {
 		return Node{}, err
 	}
 	return convertNode(node), nil
+}
+
+// Nodes implements Nomad.
+func (n *APINomad) Nodes(ctx context.Context) ([]nomadapi.NodeStub, error) {
+	return n.client.Nodes(ctx)
 }
 
 // convertNode reads a node's addresses and its plugin's published

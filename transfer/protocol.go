@@ -16,6 +16,8 @@ import (
 //	POST /v1/send   Content-Type: application/json   {Request}
 //	                Ndz-Alloc: <Request.Alloc>        authorized on these
 //	                Ndz-Replacement: <Request.Replacement>  before the body
+//	                Ndz-Kind: replica                 a replica's pull: no
+//	                Ndz-Slot: <Request.Slot>          replacement, the slot
 //
 //	204  Ndz-Complete: true                           the requester holds the final
 //	                                                  copy already: nothing comes
@@ -39,7 +41,16 @@ const sendPath = "/v1/send"
 const (
 	hdrAlloc       = "Ndz-Alloc"
 	hdrReplacement = "Ndz-Replacement"
+	hdrKind        = "Ndz-Kind"
+	hdrSlot        = "Ndz-Slot"
 )
+
+// KindReplica is a replica's pull (issue 30): a node that keeps
+// allocation Alloc's replicas asks for the increment of its slot Slot it
+// lacks. There is no replacement: the requester is a node, authorized by
+// DecideReplica (which nodes keep the replicas depends on the slot's
+// class, so the slot is in the headers too). "" is a migration's pull.
+const KindReplica = "replica"
 
 // Response headers and trailer.
 const (
@@ -58,10 +69,12 @@ const maxRequest = 16 << 10
 // Request asks for the data of allocation Alloc on behalf of Replacement:
 // the wire form of a model.SendRequest.
 type Request struct {
+	// Kind is "" for a migration's pull, KindReplica for a replica's.
+	Kind string `json:"kind,omitempty"`
 	// Alloc is A, the allocation whose data is wanted; its node sends.
 	Alloc string `json:"alloc_id"`
 	// Replacement is B, the allocation Nomad placed to replace A, on the
-	// requesting node.
+	// requesting node; "" for a replica's pull.
 	Replacement string `json:"replacement_id"`
 	// Slot is the device ID of A's slot whose data is wanted (A may hold
 	// several), on the sending node.
@@ -80,8 +93,28 @@ func (r Request) model() model.SendRequest {
 	return model.SendRequest{Alloc: r.Alloc, Replacement: r.Replacement, Slot: r.Slot, HaveGUID: r.HaveGUID, ResumeToken: r.ResumeToken}
 }
 
-// validateIDs checks the two allocation IDs, all an authorization needs.
+// replicaModel is a replica's request as the holder decides on it.
+func (r Request) replicaModel() model.ReplicaSendRequest {
+	return model.ReplicaSendRequest{Alloc: r.Alloc, Slot: r.Slot, HaveGUID: r.HaveGUID, ResumeToken: r.ResumeToken}
+}
+
+// validateIDs checks what an authorization reads, all in the headers:
+// the two allocation IDs of a migration's pull; the allocation and the
+// slot of a replica's.
 func (r Request) validateIDs() error {
+	switch r.Kind {
+	case "":
+	case KindReplica:
+		switch {
+		case !nomadapi.IsUUID(r.Alloc):
+			return fmt.Errorf("alloc_id %q is not an allocation ID", r.Alloc)
+		case r.Replacement != "":
+			return fmt.Errorf("a replica's pull names no replacement (replacement_id %q)", r.Replacement)
+		}
+		return validateSlot(r.Slot)
+	default:
+		return fmt.Errorf("kind %q is neither a migration's pull nor %q", r.Kind, KindReplica)
+	}
 	switch {
 	case !nomadapi.IsUUID(r.Alloc):
 		return fmt.Errorf("alloc_id %q is not an allocation ID", r.Alloc)
@@ -97,9 +130,8 @@ func (r Request) validate() error {
 	if err := r.validateIDs(); err != nil {
 		return err
 	}
-	switch {
-	case zfs.ValidateComponent(r.Slot) != nil || strings.ContainsAny(r.Slot, "@#%"):
-		return fmt.Errorf("slot %q is not a device ID", r.Slot)
+	if err := validateSlot(r.Slot); err != nil {
+		return err
 	}
 	if r.ResumeToken != "" {
 		if err := zfs.ValidateResumeToken(r.ResumeToken); err != nil {
@@ -107,6 +139,42 @@ func (r Request) validate() error {
 		}
 	}
 	return nil
+}
+
+// validateSlot checks a slot's device ID.
+func validateSlot(slot string) error {
+	if zfs.ValidateComponent(slot) != nil || strings.ContainsAny(slot, "@#%") {
+		return fmt.Errorf("slot %q is not a device ID", slot)
+	}
+	return nil
+}
+
+// headers are the request's headers: what its authorization reads.
+func (r Request) headers(h http.Header) {
+	h.Set(hdrAlloc, r.Alloc)
+	if r.Kind == KindReplica {
+		h.Set(hdrKind, r.Kind)
+		h.Set(hdrSlot, r.Slot)
+		return
+	}
+	h.Set(hdrReplacement, r.Replacement)
+}
+
+// claimed is the request as its headers name it.
+func claimed(h http.Header) Request {
+	r := Request{Kind: h.Get(hdrKind), Alloc: h.Get(hdrAlloc), Replacement: h.Get(hdrReplacement)}
+	if r.Kind == KindReplica {
+		r.Slot = h.Get(hdrSlot)
+	}
+	return r
+}
+
+// matches reports whether body names what the headers claimed (the
+// request authorized): a migration's allocations, or a replica's
+// allocation and slot.
+func (r Request) matches(body Request) bool {
+	return body.Kind == r.Kind && body.Alloc == r.Alloc && body.Replacement == r.Replacement &&
+		(r.Kind != KindReplica || body.Slot == r.Slot)
 }
 
 // headerGUID reads a guid header.

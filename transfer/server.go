@@ -31,6 +31,14 @@ type Source interface {
 	Send(ctx context.Context, req model.SendRequest) (model.Send, error)
 }
 
+// ReplicaSource says what this node sends for a replica's pull it has
+// allowed (KindReplica): the holder's answer, decided from its slot as it
+// is (hooks.Sender.SendReplica). ErrNoData: the slot is not held by the
+// allocation, or its class keeps no replicas.
+type ReplicaSource interface {
+	SendReplica(ctx context.Context, req model.ReplicaSendRequest) (model.Send, error)
+}
+
 // validateSend is the server's own check of a Source's send: it names
 // its snapshot's guid, its base and the base's guid agree, an encrypted
 // dataset goes out raw (never decrypted), and zfs can send it.
@@ -56,6 +64,8 @@ type ServerConfig struct {
 	Config     Config
 	Authorizer Authorizer
 	Source     Source
+	// Replicas answers replica pulls; nil: each is answered no_data.
+	Replicas ReplicaSource
 	// ZFS runs zfs send; its runner must stream (zfs.Streamer).
 	ZFS    *zfs.Client
 	Logger hclog.Logger
@@ -216,13 +226,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.leave(peer.Addr)
 	// Authorized on the headers, before a byte of the body is read: a
 	// peer that may not have the data holds no handler while it sends.
-	claim := Request{Alloc: r.Header.Get(hdrAlloc), Replacement: r.Header.Get(hdrReplacement)}
+	claim := claimed(r.Header)
 	if err := claim.validateIDs(); err != nil {
 		s.logger.Warn("transfer request without its allocations in the headers", "remote", peer.Addr, "error", err)
-		writeError(w, "bad_request", fmt.Errorf("headers %s and %s: %w", hdrAlloc, hdrReplacement, err))
+		writeError(w, "bad_request", fmt.Errorf("headers %s, %s, %s and %s: %w", hdrAlloc, hdrReplacement, hdrKind, hdrSlot, err))
 		return
 	}
 	log := s.logger.With("alloc_id", claim.Alloc, "replacement_id", claim.Replacement, "remote", peer.Addr)
+	if claim.Kind == KindReplica {
+		log = s.logger.With("alloc_id", claim.Alloc, "kind", claim.Kind, "slot", claim.Slot, "remote", peer.Addr)
+	}
 	if err := s.decisions.Authorize(ctx, claim, peer); err != nil {
 		if errors.Is(err, ErrRefused) {
 			// The reason stays here: it names the replacement's node, its
@@ -250,9 +263,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	if req.Alloc != claim.Alloc || req.Replacement != claim.Replacement {
+	if !claim.matches(req) {
 		log.Warn("refused a transfer request whose body names other allocations than its headers",
-			"body_alloc_id", req.Alloc, "body_replacement_id", req.Replacement)
+			"body_alloc_id", req.Alloc, "body_replacement_id", req.Replacement, "body_kind", req.Kind, "body_slot", req.Slot)
 		writeError(w, "refused", errRefusedOnWire)
 		return
 	}
@@ -269,7 +282,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, "busy", fmt.Errorf("%d transfers are running", s.c.MaxSends))
 		return
 	}
-	spec, err := s.c.Source.Send(ctx, req.model())
+	spec, err := s.send(ctx, req)
 	if err == nil {
 		err = validateSend(spec)
 	}
@@ -306,6 +319,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.stream(ctx, w, req, spec, log)
+}
+
+// send asks the Source, or for a replica's pull the ReplicaSource, what
+// to send for req.
+func (s *Server) send(ctx context.Context, req Request) (model.Send, error) {
+	if req.Kind != KindReplica {
+		return s.c.Source.Send(ctx, req.model())
+	}
+	if s.c.Replicas == nil {
+		return model.Send{}, fmt.Errorf("%w: this node answers no replica pulls", ErrNoData)
+	}
+	spec, err := s.c.Replicas.SendReplica(ctx, req.replicaModel())
+	if err == nil && spec.Complete {
+		// A replica is never "complete": its holder still runs.
+		err = errors.New("a replica's send names no snapshot")
+	}
+	return spec, err
 }
 
 // errRefusedOnWire is all a refused peer is told.

@@ -3,8 +3,10 @@ package transfertest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 )
 
@@ -15,8 +17,10 @@ type Nomad struct {
 	mu     sync.Mutex
 	allocs map[string]transfer.Alloc
 	nodes  map[string]transfer.Node
+	list   []nomadapi.NodeStub
 	err    error
 	calls  int
+	lists  int
 }
 
 var _ transfer.Nomad = (*Nomad)(nil)
@@ -82,4 +86,32 @@ func (n *Nomad) Node(_ context.Context, id string) (transfer.Node, error) {
 		return transfer.Node{}, fmt.Errorf("node %s: %w", id, transfer.ErrUnknown)
 	}
 	return node, nil
+}
+
+// SetNodeList sets what Nodes answers: the node list as the servers list
+// it (GET /v1/nodes?resources=true).
+func (n *Nomad) SetNodeList(list []nomadapi.NodeStub) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.list = slices.Clone(list)
+}
+
+// NodeLists is how many times the node list was asked for (also counted
+// in Calls).
+func (n *Nomad) NodeLists() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.lists
+}
+
+// Nodes implements transfer.Nomad.
+func (n *Nomad) Nodes(_ context.Context) ([]nomadapi.NodeStub, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.calls++
+	n.lists++
+	if n.err != nil {
+		return nil, n.err
+	}
+	return slices.Clone(n.list), nil
 }
