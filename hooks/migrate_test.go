@@ -27,6 +27,8 @@ import (
 type cluster struct {
 	mu     sync.Mutex
 	allocs []model.Alloc
+	// losses are what the servers say of allocations' loss (Cluster.Loss).
+	losses map[string]model.LostAlloc
 }
 
 func (c *cluster) set(as ...model.Alloc) {

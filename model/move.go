@@ -99,7 +99,8 @@ const (
 	// ActPlan runs Move.Plan, under the lock the loop holds.
 	ActPlan
 	// ActTakeover runs Move.Plan (PlanTakeReplica) on replica
-	// Move.Dataset, under its lock and its parked name's.
+	// Move.Dataset, under its lock and that of Move.Parked, the parked
+	// data it becomes.
 	ActTakeover
 )
 

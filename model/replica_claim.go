@@ -163,10 +163,11 @@ func replicaParkedName(dataset, holder, id string) string {
 	return dataset[:strings.LastIndexByte(dataset, '/')+1] + parkedPrefix + holder + "-" + id
 }
 
-// replica is the dataset the takeover decided on takes over.
-func (tk *TakeoverInput) replica() string {
+// target is what the takeover decided on takes over: the replica, and
+// the parked data of prev it becomes (the driver takes both locks).
+func (tk *TakeoverInput) target(prev string) (replica string, parked *Retained) {
 	c, _ := NewestCopy(tk.Copies)
-	return c.Replica.Dataset
+	return c.Replica.Dataset, &Retained{Dataset: replicaParkedName(c.Replica.Dataset, prev, c.Replica.Slot), Holder: prev}
 }
 
 // LocalReplica reads this node's replica name of class dataset classDS

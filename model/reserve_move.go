@@ -156,7 +156,8 @@ func (in ReserveLoop) inheritMove(caller Alloc, prev *InheritInput, prevDataset 
 	case InheritTakeover:
 		// The replica becomes the predecessor's parked data; the next
 		// reading of it claims that.
-		return in.run(Move{Act: ActTakeover, Alloc: caller, Plan: d.Plan, Dataset: prev.Takeover.replica(), Reason: d.Reason})
+		replica, parked := prev.Takeover.target(prev.Prev.ID)
+		return in.run(Move{Act: ActTakeover, Alloc: caller, Plan: d.Plan, Dataset: replica, Parked: parked, Reason: d.Reason})
 	}
 	// Nothing to inherit (Reason says why, if there was something).
 	return in.record(caller, d.Reason)
