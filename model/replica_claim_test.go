@@ -136,3 +136,39 @@ func TestNewestCopy(t *testing.T) {
 		})
 	}
 }
+
+// TestReserveMoveTakeover: the Reserve's loop acts on a takeover with the
+// plan DecideInherit made, on the replica, under the parked name's lock
+// too; and the next reading of the slot (ready still) reads the
+// predecessor's data again, which is then parked data to claim.
+func TestReserveMoveTakeover(t *testing.T) {
+	lostAt := time.Unix(1_800_000_000, 0)
+	class := Class{Name: "pg", Slots: 2, Sticky: true, StickyWait: time.Hour,
+		Migrate:   Migrate{Enabled: true, Timeout: 10 * time.Minute, OnTimeout: MigrateFail},
+		Replicate: Replicate{Copies: 1, Every: time.Minute}}
+	prev := Alloc{ID: "A", NodeID: "node-1", ClientStatus: ClientLost}
+	caller := Alloc{ID: "B", NodeID: "node-2", PreviousAllocation: "A", DesiredStatus: DesiredRun, ClientStatus: ClientPending,
+		Devices: []Device{{Task: "t", Vendor: Vendor, Type: DeviceType, Name: "pg", IDs: []string{"pg-2"}}}}
+	slot := Slot{ID: "pg-2", Class: "pg", Dataset: "tank/nomad/pg/pg-2", Exists: true, Healthy: true, State: StateReady}
+	loss := LostAlloc{ID: "A", ClientStatus: ClientLost, LostAt: lostAt, StopAfter: time.Minute}
+	at, _ := TakeoverAt(loss)
+	replica := ReplicaCopy{Local: true, Replica: Replica{Dataset: "tank/nomad/pg/replica-A-pg-1", Source: "A", Slot: "pg-1", Newest: 2}}
+	in := ReserveLoop{Class: class, Slot: slot, Snap: &Snapshot{NodeID: "node-2", Allocs: []Alloc{caller}}, Nomad: true,
+		Pace: time.Second, Since: Since{Read: true, Asked: true},
+		Last: Result{Step: Move{Kind: MoveReadPrev, Alloc: caller}, Inherit: &InheritInput{Class: class, Slot: slot, Caller: caller,
+			Prev: prev, NodeID: "node-2", Takeover: &TakeoverInput{Loss: loss, Copies: []ReplicaCopy{replica}, Now: at}}}}
+	mv := DecideReserveMove(in)
+	if mv.Kind != MoveRun || mv.Act != ActTakeover || mv.Dataset != replica.Replica.Dataset || mv.Plan == nil ||
+		mv.Parked == nil || mv.Parked.Dataset != "tank/nomad/pg/parked-A-pg-1" {
+		t.Fatalf("after the reading: %v %v %s %+v, want the takeover of the replica into parked-A-pg-1", mv.Kind, mv.Act, mv.Dataset, mv.Parked)
+	}
+	in.Last, in.Since = Result{Step: mv}, in.Since.After(mv, nil)
+	if next := DecideReserveMove(in); next.Kind != MoveReadPrev || next.Alloc.ID != "B" {
+		t.Errorf("after the takeover: %v, want B's predecessor's data read again", next.Kind)
+	}
+	in.Last = Result{Step: Move{Kind: MoveReadPrev, Alloc: caller}, Inherit: &InheritInput{Class: class, Slot: slot, Caller: caller,
+		Prev: prev, NodeID: "node-2", Takeover: &TakeoverInput{Loss: loss, Copies: []ReplicaCopy{replica}, Now: at.Add(-time.Second)}}}
+	if mv := DecideReserveMove(in); mv.Kind != MoveWait || mv.Awaits != AwaitsData {
+		t.Errorf("before the takeover time: %v (%s), want a wait for the data", mv.Kind, mv.Reason)
+	}
+}
