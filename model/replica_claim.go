@@ -93,6 +93,13 @@ func newerCopy(a, b ReplicaCopy) int {
 	return 0
 }
 
+// lostOrUnknown reports whether the servers say the predecessor is lost
+// or unknown: a takeover is decided only then (a running or ended one's
+// data comes from its node, as any migration's).
+func (tk *TakeoverInput) lostOrUnknown() bool {
+	return tk != nil && (tk.Loss.ClientStatus == ClientLost || tk.Loss.ClientStatus == ClientUnknown)
+}
+
 // decideTakeover decides the Reserve of in.Slot by in.Caller, the
 // replacement of in.Prev on another node, in a class that keeps replicas,
 // when no copy from Prev's node is here (DecideInherit).

@@ -79,6 +79,8 @@ func TestDecideInheritTakeover(t *testing.T) {
 			want: InheritTakeover, take: name},
 		{name: "a takeover a crash interrupted (its snapshots dropped): finished first", loss: lost,
 			copies: []ReplicaCopy{claiming, remote4}, now: at, want: InheritTakeover, take: name},
+		{name: "A runs (a drain): the copy from its node awaited as ever", loss: LostAlloc{ID: "A", ClientStatus: ClientRunning},
+			copies: []ReplicaCopy{local3}, now: at, want: InheritWait, why: "no copy has arrived yet"},
 		{name: "a copy from A's node arrived: claimed as ever, no takeover", loss: lost, copies: []ReplicaCopy{local3}, now: at,
 			parked: &Retained{Dataset: "tank/nomad/pg/parked-A-pg-1", State: StateParked, Holder: "A", Outcome: OutcomeMigrated},
 			want:   InheritClaim},

@@ -269,7 +269,7 @@ func DecideInherit(in InheritInput) InheritDecision {
 		// Parked, or renamed aside by a park a crash interrupted (its
 		// state not yet rewritten): the claim finishes either.
 		return InheritDecision{Kind: InheritClaim}
-	case remote && in.Class.Migrate.Enabled && in.Takeover != nil:
+	case remote && in.Class.Migrate.Enabled && in.Takeover.lostOrUnknown():
 		return in.decideTakeover()
 	case remote && in.Class.Migrate.Enabled:
 		return in.waitForCopy(fmt.Sprintf("the data of %s, which %s replaces, is to come from node %s; no copy has arrived yet",
