@@ -59,6 +59,7 @@ func (v clusterView) Nodes(context.Context) ([]nomadapi.NodeStub, error) { retur
 func (v clusterView) Loss(_ context.Context, id string) (model.LostAlloc, error) {
 	v.c.mu.Lock()
 	defer v.c.mu.Unlock()
+	v.c.lossAsked++
 	l, ok := v.c.losses[id]
 	if !ok {
 		return model.LostAlloc{}, nomadapi.ErrAllocNotFound

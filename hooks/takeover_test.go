@@ -21,8 +21,8 @@ func (deadFetcher) Fetch(context.Context, transfer.Request, transfer.Into) (tran
 // keeping a replica of it with two increments (the second holding
 // "newest"), then A's node gone: A lost, B placed on the replica node
 // in A's place, nothing answering from A's node. at is A's takeover
-// time (model.TakeoverAt).
-func takeoverWorld(t *testing.T) (n *migrationNode, clock *time.Time, at time.Time, b model.Alloc) {
+// time (model.TakeoverAt); c the cluster.
+func takeoverWorld(t *testing.T) (n *migrationNode, c *cluster, clock *time.Time, at time.Time, b model.Alloc) {
 	t.Helper()
 	w := newReplicaWorld(t)
 	ctx := t.Context()
@@ -55,7 +55,7 @@ func takeoverWorld(t *testing.T) (n *migrationNode, clock *time.Time, at time.Ti
 	w.c.mu.Unlock()
 	n.settle(t, w.c, w.chosen)
 	at, _ = model.TakeoverAt(loss)
-	return n, clock, at, b
+	return n, w.c, clock, at, b
 }
 
 // TestReserveTakesOverTheLocalReplica: B's Reserve on the node that keeps
@@ -63,7 +63,7 @@ func takeoverWorld(t *testing.T) (n *migrationNode, clock *time.Time, at time.Ti
 // is granted pg-1 holding A's newest replicated data, mounted; the
 // replica and the parked data it became are gone.
 func TestReserveTakesOverTheLocalReplica(t *testing.T) {
-	n, clock, at, b := takeoverWorld(t)
+	n, _, clock, at, b := takeoverWorld(t)
 	*clock = at
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -97,12 +97,19 @@ func TestReserveTakesOverTheLocalReplica(t *testing.T) {
 // takeover time waits (A may still write on a cut-off node) and does not
 // claim: the replica stays as it is, B's slot is not B's.
 func TestReserveBeforeTheTakeoverTimeWaits(t *testing.T) {
-	n, clock, at, b := takeoverWorld(t)
+	n, c, clock, at, b := takeoverWorld(t)
 	*clock = at.Add(-time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := n.m.Reserve(ctx, []string{"pg-1"}); !errors.Is(err, ErrNotReady) {
+	_, err := n.m.Reserve(ctx, []string{"pg-1"})
+	if !errors.Is(err, ErrNotReady) {
 		t.Fatalf("Reserve: %v, want it still waiting when its context ends", err)
+	}
+	c.mu.Lock()
+	asked := c.lossAsked
+	c.mu.Unlock()
+	if asked == 0 {
+		t.Fatal("the Reserve never asked for A's loss: it waited for something else")
 	}
 	replicaHolds(t, n, "tank/nomad/pg/replica-"+repAllocA+"-pg-1", "newest")
 	rows, err := n.c.List(t.Context(), "tank/nomad/pg/pg-1", model.UserProps)
