@@ -354,7 +354,7 @@ func (p PullLoop) fetched() Move {
 			}
 		}
 		at := last.Step.Fetch.At
-		plan := PlanReceived(mg.ParkedName, at, at.Add(c.StickyWait))
+		plan := PlanReceived(mg.ParkedName, p.SlotDataset, at, at.Add(c.StickyWait))
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullReceived, Plan: &plan})
 	case err == nil:
 		return p.move(Move{Kind: MoveList, Phase: PullRelist})

@@ -211,6 +211,8 @@ func TestDecidePullMove(t *testing.T) {
 				{want: "run received", check: func(t *testing.T, mv model.Move) {
 					if mv.Plan == nil || !strings.Contains(mv.Plan.Doing, "marking "+copyName+" received") {
 						t.Errorf("plan %+v, want the copy marked received", mv.Plan)
+					} else if got := mv.Plan.Ops[0].Props[model.PropRetainAs]; got != "tank/nomad/pg/pg-1" {
+						t.Errorf("the copy marked for %q, want the replacement's slot (the claim renames it without a set)", got)
 					}
 				}},
 				{want: "done wake"},
