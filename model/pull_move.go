@@ -51,12 +51,11 @@ const (
 	PullLookSlot
 	// PullStart: the pause, of no time, that starts the rounds.
 	PullStart
-	// PullList, PullSettled, PullToken, PullFetch: a round lists the copy,
-	// reads the replacement's slot when there is no copy, reads a partial
-	// receive's resume token, and asks the sending node.
+	// PullList, PullSettled, PullFetch: a round lists the copy (with a
+	// partial receive's resume token), reads the replacement's slot when
+	// there is no copy, and asks the sending node.
 	PullList
 	PullSettled
-	PullToken
 	PullFetch
 	// PullRelist, PullDropOlder: after an increment, the copy as it is
 	// now, and its older snapshots dropped (after a pre-copy's only).
@@ -125,7 +124,7 @@ const (
 )
 
 var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", PullStart: "start", PullList: "list",
-	PullSettled: "settled", PullToken: "token", PullFetch: "fetch", PullRelist: "relist", PullDropOlder: "drop-older",
+	PullSettled: "settled", PullFetch: "fetch", PullRelist: "relist", PullDropOlder: "drop-older",
 	PullAbort: "abort", PullRecount: "recount", PullStartOver: "start-over", PullDropRefused: "drop-refused",
 	PullReceived: "received", PullNext: "next", PullBusy: "busy", PullRetry: "retry",
 	SendToken: "token", SendLockParked: "lock-parked", SendReadParked: "read-parked", SendUnlockParked: "unlock-parked",
@@ -190,9 +189,10 @@ func (p PullLoop) After(last Result) PullLoop {
 //     that finds it parked (a pass before a restart marked it), or finds
 //     none and the replacement on its slot, ends the pull.
 //   - Once the copy holds the final snapshot, its older pre-copy snapshots
-//     are left to the claim, and the request for "complete" reads no
+//     are left to the claim, and the request for "complete" carries no
 //     resume token.
-//   - An interrupted receive is resumed from its token; a token the sender
+//   - An interrupted receive is resumed from its token, read with the
+//     round's listing (zfs.Dataset.ResumeToken); a token the sender
 //     refuses is discarded, and the next round starts from the last whole
 //     snapshot. A copy that no longer lines up with the sender's data, or
 //     whose snapshot is not the one the sender named, is dropped whole.
@@ -226,10 +226,10 @@ func DecidePullMove(p PullLoop) Move {
 			return p.move(Move{Kind: MoveReadSlot, Phase: PullSettled})
 		case HoldsFinal(p.Mig.ParkedName, last.Rows):
 			// The request is for "complete", which the sender answers
-			// from the base alone (DecideSend): no resume token to read.
+			// from the base alone (DecideSend): no resume token.
 			return p.fetch(last.Rows, "")
 		}
-		return p.move(Move{Kind: MoveToken, Phase: PullToken, Rows: last.Rows})
+		return p.fetch(last.Rows, resumeToken(p.Mig.ParkedName, last.Rows))
 	case PullSettled:
 		switch {
 		case last.Err != nil:
@@ -238,11 +238,6 @@ func DecidePullMove(p PullLoop) Move {
 			return Move{Kind: MoveDone, Wake: true}
 		}
 		return p.fetch(nil, "")
-	case PullToken:
-		if last.Err != nil {
-			return p.failed(last.Err)
-		}
-		return p.fetch(last.Step.Rows, last.Token)
 	case PullFetch:
 		return p.fetched()
 	case PullRelist:
@@ -321,6 +316,17 @@ func (p PullLoop) move(mv Move) Move {
 	mv.Class = p.Class
 	mv.Slot = Slot{Dataset: p.SlotDataset}
 	return mv
+}
+
+// resumeToken is the partial receive's token of copy name, as listed
+// (rows), "" for none.
+func resumeToken(name string, rows []zfs.Dataset) string {
+	for _, r := range rows {
+		if r.Name == name {
+			return r.ResumeToken
+		}
+	}
+	return ""
 }
 
 // fetch asks the sending node for the next increment of the copy, as
