@@ -137,7 +137,7 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time) mode
 	case model.MoveReadSlot:
 		r.Slot, r.Err = readSlot(ctx, m.cfg, m.zfs, mv.Class.Name, mv.Slot.Dataset, "")
 	case model.MoveFetch:
-		r.Complete, r.Err = m.fetch(ctx, *mv.Fetch)
+		r.Complete, r.Rows, r.Err = m.fetch(ctx, *mv.Fetch)
 	case model.MoveWait:
 		if mv.For <= 0 {
 			// A pause of no time only lets the loop's lock go (a pull's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // The receiving side of a migration (model/migrate.go): for each copy the
@@ -232,9 +233,11 @@ func logPullWait(log hclog.Logger, mg model.Migration, mv model.Move) {
 }
 
 // fetch asks the sending node for f and receives it (m.fetcher); complete:
-// the sender says the copy is whole.
-func (m *Manager) fetch(ctx context.Context, f model.Fetch) (complete bool, err error) {
+// the sender says the copy is whole; rows: the copy as listed once an
+// increment was received (the pull decides on it, model.DecidePullMove).
+func (m *Manager) fetch(ctx context.Context, f model.Fetch) (complete bool, rows []zfs.Dataset, err error) {
 	req := transfer.Request{Alloc: f.Alloc, Replacement: f.Replacement, Slot: f.Slot, HaveGUID: f.HaveGUID, ResumeToken: f.ResumeToken}
-	res, err := m.fetcher.Fetch(ctx, req, transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude})
-	return res.Complete, err
+	into := transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude, UserProps: model.UserProps}
+	res, err := m.fetcher.Fetch(ctx, req, into)
+	return res.Complete, res.Rows, err
 }

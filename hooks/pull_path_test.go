@@ -11,10 +11,12 @@ import (
 
 // TestReceiverOnTheCutoversPath: the receiving node's zfs commands from
 // the final increment to the copy marked claimable (docs/performance.md,
-// the cutover against its floor). Once the final snapshot is in, the
-// older pre-copy snapshot stays for the claim to drop (one release and one
-// destroy with the final one), and the request for "complete" reads no
-// resume token: the sender answers it from the base alone.
+// the cutover against its floor). The round's one listing carries the
+// resume token; after the stream the pull decides on the listing the
+// fetch verified the snapshot on, and asks for "complete" at once, with no
+// resume token (the sender answers it from the base alone); the older
+// pre-copy snapshot stays for the claim to drop (one destroy with the
+// final one).
 func TestReceiverOnTheCutoversPath(t *testing.T) {
 	class := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
 		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
@@ -47,10 +49,11 @@ func TestReceiverOnTheCutoversPath(t *testing.T) {
 		want     string // how the round ends
 		commands []string
 	}{
-		{name: "the final increment: no drop of the pre-copy", want: "wait 0s",
-			commands: []string{"list", "receive", "list"}}, // the copy with its resume token, the increment, the copy
-		{name: "complete: no resume token read", want: "done",
-			commands: []string{"list", "set"}},
+		{name: "the final increment, then complete: no drop of the pre-copy, no listing of the pull's own", want: "done",
+			// The copy with its resume token, the increment, the copy as
+			// the fetch verified it, which the pull decides on; "complete"
+			// asked at once, and the copy marked parked.
+			commands: []string{"list", "receive", "list", "set"}},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {

@@ -49,7 +49,8 @@ const (
 	// (Result.Slot), leaving the Manager's view as it is.
 	MoveReadSlot
 	// MoveFetch: ask the sending node for Move.Fetch and receive it
-	// (Result.Complete: the sender says the copy is whole).
+	// (Result.Complete: the sender says the copy is whole; Result.Rows:
+	// the copy as listed once an increment was received).
 	MoveFetch
 	// MoveDone: the loop has nothing more to do; Move.Wake: a copy may be
 	// claimable now, or data has migrated (wake the pass, and the Reserves

@@ -58,7 +58,8 @@ const (
 	PullSettled
 	PullFetch
 	// PullRelist, PullDropOlder: after an increment, the copy as it is
-	// now, and its older snapshots dropped (after a pre-copy's only).
+	// now (listed only when the fetch returned no listing of its own), and
+	// its older snapshots dropped (after a pre-copy's only).
 	PullRelist
 	PullDropOlder
 	// PullAbort: a resume refused; the partial receive discarded.
@@ -170,11 +171,15 @@ type PullLoop struct {
 }
 
 // After is the loop once last has been done: Last, and what a pause
-// (the first, then after each round) says of the pull.
+// (the first, then after each round) says of the pull; an increment
+// received ends the failures in a row.
 func (p PullLoop) After(last Result) PullLoop {
 	p.Last = last
-	if last.Step.Kind == MoveWait {
+	switch {
+	case last.Step.Kind == MoveWait:
 		p.Started, p.Failures = true, last.Step.Attempt
+	case last.Step.Kind == MoveFetch && last.Err == nil:
+		p.Failures = 0
 	}
 	return p
 }
@@ -187,7 +192,9 @@ func (p PullLoop) After(last Result) PullLoop {
 //     each migration until Nomad shows the replacement running).
 //   - Each round works on one listing of the copy, under its lock: a round
 //     that finds it parked (a pass before a restart marked it), or finds
-//     none and the replacement on its slot, ends the pull.
+//     none and the replacement on its slot, ends the pull. After an
+//     increment, it goes on with the listing the fetch verified the
+//     snapshot on (transfer.Result.Rows), not a listing of its own.
 //   - Once the copy holds the final snapshot, its older pre-copy snapshots
 //     are left to the claim, and the request for "complete" carries no
 //     resume token.
@@ -201,8 +208,9 @@ func (p PullLoop) After(last Result) PullLoop {
 //     it is one filesystem within the class's limits; otherwise it is
 //     refused, and the pull ends for good (a volume's copy, or one too
 //     large, dropped; one with datasets below it left to the operator).
-//   - Between rounds: the pre-copy's pace, none after the final increment,
-//     a second for a busy sender, a growing pause after a failure. Only
+//   - Between rounds: the pre-copy's pace, a second for a busy sender, a
+//     growing pause after a failure; after the final increment, none: the
+//     request for "complete" follows at once, on the same listing. Only
 //     the pace is cut short by a Reserve that waits for a copy
 //     (AwaitsIncrement, Move.Kick); a back-off is not.
 func DecidePullMove(p PullLoop) Move {
@@ -244,17 +252,7 @@ func DecidePullMove(p PullLoop) Move {
 		if last.Err != nil {
 			return p.failed(last.Err)
 		}
-		if mv, refused := p.refuseShape(last.Rows); refused {
-			return mv
-		}
-		// Once the final snapshot is in, the older ones go with the claim
-		// or the copy (PlanClaim, PlanReleaseParked), in its one release
-		// and one destroy: not on the cutover's path.
-		if older := OlderCopied(p.Mig.ParkedName, last.Rows); len(older) > 0 && !HoldsFinal(p.Mig.ParkedName, last.Rows) {
-			plan := PlanDropSnapshots(older)
-			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropOlder, Plan: &plan, Rows: last.Rows})
-		}
-		return p.increment(last.Rows)
+		return p.received(last.Rows)
 	case PullDropOlder:
 		if last.Err != nil {
 			return p.failed(last.Err)
@@ -362,8 +360,12 @@ func (p PullLoop) fetched() Move {
 		at := last.Step.Fetch.At
 		plan := PlanReceived(mg.ParkedName, p.SlotDataset, at, at.Add(c.StickyWait))
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullReceived, Plan: &plan})
-	case err == nil:
+	case err == nil && last.Rows == nil:
+		// A fetcher that did not return its listing (transfer.Client's
+		// always does).
 		return p.move(Move{Kind: MoveList, Phase: PullRelist})
+	case err == nil:
+		return p.received(last.Rows)
 	case errors.Is(err, ErrNotFilesystem):
 		// A property the class sets (-o quota=...) does not apply to what
 		// the stream holds: a volume's stream, refused before anything was
@@ -409,12 +411,30 @@ func (p PullLoop) dropRefused(why string, rows []zfs.Dataset) Move {
 	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropRefused, Plan: &plan, Reason: why})
 }
 
-// increment ends a round that brought an increment (or nothing): at once
-// again after the final one, for the sender's "complete" (the replacement
-// waits); else after the pre-copy's pace.
+// received decides on the copy as listed once an increment came (rows,
+// volumes included): refused if it is not one filesystem, its older
+// pre-copy snapshots dropped, then the next request.
+func (p PullLoop) received(rows []zfs.Dataset) Move {
+	if mv, refused := p.refuseShape(rows); refused {
+		return mv
+	}
+	// Once the final snapshot is in, the older ones go with the claim
+	// or the copy (PlanClaim, PlanReleaseParked), in its one release
+	// and one destroy: not on the cutover's path.
+	if older := OlderCopied(p.Mig.ParkedName, rows); len(older) > 0 && !HoldsFinal(p.Mig.ParkedName, rows) {
+		plan := PlanDropSnapshots(older)
+		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropOlder, Plan: &plan, Rows: rows})
+	}
+	return p.increment(rows)
+}
+
+// increment ends a round that brought an increment (or nothing): after
+// the final one, the request for the sender's "complete" at once, still
+// under the copy's lock and on the same listing (the replacement waits);
+// else a pause of the pre-copy's pace.
 func (p PullLoop) increment(rows []zfs.Dataset) Move {
 	if HoldsFinal(p.Mig.ParkedName, rows) {
-		return Move{Kind: MoveWait, Phase: PullNext}
+		return p.fetch(rows, "")
 	}
 	// A Reserve waiting for the copy ends this pause (Move.Kick): its
 	// predecessor has ended, and the final increment may be ready.
