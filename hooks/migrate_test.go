@@ -434,6 +434,9 @@ func pullRoundFrom(t *testing.T, m *Manager, mg model.Migration, started func())
 	if err != nil {
 		t.Fatalf("pull: %v", err)
 	}
+	if end.Kind == model.MoveDone || end.Kind == model.MoveFail {
+		m.pullEnded(m.logger, mg, end, nil) // as Manager.pull
+	}
 	return end
 }
 

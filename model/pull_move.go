@@ -167,7 +167,11 @@ type PullLoop struct {
 	// failed in a row since (a busy sender is not one). Both kept by After.
 	Started  bool
 	Failures int
-	Last     Result
+	// Marked: an earlier pull of this copy, in this process, ended on its
+	// parked mark (the MoveDone of phase PullReceived): the copy is
+	// claimable, and the Reserve that claims it reads it itself.
+	Marked bool
+	Last   Result
 }
 
 // After is the loop once last has been done: Last, and what a pause
@@ -189,7 +193,9 @@ func (p PullLoop) After(last Result) PullLoop {
 //
 //   - A pull whose copy is claimable already, or whose replacement holds
 //     its slot, ends at its first look, quietly (a pass starts a pull for
-//     each migration until Nomad shows the replacement running).
+//     each migration until Nomad shows the replacement running); one
+//     whose copy a pull of this process marked parked ends without
+//     looking (Marked): the claim does not wait behind its listing.
 //   - Each round works on one listing of the copy, under its lock: a round
 //     that finds it parked (a pass before a restart marked it), or finds
 //     none and the replacement on its slot, ends the pull. After an
@@ -276,8 +282,12 @@ func DecidePullMove(p PullLoop) Move {
 		return Move{Kind: MoveFail, Refused: true, Reason: last.Step.Reason}
 	case PullReceived:
 		// Whether or not the mark was written: a Reserve waiting for the
-		// copy looks again, and so does a pass.
-		return Move{Kind: MoveDone, Wake: true}
+		// copy looks again, and so does a pass. Written, it is the end of
+		// the copy's pulls in this process (Marked).
+		if last.Err != nil {
+			return Move{Kind: MoveDone, Wake: true}
+		}
+		return Move{Kind: MoveDone, Wake: true, Phase: PullReceived}
 	}
 	return p.failed(fmt.Errorf("pull: no move after %s", last.Step.Kind))
 }
@@ -290,6 +300,9 @@ func (p PullLoop) look() Move {
 	start := Move{Kind: MoveWait, Phase: PullStart}
 	switch last.Step.Phase {
 	case 0:
+		if p.Marked {
+			return Move{Kind: MoveDone}
+		}
 		return p.move(Move{Kind: MoveList, Phase: PullLook})
 	case PullLook:
 		if last.Err != nil && !errors.Is(last.Err, zfs.ErrNotExist) {

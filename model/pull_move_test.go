@@ -160,10 +160,14 @@ func TestDecidePullMove(t *testing.T) {
 	}
 
 	cases := []struct {
-		name  string
-		class model.Class
-		beats []moveBeat
+		name   string
+		class  model.Class
+		marked bool
+		beats  []moveBeat
 	}{
+		{name: "a copy an earlier pull of this process marked parked: ends without a listing", marked: true, beats: []moveBeat{
+			{want: "done"},
+		}},
 		{name: "a copy claimable already: nothing to pull, and the pull ends quietly", beats: []moveBeat{
 			{want: "list look", rows: parked},
 			{want: "done"},
@@ -220,7 +224,7 @@ func TestDecidePullMove(t *testing.T) {
 						t.Errorf("the copy marked for %q, want the replacement's slot (the claim renames it without a set)", got)
 					}
 				}},
-				{want: "done wake"},
+				{want: "done received wake"},
 			})},
 		{name: "the final increment received ends the failures in a row: a complete that fails then waits a second", beats: seq(look,
 			round(moveBeat{want: "fetch fetch", err: fail}),
@@ -351,7 +355,7 @@ func TestDecidePullMove(t *testing.T) {
 			if tc.class.Name != "" {
 				c = tc.class
 			}
-			playPull(t, model.PullLoop{Mig: mg, Class: c, SlotDataset: "tank/nomad/pg/pg-1", Now: now}, tc.beats)
+			playPull(t, model.PullLoop{Mig: mg, Class: c, SlotDataset: "tank/nomad/pg/pg-1", Now: now, Marked: tc.marked}, tc.beats)
 		})
 	}
 }
