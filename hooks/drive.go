@@ -136,10 +136,8 @@ func (m *Manager) move(ctx context.Context, mv model.Move, start time.Time) mode
 		r.Resume, r.Err = m.decodeToken(ctx, mv.Token)
 	case model.MoveReadSlot:
 		r.Slot, r.Err = readSlot(ctx, m.cfg, m.zfs, mv.Class.Name, mv.Slot.Dataset, "")
-	case model.MoveToken:
-		r.Token, r.Err = m.zfs.ResumeToken(ctx, mv.Dataset)
 	case model.MoveFetch:
-		r.Complete, r.Err = m.fetch(ctx, *mv.Fetch)
+		r.Complete, r.Rows, r.Err = m.fetch(ctx, *mv.Fetch)
 	case model.MoveWait:
 		if mv.For <= 0 {
 			// A pause of no time only lets the loop's lock go (a pull's

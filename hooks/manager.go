@@ -22,7 +22,8 @@ import (
 type ZFS interface {
 	List(ctx context.Context, root string, userProps []string) ([]zfs.Dataset, error)
 	ListMany(ctx context.Context, roots []string, userProps []string) ([]zfs.Dataset, error)
-	// ListAll lists volumes too: a received copy (migrate.go).
+	// ListAll lists volumes too, and an interrupted receive's resume
+	// token: a received copy (migrate.go).
 	ListAll(ctx context.Context, root string, userProps []string) ([]zfs.Dataset, error)
 	Pools(ctx context.Context, pools ...string) ([]zfs.Pool, error)
 	// Exec runs one command of a plan (model.Plan); every change goes
@@ -30,9 +31,9 @@ type ZFS interface {
 	Exec(ctx context.Context, cmd zfs.Command) error
 	// Set is the operator CLI's one change (MarkReleasing).
 	Set(ctx context.Context, name string, props map[string]string) error
-	// ResumeToken and DecodeResumeToken read a migration's interrupted
-	// receive, on the receiving and the sending node (migrate.go, send.go).
-	ResumeToken(ctx context.Context, dataset string) (string, error)
+	// DecodeResumeToken reads a peer's interrupted receive, on the sending
+	// node (send.go); the receiving node reads its own token with the
+	// copy's listing (ListAll).
 	DecodeResumeToken(ctx context.Context, token string) (zfs.ResumeToken, error)
 }
 

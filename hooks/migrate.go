@@ -11,6 +11,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
 // The receiving side of a migration (model/migrate.go): for each copy the
@@ -26,8 +27,10 @@ type migrations struct {
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
 	// refused are the copies refused whole (errCopyRefused), not pulled
-	// again while the Manager runs.
+	// again while the Manager runs; marked, those a pull marked parked
+	// (model.PullLoop.Marked), while their migration is wanted.
 	refused map[string]bool
+	marked  map[string]bool
 	wg      sync.WaitGroup
 	// spawn starts a pull (nil: on a goroutine of its own;
 	// Simulation.Spawn).
@@ -161,6 +164,11 @@ func (m *Manager) driveMigrations(ctx context.Context) {
 			cancel()
 		}
 	}
+	for name := range m.pulls.marked {
+		if !wanted[name] {
+			delete(m.pulls.marked, name)
+		}
+	}
 }
 
 // lookupPredecessors looks up the allocations of other nodes that this
@@ -189,6 +197,11 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 	log := m.logger.With("slot", mg.Slot, "alloc_id", mg.Previous.ID, "replacement_id", mg.Replacement.ID, "copy", mg.ParkedName)
 	mv, err := m.drive(ctx, driveLoop{decide: m.pullDecider(mg), hold: m.locks.get(mg.ParkedName),
 		logWait: func(mv model.Move, _ *string) { logPullWait(log, mg, mv) }})
+	m.pullEnded(log, mg, mv, err)
+}
+
+// pullEnded acts on how mg's pull ended: mv, its last move, or err.
+func (m *Manager) pullEnded(log hclog.Logger, mg model.Migration, mv model.Move, err error) {
 	switch {
 	case err != nil:
 		log.Debug("the pull ended", "error", err) // its context, or a pause, ended
@@ -202,6 +215,14 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 		m.pulls.refused[mg.ParkedName] = true
 		m.pulls.mu.Unlock()
 	case mv.Wake:
+		if mv.Phase == model.PullReceived {
+			m.pulls.mu.Lock()
+			if m.pulls.marked == nil {
+				m.pulls.marked = map[string]bool{}
+			}
+			m.pulls.marked[mg.ParkedName] = true
+			m.pulls.mu.Unlock()
+		}
 		m.pulls.wake()
 		m.trigger()
 	}
@@ -210,7 +231,10 @@ func (m *Manager) pull(ctx context.Context, mg model.Migration) {
 // pullDecider is mg's pull as the driver asks it: model.DecidePullMove
 // on what the pull has read and the time now.
 func (m *Manager) pullDecider(mg model.Migration) decider {
-	p := model.PullLoop{Mig: mg, Class: m.cfg.Class(mg.Class), SlotDataset: m.cfg.SlotDataset(mg.Class, mg.Slot)}
+	m.pulls.mu.Lock()
+	marked := m.pulls.marked[mg.ParkedName]
+	m.pulls.mu.Unlock()
+	p := model.PullLoop{Mig: mg, Class: m.cfg.Class(mg.Class), SlotDataset: m.cfg.SlotDataset(mg.Class, mg.Slot), Marked: marked}
 	return func(_ model.Since, last model.Result) model.Move {
 		p = p.After(last)
 		p.Now = m.now()
@@ -232,16 +256,17 @@ func logPullWait(log hclog.Logger, mg model.Migration, mv model.Move) {
 }
 
 // fetch asks the sending node for f and receives it (m.fetcher); complete:
-// the sender says the copy is whole.
-func (m *Manager) fetch(ctx context.Context, f model.Fetch) (complete bool, err error) {
+// the sender says the copy is whole; rows: the copy as listed once an
+// increment was received (the pull decides on it, model.DecidePullMove).
+func (m *Manager) fetch(ctx context.Context, f model.Fetch) (complete bool, rows []zfs.Dataset, err error) {
 	req := transfer.Request{Alloc: f.Alloc, Replacement: f.Replacement, Slot: f.Slot, HaveGUID: f.HaveGUID, ResumeToken: f.ResumeToken}
 	if f.Replica {
 		req.Kind = transfer.KindReplica
 	}
-	into := transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude}
+	into := transfer.Into{Target: f.Target, Props: f.Props, Exclude: f.Exclude, UserProps: model.UserProps}
 	if f.Beside != "" {
-		into.Beside = &transfer.Into{Target: f.Beside, Props: f.BesideProps, Exclude: f.BesideExclude}
+		into.Beside = &transfer.Into{Target: f.Beside, Props: f.BesideProps, Exclude: f.BesideExclude, UserProps: model.UserProps}
 	}
 	res, err := m.fetcher.Fetch(ctx, req, into)
-	return res.Complete, err
+	return res.Complete, res.Rows, err
 }

@@ -75,10 +75,13 @@ func (n nodeAllocs) RunningLocally(context.Context, string) (bool, error) { retu
 // directFetcher is the transport below the Fetcher seam: the sending
 // node's Source decides, its zfs sends, the receiving node's zfs receives,
 // through a pipe (the real one, over mutual TLS, is tested in transfer/
-// and on real nodes in e2e).
+// and on real nodes in e2e). As transfer.Client, it returns the copy as
+// listed after the receive (Result.Rows); received, if set, changes the
+// copy before that listing, as a stream could.
 type directFetcher struct {
 	source   transfer.Source
 	from, to *zfs.Client
+	received func(ctx context.Context, target string)
 }
 
 func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
@@ -105,7 +108,15 @@ func (d directFetcher) Fetch(ctx context.Context, req transfer.Request, into tra
 	}
 	err = d.to.Receive(ctx, opts, r)
 	_ = r.CloseWithError(err)
-	return transfer.Result{GUID: spec.ToGUID, FromGUID: spec.FromGUID}, transfer.Classify(err)
+	res := transfer.Result{GUID: spec.ToGUID, FromGUID: spec.FromGUID}
+	if err != nil {
+		return res, transfer.Classify(err)
+	}
+	if d.received != nil {
+		d.received(ctx, into.Target)
+	}
+	res.Rows, err = d.to.ListAll(ctx, into.Target, into.UserProps)
+	return res, err
 }
 
 // countingFetcher counts the requests that reach next.
@@ -427,6 +438,9 @@ func pullRoundFrom(t *testing.T, m *Manager, mg model.Migration, started func())
 	if err != nil {
 		t.Fatalf("pull: %v", err)
 	}
+	if end.Kind == model.MoveDone || end.Kind == model.MoveFail {
+		m.pullEnded(m.logger, mg, end, nil) // as Manager.pull
+	}
 	return end
 }
 
@@ -491,19 +505,11 @@ func checkNotPulledAgain(t *testing.T, c *cluster, n2 *migrationNode, fetches *c
 	}
 }
 
-// childFetcher receives as next does, then puts a dataset below the copy,
-// as a replication stream (zfs send -R) from a hostile sender would.
-type childFetcher struct {
-	next transfer.Fetcher
-	to   *zfs.Client
-}
-
-func (c childFetcher) Fetch(ctx context.Context, req transfer.Request, into transfer.Into) (transfer.Result, error) {
-	res, err := c.next.Fetch(ctx, req, into)
-	if err == nil {
-		_ = c.to.Create(ctx, into.Target+"/evil", nil)
-	}
-	return res, err
+// childFetcher receives as d does, and puts a dataset below the copy, as
+// a replication stream (zfs send -R) from a hostile sender would.
+func childFetcher(d directFetcher) directFetcher {
+	d.received = func(ctx context.Context, target string) { _ = d.to.Create(ctx, target+"/evil", nil) }
+	return d
 }
 
 // TestCopyWithDatasetsBelowIsRefused: a stream that brings datasets below
@@ -519,7 +525,7 @@ func TestCopyWithDatasetsBelowIsRefused(t *testing.T) {
 	n2 := newMigrationNode(t, c, "node-2", class)
 	logs := &testrig.LockedBuffer{}
 	n2.m.logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
-	fetches := &countingFetcher{next: childFetcher{next: directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c}, to: n2.c}}
+	fetches := &countingFetcher{next: childFetcher(directFetcher{source: n1.m.Sender(), from: n1.c, to: n2.c})}
 	n2.m.fetcher = fetches
 	ctx := t.Context()
 	placeReplacement(t, c, n1, "A's")

@@ -11,10 +11,12 @@ import (
 
 // TestReceiverOnTheCutoversPath: the receiving node's zfs commands from
 // the final increment to the copy marked claimable (docs/performance.md,
-// the cutover against its floor). Once the final snapshot is in, the
-// older pre-copy snapshot stays for the claim to drop (one release and one
-// destroy with the final one), and the request for "complete" reads no
-// resume token: the sender answers it from the base alone.
+// the cutover against its floor). The round's one listing carries the
+// resume token; after the stream the pull decides on the listing the
+// fetch verified the snapshot on, and asks for "complete" at once, with no
+// resume token (the sender answers it from the base alone); the older
+// pre-copy snapshot stays for the claim to drop (one destroy with the
+// final one).
 func TestReceiverOnTheCutoversPath(t *testing.T) {
 	class := model.Class{Name: "pg", Slots: 1, MountPath: "/data", Sticky: true, StickyWait: time.Hour,
 		Migrate: model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}}
@@ -47,13 +49,19 @@ func TestReceiverOnTheCutoversPath(t *testing.T) {
 		want     string // how the round ends
 		commands []string
 	}{
-		{name: "the final increment: no drop of the pre-copy", want: "wait 0s",
-			commands: []string{"list", "list", "receive", "list"}}, // the copy, its resume token, the increment, the copy
-		{name: "complete: no resume token read", want: "done",
-			commands: []string{"list", "set"}},
+		{name: "the final increment, then complete: no drop of the pre-copy, no listing of the pull's own", want: "done",
+			// The copy with its resume token, the increment, the copy as
+			// the fetch verified it, which the pull decides on; "complete"
+			// asked at once, and the copy marked parked.
+			commands: []string{"list", "receive", "list", "set"}},
+		// The pass the mark wakes starts a pull again (Nomad shows B
+		// pending until its task runs): it ends without a listing, which
+		// the claim would wait for under the copy's lock.
+		{name: "the pass's next pull of the claimable copy: no command", want: "done"},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
+			n2.f.ResetCalls()
 			end := pullRoundFrom(t, n2.m, mg, n2.f.ResetCalls)
 			got := end.Kind.String()
 			if end.Kind == model.MoveWait {
@@ -81,6 +89,22 @@ func TestReceiverOnTheCutoversPath(t *testing.T) {
 	}
 	if want := []string{copyName + "@migrate-1", copyName + "@migrate-final"}; strings.Join(snaps, " ") != strings.Join(want, " ") {
 		t.Errorf("the claimable copy's snapshots: %v, want %v (the claim drops them)", snaps, want)
+	}
+
+	// B's Reserve: the copy read, the claim (its snapshots and the fresh
+	// slot destroyed, the rename, the held mark, the mount: no set before
+	// the rename, the pull's mark named the slot), the slot read back.
+	n2.settle(t, c, "node-2")
+	n2.f.ResetCalls()
+	if _, err := n2.m.Reserve(ctx, []string{"pg-1"}); err != nil {
+		t.Fatalf("B's Reserve: %v", err)
+	}
+	var verbs []string
+	for _, call := range n2.f.Calls() {
+		verbs = append(verbs, call[1])
+	}
+	if want := "list destroy destroy rename set mount list"; strings.Join(verbs, " ") != want {
+		t.Errorf("B's Reserve: zfs commands %q, want %s", n2.f.Calls(), want)
 	}
 }
 

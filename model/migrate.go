@@ -418,13 +418,20 @@ func ReceiveExclude(props map[string]string) []string {
 }
 
 // PlanReceived makes a copy that holds the final snapshot parked data: its
-// replacement's Reserve may now claim it (DecideInherit).
-func PlanReceived(name string, now, expires time.Time) Plan {
+// replacement's Reserve may now claim it (DecideInherit). The same zfs set
+// marks it with the replacement's slot, slotDataset, as the claim's first
+// write would (ClaimAsProps: its owner mark is the receive's): the claim
+// then renames it without a set of its own (PlanClaim; one process less
+// on the cutover's path, docs/performance.md). Nothing reads PropRetainAs
+// of parked data at its own name; a crash anywhere leaves what the claim
+// would have left.
+func PlanReceived(name, slotDataset string, now, expires time.Time) Plan {
+	props := ClaimAsProps(name, slotDataset)
+	maps.Copy(props, map[string]string{PropSince: unix(now), PropExpires: unix(expires)})
 	return Plan{
 		Doing: "marking " + name + " received",
-		Ops: []Op{setOp(name, map[string]string{
-			PropState: string(StateParked), PropSince: unix(now), PropExpires: unix(expires)})},
-		Done: Note{Msg: "received the final copy from the allocation's node", KV: []any{"dataset", name}},
+		Ops:   []Op{setOp(name, props)},
+		Done:  Note{Msg: "received the final copy from the allocation's node", KV: []any{"dataset", name}},
 	}
 }
 

@@ -42,15 +42,15 @@ const (
 	MoveFail
 	// MoveList: list Move.Dataset and what is below it (Result.Rows):
 	// filesystems and snapshots, and volumes with Move.Volumes (a pull's
-	// copy, which a peer's stream may have made one).
+	// copy, which a peer's stream may have made one; its rows carry a
+	// partial receive's resume token).
 	MoveList
 	// MoveReadSlot: read the slot Move.Slot.Dataset as it is now
 	// (Result.Slot), leaving the Manager's view as it is.
 	MoveReadSlot
-	// MoveToken: read the copy's resume token (Result.Token).
-	MoveToken
 	// MoveFetch: ask the sending node for Move.Fetch and receive it
-	// (Result.Complete: the sender says the copy is whole).
+	// (Result.Complete: the sender says the copy is whole; Result.Rows:
+	// the copy as listed once an increment was received).
 	MoveFetch
 	// MoveDone: the loop has nothing more to do; Move.Wake: a copy may be
 	// claimable now, or data has migrated (wake the pass, and the Reserves
@@ -70,7 +70,7 @@ const (
 )
 
 var moveNames = [...]string{"?", "read", "ask", "lookup", "local", "read-prev", "wait", "run", "grant", "fail",
-	"list", "read-slot", "token", "fetch", "done", "decode-token", "lock", "unlock", "read-parked"}
+	"list", "read-slot", "fetch", "done", "decode-token", "lock", "unlock", "read-parked"}
 
 func (k MoveKind) String() string {
 	if k < 0 || int(k) >= len(moveNames) {
@@ -217,12 +217,11 @@ type Result struct {
 	Inherit *InheritInput
 	Dataset string
 	// Rows: a MoveList's listing; Slot: a MoveReadSlot's or MoveRead's
-	// reading; Token: a MoveToken's ("" for none); Complete: a MoveFetch's
+	// reading; Complete: a MoveFetch's
 	// "complete"; Resume: a MoveDecodeToken's; Parked: a MoveReadParked's
 	// (with its listing in Rows); Locked: whether a MoveLock took its lock.
 	Rows     []zfs.Dataset
 	Slot     Slot
-	Token    string
 	Complete bool
 	Resume   *Resume
 	Parked   *Retained

@@ -85,8 +85,9 @@ func PlanRecord(s Slot, a Alloc, now time.Time) Plan {
 
 // PlanClaim hands parked data p to caller as ready slot s: the fresh
 // dataset is destroyed (it holds nothing: Reserve found no one's data in
-// it), p is marked with the slot's name and renamed onto it, and recorded
-// held by caller. A rename, whatever the size.
+// it), p is marked with the slot's name (unless it carries the mark
+// already: a copy its pull marked, PlanReceived) and renamed onto it, and
+// recorded held by caller. A rename, whatever the size.
 //
 // A destroy refused as busy may have unmounted the fresh slot first (seen
 // on OpenZFS under load): it is mounted again, so that it stays healthy for
@@ -107,9 +108,13 @@ func PlanClaim(s Slot, caller Alloc, p Retained, now time.Time) Plan {
 		snaps := migrationSnapshots(p.OwnSnapshots)
 		ops = append(ops, dropReceived(snaps)...)
 	}
-	ops = append(ops, destroy,
-		setOp(p.Dataset, ClaimAsProps(p.Dataset, s.Dataset)),
-		renameOp(p.Dataset, s.Dataset),
+	ops = append(ops, destroy)
+	if !carries(p.Info, ClaimAsProps(p.Dataset, s.Dataset)) {
+		// A copy its pull marked for this slot carries them already
+		// (PlanReceived).
+		ops = append(ops, setOp(p.Dataset, ClaimAsProps(p.Dataset, s.Dataset)))
+	}
+	ops = append(ops, renameOp(p.Dataset, s.Dataset),
 		setOp(s.Dataset, ClaimedProps(s.Dataset, caller, s.Generation+1, now)))
 	if p.Outcome == OutcomeMigrated {
 		// It was received unmounted: the slot is mounted.
@@ -119,6 +124,16 @@ func PlanClaim(s Slot, caller Alloc, p Retained, now time.Time) Plan {
 		Ops:  ops,
 		Done: Note{Msg: "claimed parked data", KV: []any{"slot", s.ID, "alloc_id", caller.ID, "from", p.Dataset}},
 	}
+}
+
+// carries reports whether d, as read, has every one of props.
+func carries(d zfs.Dataset, props map[string]string) bool {
+	for k, v := range props {
+		if d.User.Get(k) != v {
+			return false
+		}
+	}
+	return true
 }
 
 // dropReceived destroys a copy's snapshots, received from another node,

@@ -28,8 +28,11 @@ type crashCase struct {
 	// after is what the node's allocations are once the step is done (for
 	// the passes that settle it), and then the Reserve's retry, if any.
 	after func(w *world)
-	// end is the node once settled, the same after every crash (state).
-	end string
+	// end is the node once settled, the same after every crash (state);
+	// crashEnds, where a crash after k commands settles otherwise (each
+	// says why).
+	end       string
+	crashEnds map[int]string
 }
 
 // TestPlansFinishWhateverTheCrash: every lifecycle plan, and for a crash
@@ -87,8 +90,12 @@ func TestPlansFinishWhateverTheCrash(t *testing.T) {
 						show(model.Plan{Ops: whole.Ops[k-1 : k]}), indent(got), indent(tc.crashes[k-1]))
 				}
 				tc.after(w)
-				if got := w.state(); got != tc.end {
-					t.Errorf("after a crash after %d, the end:\n got %s\nwant %s", k, indent(got), indent(tc.end))
+				end := tc.end
+				if e, ok := tc.crashEnds[k]; ok {
+					end = e
+				}
+				if got := w.state(); got != end {
+					t.Errorf("after a crash after %d, the end:\n got %s\nwant %s", k, indent(got), indent(end))
 				}
 			}
 		})
@@ -173,6 +180,33 @@ func crashCases() []crashCase {
 			}
 		}
 		endsThen(ended(pgA, "complete"), running(pgB))(w)
+	}
+	migrating := sticky
+	migrating.Migrate = model.Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: model.MigrateFail}
+	// A, on another node, replaced by B here (pgB), whose Reserve claims
+	// A's data from the copy.
+	remoteA := stopped
+	remoteA.NodeID = "node-1"
+	fromRemote := func(as ...model.Alloc) *model.Snapshot {
+		snap := snapshot(as...)
+		snap.Others = []model.Alloc{remoteA}
+		return snap
+	}
+	claimCopy := func(w *world) model.Plan {
+		v := w.view()
+		if len(v.Classes[0].Parked) == 0 {
+			w.t.Fatalf("no copy left to claim:\n%s", w.state())
+		}
+		return model.PlanClaim(w.slot("pg", "pg-2"), pgB, v.Classes[0].Parked[0], w.now)
+	}
+	claimedCopy := func(w *world) {
+		w.settle(fromRemote(pgB), 10)
+		if s := w.slot("pg", "pg-2"); s.State == model.StateReady {
+			if p, err := w.apply(claimCopy(w), -1, model.Seen{}); err != nil {
+				w.t.Fatalf("the Reserve's retry: ran %d: %v", p, err)
+			}
+		}
+		w.settle(fromRemote(running(pgB)), 10)
 	}
 	endOf := func(w *world, as ...model.Alloc) *world {
 		w.snap = snapshot(as...)
@@ -345,6 +379,28 @@ func crashCases() []crashCase {
 			},
 			step:  claim,
 			after: claimed,
+		},
+		{
+			// A copy from another node, marked for B's slot by its pull
+			// (PlanReceived): renamed without a set of the claim's own.
+			name: "migration: the replacement's Reserve claims the copy its pull marked for the slot",
+			plan: "destroy pg/parked-A-pg-1@migrate-1,migrate-final; destroy pg/pg-2; rename pg/parked-A-pg-1 pg/pg-2; set pg/pg-2 {generation,holder,holder_index,owner,since,state}; mount pg/pg-2",
+			end:  "pg owned files=[]\npg/pg-1 state=ready generation=1 owned files=[]\npg/pg-2 state=held holder=B holder_index=20 outcome=migrated generation=2 retain_as=pg/pg-2 owned files=[data:A]",
+			crashes: []string{
+				"",
+				"create pg/pg-2 {generation,owner,since,state}",
+				"",
+				"mount pg/pg-2",
+			},
+			// A copy carries no generation of its own: the pass that
+			// records B on it after a crash after the rename counts from
+			// 0, not from the fresh slot's. The same with the claim's set
+			// before the rename (the plan before PlanReceived marked the
+			// slot): the generation only names a retained dataset's tag.
+			crashEnds: map[int]string{3: "pg owned files=[]\npg/pg-1 state=ready generation=1 owned files=[]\npg/pg-2 state=held holder=B holder_index=20 outcome=migrated generation=1 retain_as=pg/pg-2 owned files=[data:A]"},
+			setup:     receivedFor(migrating, pgB),
+			step:      claimCopy,
+			after:     claimedCopy,
 		},
 		{
 			name: "sticky: parked data no replacement claimed in time, kept by the snapshot policy",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -342,3 +343,32 @@ func snapshot(allocs ...model.Alloc) *model.Snapshot {
 }
 
 func (w *world) String() string { return fmt.Sprintf("world at %s", w.now) }
+
+// receivedFor is a world of class c where the copy of A's data (pg-1 on
+// another node) was received whole for b, sent and received as a pull
+// does (-u, the receive's marks), and marked parked by its pull for b's
+// slot (PlanReceived).
+func receivedFor(c model.Class, b model.Alloc) func(t *testing.T) *world {
+	return func(t *testing.T) *world {
+		w := newWorld(t, c)
+		ctx := t.Context()
+		const src = "tank/src"
+		must(t, w.c.Create(ctx, src, nil))
+		w.write(src, "data", "A")
+		must(t, w.c.Snapshot(ctx, src+"@migrate-1", nil))
+		must(t, w.c.Snapshot(ctx, src+"@migrate-final", nil))
+		name := w.cfg.ParkedName(c.Name, "A", "pg-1")
+		props := model.ReceiveProps(c, name, "A", w.now, w.now.Add(c.StickyWait))
+		for _, snap := range []zfs.SendOptions{{Snapshot: src + "@migrate-1"}, {Snapshot: src + "@migrate-final", From: src + "@migrate-1"}} {
+			r, wr := io.Pipe()
+			go func() { _ = wr.CloseWithError(w.c.Send(ctx, snap, wr)) }()
+			must(t, w.c.Receive(ctx, zfs.ReceiveOptions{Target: name, Resumable: true, NoMount: true, Props: props}, r))
+		}
+		slot := w.cfg.SlotDataset(c.Name, b.Devices[0].IDs[0])
+		if _, err := w.apply(model.PlanReceived(name, slot, w.now, w.now.Add(c.StickyWait)), -1, model.Seen{}); err != nil {
+			t.Fatal(err)
+		}
+		must(t, w.c.Destroy(ctx, src, zfs.DestroyOptions{Recursive: true}))
+		return w
+	}
+}

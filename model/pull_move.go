@@ -51,15 +51,15 @@ const (
 	PullLookSlot
 	// PullStart: the pause, of no time, that starts the rounds.
 	PullStart
-	// PullList, PullSettled, PullToken, PullFetch: a round lists the copy,
-	// reads the replacement's slot when there is no copy, reads a partial
-	// receive's resume token, and asks the sending node.
+	// PullList, PullSettled, PullFetch: a round lists the copy (with a
+	// partial receive's resume token), reads the replacement's slot when
+	// there is no copy, and asks the sending node.
 	PullList
 	PullSettled
-	PullToken
 	PullFetch
 	// PullRelist, PullDropOlder: after an increment, the copy as it is
-	// now, and its older snapshots dropped (after a pre-copy's only).
+	// now (listed only when the fetch returned no listing of its own), and
+	// its older snapshots dropped (after a pre-copy's only).
 	PullRelist
 	PullDropOlder
 	// PullAbort: a resume refused; the partial receive discarded.
@@ -125,7 +125,7 @@ const (
 )
 
 var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", PullStart: "start", PullList: "list",
-	PullSettled: "settled", PullToken: "token", PullFetch: "fetch", PullRelist: "relist", PullDropOlder: "drop-older",
+	PullSettled: "settled", PullFetch: "fetch", PullRelist: "relist", PullDropOlder: "drop-older",
 	PullAbort: "abort", PullRecount: "recount", PullStartOver: "start-over", PullDropRefused: "drop-refused",
 	PullReceived: "received", PullNext: "next", PullBusy: "busy", PullRetry: "retry",
 	SendToken: "token", SendLockParked: "lock-parked", SendReadParked: "read-parked", SendUnlockParked: "unlock-parked",
@@ -133,7 +133,7 @@ var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", P
 	SendTake: "take", SendRelist: "relist",
 	ReplicaSendToken: "token", ReplicaSendLockSlot: "lock-slot", ReplicaSendReadSlot: "read-slot", ReplicaSendList: "list", ReplicaSendDrop: "drop",
 	ReplicaSendTake: "take", ReplicaSendRelist: "relist",
-	ReplicaPullList: "list", ReplicaPullToken: "token", ReplicaPullFetch: "fetch", ReplicaPullRelist: "relist",
+	ReplicaPullList: "list", ReplicaPullFetch: "fetch", ReplicaPullRelist: "relist",
 	ReplicaPullDropOlder: "drop-older", ReplicaPullAbort: "abort", ReplicaPullRecount: "recount",
 	ReplicaPullStartOver: "start-over", ReplicaPullDropRefused: "drop-refused", ReplicaPullDrop: "drop",
 	ReplicaPullListBeside: "list-beside", ReplicaPullRelistBeside: "relist-beside", ReplicaPullSwap: "swap"}
@@ -178,15 +178,23 @@ type PullLoop struct {
 	// failed in a row since (a busy sender is not one). Both kept by After.
 	Started  bool
 	Failures int
-	Last     Result
+	// Marked: an earlier pull of this copy, in this process, ended on its
+	// parked mark (the MoveDone of phase PullReceived): the copy is
+	// claimable, and the Reserve that claims it reads it itself.
+	Marked bool
+	Last   Result
 }
 
 // After is the loop once last has been done: Last, and what a pause
-// (the first, then after each round) says of the pull.
+// (the first, then after each round) says of the pull; an increment
+// received ends the failures in a row.
 func (p PullLoop) After(last Result) PullLoop {
 	p.Last = last
-	if last.Step.Kind == MoveWait {
+	switch {
+	case last.Step.Kind == MoveWait:
 		p.Started, p.Failures = true, last.Step.Attempt
+	case last.Step.Kind == MoveFetch && last.Err == nil:
+		p.Failures = 0
 	}
 	return p
 }
@@ -196,14 +204,19 @@ func (p PullLoop) After(last Result) PullLoop {
 //
 //   - A pull whose copy is claimable already, or whose replacement holds
 //     its slot, ends at its first look, quietly (a pass starts a pull for
-//     each migration until Nomad shows the replacement running).
+//     each migration until Nomad shows the replacement running); one
+//     whose copy a pull of this process marked parked ends without
+//     looking (Marked): the claim does not wait behind its listing.
 //   - Each round works on one listing of the copy, under its lock: a round
 //     that finds it parked (a pass before a restart marked it), or finds
-//     none and the replacement on its slot, ends the pull.
+//     none and the replacement on its slot, ends the pull. After an
+//     increment, it goes on with the listing the fetch verified the
+//     snapshot on (transfer.Result.Rows), not a listing of its own.
 //   - Once the copy holds the final snapshot, its older pre-copy snapshots
-//     are left to the claim, and the request for "complete" reads no
+//     are left to the claim, and the request for "complete" carries no
 //     resume token.
-//   - An interrupted receive is resumed from its token; a token the sender
+//   - An interrupted receive is resumed from its token, read with the
+//     round's listing (zfs.Dataset.ResumeToken); a token the sender
 //     refuses is discarded, and the next round starts from the last whole
 //     snapshot. A copy that no longer lines up with the sender's data, or
 //     whose snapshot is not the one the sender named, is dropped whole.
@@ -212,8 +225,9 @@ func (p PullLoop) After(last Result) PullLoop {
 //     it is one filesystem within the class's limits; otherwise it is
 //     refused, and the pull ends for good (a volume's copy, or one too
 //     large, dropped; one with datasets below it left to the operator).
-//   - Between rounds: the pre-copy's pace, none after the final increment,
-//     a second for a busy sender, a growing pause after a failure. Only
+//   - Between rounds: the pre-copy's pace, a second for a busy sender, a
+//     growing pause after a failure; after the final increment, none: the
+//     request for "complete" follows at once, on the same listing. Only
 //     the pace is cut short by a Reserve that waits for a copy
 //     (AwaitsIncrement, Move.Kick); a back-off is not.
 func DecidePullMove(p PullLoop) Move {
@@ -237,10 +251,10 @@ func DecidePullMove(p PullLoop) Move {
 			return p.move(Move{Kind: MoveReadSlot, Phase: PullSettled})
 		case HoldsFinal(p.Mig.ParkedName, last.Rows):
 			// The request is for "complete", which the sender answers
-			// from the base alone (DecideSend): no resume token to read.
+			// from the base alone (DecideSend): no resume token.
 			return p.fetch(last.Rows, "")
 		}
-		return p.move(Move{Kind: MoveToken, Phase: PullToken, Rows: last.Rows})
+		return p.fetch(last.Rows, resumeToken(p.Mig.ParkedName, last.Rows))
 	case PullSettled:
 		switch {
 		case last.Err != nil:
@@ -249,28 +263,13 @@ func DecidePullMove(p PullLoop) Move {
 			return Move{Kind: MoveDone, Wake: true}
 		}
 		return p.fetch(nil, "")
-	case PullToken:
-		if last.Err != nil {
-			return p.failed(last.Err)
-		}
-		return p.fetch(last.Step.Rows, last.Token)
 	case PullFetch:
 		return p.fetched()
 	case PullRelist:
 		if last.Err != nil {
 			return p.failed(last.Err)
 		}
-		if mv, refused := p.refuseShape(last.Rows); refused {
-			return mv
-		}
-		// Once the final snapshot is in, the older ones go with the claim
-		// or the copy (PlanClaim, PlanReleaseParked), in its one release
-		// and one destroy: not on the cutover's path.
-		if older := OlderCopied(p.Mig.ParkedName, last.Rows); len(older) > 0 && !HoldsFinal(p.Mig.ParkedName, last.Rows) {
-			plan := PlanDropSnapshots(older)
-			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropOlder, Plan: &plan, Rows: last.Rows})
-		}
-		return p.increment(last.Rows)
+		return p.received(last.Rows)
 	case PullDropOlder:
 		if last.Err != nil {
 			return p.failed(last.Err)
@@ -294,8 +293,12 @@ func DecidePullMove(p PullLoop) Move {
 		return Move{Kind: MoveFail, Refused: true, Reason: last.Step.Reason}
 	case PullReceived:
 		// Whether or not the mark was written: a Reserve waiting for the
-		// copy looks again, and so does a pass.
-		return Move{Kind: MoveDone, Wake: true}
+		// copy looks again, and so does a pass. Written, it is the end of
+		// the copy's pulls in this process (Marked).
+		if last.Err != nil {
+			return Move{Kind: MoveDone, Wake: true}
+		}
+		return Move{Kind: MoveDone, Wake: true, Phase: PullReceived}
 	}
 	return p.failed(fmt.Errorf("pull: no move after %s", last.Step.Kind))
 }
@@ -308,6 +311,9 @@ func (p PullLoop) look() Move {
 	start := Move{Kind: MoveWait, Phase: PullStart}
 	switch last.Step.Phase {
 	case 0:
+		if p.Marked {
+			return Move{Kind: MoveDone}
+		}
 		return p.move(Move{Kind: MoveList, Phase: PullLook})
 	case PullLook:
 		if last.Err != nil && !errors.Is(last.Err, zfs.ErrNotExist) {
@@ -332,6 +338,17 @@ func (p PullLoop) move(mv Move) Move {
 	mv.Class = p.Class
 	mv.Slot = Slot{Dataset: p.SlotDataset}
 	return mv
+}
+
+// resumeToken is the partial receive's token of copy name, as listed
+// (rows), "" for none.
+func resumeToken(name string, rows []zfs.Dataset) string {
+	for _, r := range rows {
+		if r.Name == name {
+			return r.ResumeToken
+		}
+	}
+	return ""
 }
 
 // fetch asks the sending node for the next increment of the copy, as
@@ -365,10 +382,14 @@ func (p PullLoop) fetched() Move {
 			}
 		}
 		at := last.Step.Fetch.At
-		plan := PlanReceived(mg.ParkedName, at, at.Add(c.StickyWait))
+		plan := PlanReceived(mg.ParkedName, p.SlotDataset, at, at.Add(c.StickyWait))
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullReceived, Plan: &plan})
-	case err == nil:
+	case err == nil && last.Rows == nil:
+		// A fetcher that did not return its listing (transfer.Client's
+		// always does).
 		return p.move(Move{Kind: MoveList, Phase: PullRelist})
+	case err == nil:
+		return p.received(last.Rows)
 	case errors.Is(err, ErrNotFilesystem):
 		// A property the class sets (-o quota=...) does not apply to what
 		// the stream holds: a volume's stream, refused before anything was
@@ -414,12 +435,30 @@ func (p PullLoop) dropRefused(why string, rows []zfs.Dataset) Move {
 	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropRefused, Plan: &plan, Reason: why})
 }
 
-// increment ends a round that brought an increment (or nothing): at once
-// again after the final one, for the sender's "complete" (the replacement
-// waits); else after the pre-copy's pace.
+// received decides on the copy as listed once an increment came (rows,
+// volumes included): refused if it is not one filesystem, its older
+// pre-copy snapshots dropped, then the next request.
+func (p PullLoop) received(rows []zfs.Dataset) Move {
+	if mv, refused := p.refuseShape(rows); refused {
+		return mv
+	}
+	// Once the final snapshot is in, the older ones go with the claim
+	// or the copy (PlanClaim, PlanReleaseParked), in its one release
+	// and one destroy: not on the cutover's path.
+	if older := OlderCopied(p.Mig.ParkedName, rows); len(older) > 0 && !HoldsFinal(p.Mig.ParkedName, rows) {
+		plan := PlanDropSnapshots(older)
+		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullDropOlder, Plan: &plan, Rows: rows})
+	}
+	return p.increment(rows)
+}
+
+// increment ends a round that brought an increment (or nothing): after
+// the final one, the request for the sender's "complete" at once, still
+// under the copy's lock and on the same listing (the replacement waits);
+// else a pause of the pre-copy's pace.
 func (p PullLoop) increment(rows []zfs.Dataset) Move {
 	if HoldsFinal(p.Mig.ParkedName, rows) {
-		return Move{Kind: MoveWait, Phase: PullNext}
+		return p.fetch(rows, "")
 	}
 	// A Reserve waiting for the copy ends this pause (Move.Kick): its
 	// predecessor has ended, and the final increment may be ready.

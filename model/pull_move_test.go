@@ -19,7 +19,6 @@ type moveBeat struct {
 	err      error
 	rows     []zfs.Dataset
 	slot     model.Slot
-	token    string
 	complete bool
 	parked   *model.Retained
 	locked   bool
@@ -30,7 +29,7 @@ type moveBeat struct {
 
 // result is the Result the driver feeds back after mv, as b has it.
 func (b moveBeat) result(mv model.Move) model.Result {
-	return model.Result{Step: mv, Err: b.err, Rows: b.rows, Slot: b.slot, Token: b.token, Complete: b.complete,
+	return model.Result{Step: mv, Err: b.err, Rows: b.rows, Slot: b.slot, Complete: b.complete,
 		Parked: b.parked, Locked: b.locked, Resume: b.resume}
 }
 
@@ -118,6 +117,9 @@ func TestDecidePullMove(t *testing.T) {
 		return rows
 	}
 	receiving := listing(model.StateReceiving, "migrate-1")
+	// A partial receive's token comes with the copy's row.
+	partial := listing(model.StateReceiving, "migrate-1")
+	partial[0].ResumeToken = "1-abc"
 	twoPre := listing(model.StateReceiving, "migrate-1", "migrate-2")
 	final := listing(model.StateReceiving, "migrate-1", model.MigrateFinal)
 	parked := listing(model.StateParked, "migrate-1", model.MigrateFinal)
@@ -138,7 +140,7 @@ func TestDecidePullMove(t *testing.T) {
 	}
 	// A round over receiving with a pre-copy snapshot, up to its fetch.
 	round := func(b moveBeat) []moveBeat {
-		return []moveBeat{{want: "list list", rows: receiving}, {want: "token token"}, b}
+		return []moveBeat{{want: "list list", rows: receiving}, b}
 	}
 	fetchWith := func(have uint64, token string) func(*testing.T, model.Move) {
 		return func(t *testing.T, mv model.Move) {
@@ -158,10 +160,14 @@ func TestDecidePullMove(t *testing.T) {
 	}
 
 	cases := []struct {
-		name  string
-		class model.Class
-		beats []moveBeat
+		name   string
+		class  model.Class
+		marked bool
+		beats  []moveBeat
 	}{
+		{name: "a copy an earlier pull of this process marked parked: ends without a listing", marked: true, beats: []moveBeat{
+			{want: "done"},
+		}},
 		{name: "a copy claimable already: nothing to pull, and the pull ends quietly", beats: []moveBeat{
 			{want: "list look", rows: parked},
 			{want: "done"},
@@ -181,39 +187,54 @@ func TestDecidePullMove(t *testing.T) {
 		{name: "the first increment from nothing, then the pre-copy's pace", beats: seq(look, []moveBeat{
 			{want: "list list", err: notExist},
 			{want: "read-slot settled", slot: empty},
-			{want: "fetch fetch", check: fetchWith(0, "")},
-			{want: "list relist", rows: receiving},
+			{want: "fetch fetch", check: fetchWith(0, ""), rows: receiving},
 			{want: "wait next 10s #0 kickable"},
 			{want: "list list", rows: receiving},
 		})},
-		{name: "an increment from the newest snapshot, resuming a partial receive's token", beats: seq(look,
-			round(moveBeat{want: "fetch fetch", check: fetchWith(11, "")}),
+		{name: "a fetcher that returns no listing: the copy listed after it, a failure of which fails the round", beats: seq(look,
+			round(moveBeat{want: "fetch fetch"}),
 			[]moveBeat{
 				{want: "list relist", err: fail},
 				{want: "wait retry 1s #1"},
 				{want: "list list", rows: receiving},
-				{want: "token token", token: "1-abc"},
+				{want: "fetch fetch"},
+				{want: "list relist", rows: receiving},
+				{want: "wait next 10s #0 kickable"},
+			})},
+		{name: "an increment from the newest snapshot, resuming a partial receive's token", beats: seq(look,
+			round(moveBeat{want: "fetch fetch", check: fetchWith(11, ""), err: fmt.Errorf("cut: %w", zfs.ErrInterrupted)}),
+			[]moveBeat{
+				{want: "wait retry 1s #1"},
+				{want: "list list", rows: partial},
 				{want: "fetch fetch", check: fetchWith(11, "1-abc")},
 			})},
-		{name: "older snapshots dropped after a pre-copy; after the final one left to the claim, complete asked for at once with no token, then marked received", beats: seq(look,
-			round(moveBeat{want: "fetch fetch"}),
+		{name: "older snapshots dropped after a pre-copy; after the final one left to the claim, complete asked for at once on the fetch's listing with no token, then marked received", beats: seq(look,
+			round(moveBeat{want: "fetch fetch", rows: twoPre}),
 			[]moveBeat{
-				{want: "list relist", rows: twoPre},
 				{want: "run drop-older"},
 				{want: "wait next 10s #0 kickable"},
 			},
-			round(moveBeat{want: "fetch fetch"}),
+			round(moveBeat{want: "fetch fetch", rows: final}),
 			[]moveBeat{
-				{want: "list relist", rows: final},
-				{want: "wait next 0s #0"},
-				{want: "list list", rows: final},
 				{want: "fetch fetch", complete: true, check: fetchWith(12, "")},
 				{want: "run received", check: func(t *testing.T, mv model.Move) {
 					if mv.Plan == nil || !strings.Contains(mv.Plan.Doing, "marking "+copyName+" received") {
 						t.Errorf("plan %+v, want the copy marked received", mv.Plan)
+					} else if got := mv.Plan.Ops[0].Props[model.PropRetainAs]; got != "tank/nomad/pg/pg-1" {
+						t.Errorf("the copy marked for %q, want the replacement's slot (the claim renames it without a set)", got)
 					}
 				}},
-				{want: "done wake"},
+				{want: "done received wake"},
+			})},
+		{name: "the final increment received ends the failures in a row: a complete that fails then waits a second", beats: seq(look,
+			round(moveBeat{want: "fetch fetch", err: fail}),
+			[]moveBeat{{want: "wait retry 1s #1"}},
+			round(moveBeat{want: "fetch fetch", err: fail}),
+			[]moveBeat{{want: "wait retry 2s #2"}},
+			round(moveBeat{want: "fetch fetch", rows: final}),
+			[]moveBeat{
+				{want: "fetch fetch", err: fail},
+				{want: "wait retry 1s #1"},
 			})},
 		{name: "a mark that fails still ends the pull: the pass and the waiting Reserves look again", beats: seq(look, []moveBeat{
 			{want: "list list", rows: final},
@@ -273,8 +294,8 @@ func TestDecidePullMove(t *testing.T) {
 			[]moveBeat{{want: "wait retry 2s #2"}},
 			round(moveBeat{want: "fetch fetch", err: fail}),
 			[]moveBeat{{want: "wait retry 4s #3"}},
-			round(moveBeat{want: "fetch fetch"}),
-			[]moveBeat{{want: "list relist", rows: receiving}, {want: "wait next 10s #0 kickable"}},
+			round(moveBeat{want: "fetch fetch", rows: receiving}),
+			[]moveBeat{{want: "wait next 10s #0 kickable"}},
 			round(moveBeat{want: "fetch fetch", err: fail}),
 			[]moveBeat{{want: "wait retry 1s #1"}})},
 		{name: "crash: restarted, the pull finds its copy parked by a pass before the restart", beats: []moveBeat{
@@ -289,11 +310,10 @@ func TestDecidePullMove(t *testing.T) {
 			{want: "read-slot settled", slot: claimed},
 			{want: "done wake"},
 		})},
-		{name: "a listing or a token that fails is the round's failure", beats: seq(look, []moveBeat{
+		{name: "a listing that fails is the round's failure", beats: seq(look, []moveBeat{
 			{want: "list list", err: fail},
 			{want: "wait retry 1s #1"},
-			{want: "list list", rows: receiving},
-			{want: "token token", err: fail},
+			{want: "list list", err: fail},
 			{want: "wait retry 2s #2"},
 			{want: "list list", err: notExist},
 			{want: "read-slot settled", err: fail},
@@ -303,11 +323,11 @@ func TestDecidePullMove(t *testing.T) {
 			round(moveBeat{want: "fetch fetch", err: fmt.Errorf("receiving: %w", model.ErrNotFilesystem)}),
 			[]moveBeat{{want: "fail refused"}})},
 		{name: "a copy a volume's stream made a volume is dropped and refused", beats: seq(look,
-			round(moveBeat{want: "fetch fetch"}),
-			[]moveBeat{{want: "list relist", rows: volume}, {want: "run drop-refused"}, {want: "fail refused"}})},
+			round(moveBeat{want: "fetch fetch", rows: volume}),
+			[]moveBeat{{want: "run drop-refused"}, {want: "fail refused"}})},
 		{name: "a copy with datasets below it is refused and left for the operator", beats: seq(look,
-			round(moveBeat{want: "fetch fetch"}),
-			[]moveBeat{{want: "list relist", rows: below}, {want: "fail refused"}})},
+			round(moveBeat{want: "fetch fetch", rows: below}),
+			[]moveBeat{{want: "fail refused"}})},
 		{name: "a whole copy over the class's quota is dropped and refused", class: quota, beats: seq(look, []moveBeat{
 			{want: "list list", rows: big},
 			{want: "fetch fetch", complete: true},
@@ -335,7 +355,7 @@ func TestDecidePullMove(t *testing.T) {
 			if tc.class.Name != "" {
 				c = tc.class
 			}
-			playPull(t, model.PullLoop{Mig: mg, Class: c, SlotDataset: "tank/nomad/pg/pg-1", Now: now}, tc.beats)
+			playPull(t, model.PullLoop{Mig: mg, Class: c, SlotDataset: "tank/nomad/pg/pg-1", Now: now, Marked: tc.marked}, tc.beats)
 		})
 	}
 }

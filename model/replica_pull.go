@@ -197,11 +197,9 @@ func ReplicaWork(in ReplicaRound) []ReplicaAct {
 
 // A replica pull's phases.
 const (
-	// ReplicaPullList, ReplicaPullToken, ReplicaPullFetch: the replica
-	// listed (volumes too), a partial receive's token read, the holder's
-	// node asked.
+	// ReplicaPullList, ReplicaPullFetch: the replica listed (volumes too,
+	// and a partial receive's token), the holder's node asked.
 	ReplicaPullList Phase = iota + 300
-	ReplicaPullToken
 	ReplicaPullFetch
 	// ReplicaPullRelist, ReplicaPullDropOlder: after an increment, the
 	// replica as it is now, and its older snapshots dropped: the next
@@ -318,17 +316,13 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			}
 			return Move{Kind: MoveDone}
 		case len(brows) > 0:
-			// A whole copy coming beside: resumed from its token.
-			return Move{Kind: MoveToken, Phase: ReplicaPullToken, Dataset: beside, Class: p.Class, Rows: rows}
+			// A whole copy coming beside: resumed from its token, which
+			// its listing carries (zfs.Dataset.ResumeToken).
+			return p.fetch(rows, resumeToken(beside, brows))
 		case len(rows) == 0:
 			return p.fetch(nil, "")
 		}
-		return p.move(Move{Kind: MoveToken, Phase: ReplicaPullToken, Rows: rows})
-	case ReplicaPullToken:
-		if last.Err != nil {
-			return Move{Kind: MoveFail, Err: last.Err}
-		}
-		return p.fetch(last.Step.Rows, last.Token)
+		return p.fetch(rows, resumeToken(name, rows))
 	case ReplicaPullFetch:
 		return p.fetched()
 	case ReplicaPullDropOlder, ReplicaPullDrop, ReplicaPullSwap:

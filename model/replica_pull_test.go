@@ -259,7 +259,6 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		}},
 		{name: "an increment from the newest, the older dropped after", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
-			{want: "token token"},
 			{want: "fetch fetch", check: fetches(102, "")},
 			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}}, noneAfter,
 			{want: "run drop-older", check: planIs("release "+name+"@replica-2 nomad-device-zfs", "destroy "+name+"@replica-2")},
@@ -267,32 +266,24 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		}},
 		{name: "a cut stream: the round fails, the next resumes", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
-			{want: "token token"},
 			{want: "fetch fetch", err: cut},
 			{want: "fail", check: isErr(zfs.ErrInterrupted)},
 		}},
-		{name: "a partial receive resumed from its token", beats: []moveBeat{
-			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
-			{want: "token token", token: "1-abc", check: func(t *testing.T, mv model.Move) {
-				if mv.Dataset != name {
-					t.Errorf("the token read of %s, want the replica's", mv.Dataset)
-				}
-			}},
+		{name: "a partial receive resumed from the token its listing carries", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}}, none,
 			{want: "fetch fetch", check: fetches(102, "1-abc")},
 			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}}, noneAfter,
 			{want: "run drop-older"},
 			{want: "done"},
 		}},
 		{name: "a token the holder refuses: the partial receive discarded", beats: []moveBeat{
-			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
-			{want: "token token", token: "1-abc"},
+			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}}, none,
 			{want: "fetch fetch", err: model.ErrResumeRefused},
 			{want: "run abort", check: planIs("receive -A "+name, "receive -A "+beside)},
 			{want: "fail", check: isErr(model.ErrResumeRefused)},
 		}},
 		{name: "the holder lost the base: the whole stream comes beside, then takes the replica's place", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
-			{want: "token token"},
 			{want: "fetch fetch", check: func(t *testing.T, mv model.Move) {
 				f := mv.Fetch
 				if f.Beside != beside || f.BesideProps[model.PropOwner] != beside || f.BesideProps[model.PropState] != string(model.StateReplica) ||
@@ -305,14 +296,9 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "run swap", check: swapped},
 			{want: "done"},
 		}},
-		{name: "a whole copy cut beside: resumed from its own token", beats: []moveBeat{
-			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
-			{want: "list list-beside", rows: []zfs.Dataset{besideRow}},
-			{want: "token token", token: "1-def", check: func(t *testing.T, mv model.Move) {
-				if mv.Dataset != beside {
-					t.Errorf("the token read of %s, want the copy's beside", mv.Dataset)
-				}
-			}},
+		{name: "a whole copy cut beside: resumed from its own token, not the replica's", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}},
+			{want: "list list-beside", rows: []zfs.Dataset{withToken(besideRow, "1-def")}},
 			{want: "fetch fetch", check: fetches(102, "1-def")},
 			{want: "list relist", rows: []zfs.Dataset{ours, snap(2)}},
 			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
@@ -333,7 +319,6 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		}},
 		{name: "no longer lined up: dropped whole, pulled whole next round", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
-			{want: "token token"},
 			{want: "fetch fetch", err: model.ErrStartOver},
 			{want: "list recount", rows: []zfs.Dataset{ours, snap(2)}},
 			{want: "run start-over"},
@@ -396,4 +381,10 @@ func TestDecideReplicaPullMove(t *testing.T) {
 				describePull, tc.beats, true)
 		})
 	}
+}
+
+// withToken is d with a partial receive's token, as a listing reads it.
+func withToken(d zfs.Dataset, token string) zfs.Dataset {
+	d.ResumeToken = token
+	return d
 }

@@ -269,6 +269,11 @@ func TestPlansAfterAMigration(t *testing.T) {
 	received := Retained{Dataset: copyName, State: StateParked, Holder: "A", Outcome: OutcomeMigrated,
 		OwnSnapshots: []string{copyName + "@migrate-1", copyName + "@migrate-final"}}
 	slot := Slot{ID: "pg-1", Class: "pg", Dataset: "tank/nomad/pg/pg-1", Exists: true, State: StateReady, Generation: 1}
+	// The copy as its pull's mark left it (PlanReceived), read back.
+	marked := received
+	marked.Info = zfs.Dataset{Name: copyName, User: zfs.UserPropsOf(PlanReceived(copyName, slot.Dataset, now, now.Add(time.Hour)).Ops[0].Props)}
+	forOther := received
+	forOther.Info = zfs.Dataset{Name: copyName, User: zfs.UserPropsOf(PlanReceived(copyName, "tank/nomad/pg/pg-2", now, now.Add(time.Hour)).Ops[0].Props)}
 	const tag = " " + HoldTag
 	cases := []struct {
 		name string
@@ -290,6 +295,21 @@ func TestPlansAfterAMigration(t *testing.T) {
 				"release " + orig + "@migrate-1,migrated" + tag, "destroy " + orig + "@migrate-1,migrated"}},
 		{name: "the copy claimed: the transfer's snapshots, held by no one, in one destroy before the rename",
 			plan: func() (Plan, error) { return PlanClaim(slot, Alloc{ID: "B"}, received, now), nil },
+			want: []string{"destroy " + copyName + "@migrate-1,migrate-final",
+				"destroy tank/nomad/pg/pg-1",
+				"set " + copyName + " {nomad-device-zfs:owner,nomad-device-zfs:retain_as,nomad-device-zfs:state}",
+				"rename " + copyName + " tank/nomad/pg/pg-1",
+				"set tank/nomad/pg/pg-1 {nomad-device-zfs:generation,nomad-device-zfs:holder,nomad-device-zfs:holder_index,nomad-device-zfs:owner,nomad-device-zfs:since,nomad-device-zfs:state}",
+				"mount tank/nomad/pg/pg-1"}},
+		{name: "the copy claimed as its pull marked it for the slot: renamed without a set before",
+			plan: func() (Plan, error) { return PlanClaim(slot, Alloc{ID: "B"}, marked, now), nil },
+			want: []string{"destroy " + copyName + "@migrate-1,migrate-final",
+				"destroy tank/nomad/pg/pg-1",
+				"rename " + copyName + " tank/nomad/pg/pg-1",
+				"set tank/nomad/pg/pg-1 {nomad-device-zfs:generation,nomad-device-zfs:holder,nomad-device-zfs:holder_index,nomad-device-zfs:owner,nomad-device-zfs:since,nomad-device-zfs:state}",
+				"mount tank/nomad/pg/pg-1"}},
+		{name: "the copy marked for another slot: marked for this one first",
+			plan: func() (Plan, error) { return PlanClaim(slot, Alloc{ID: "B"}, forOther, now), nil },
 			want: []string{"destroy " + copyName + "@migrate-1,migrate-final",
 				"destroy tank/nomad/pg/pg-1",
 				"set " + copyName + " {nomad-device-zfs:owner,nomad-device-zfs:retain_as,nomad-device-zfs:state}",

@@ -107,8 +107,9 @@ func (w *XWorld) hostile(from *xnode, target string, h http.Header, body []byte)
 }
 
 // replicate makes, below copy target on node n, the dataset a replication
-// stream would have brought there (the fake emulates no send -R): after a
-// receive of a hostile sender's stream (hostileChild) that succeeded. When
+// stream would have brought there (the fake emulates no send -R): as a
+// receive of a hostile sender's stream (hostileChild) succeeds, before
+// anything lists the copy (xrunner.Stream). When
 // an earlier one brought it already (the receiving plugin died before its
 // check of the copy, and its next pull received the increment into the
 // same copy: seed 7740581), the increment updates it.

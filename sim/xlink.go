@@ -174,7 +174,6 @@ func (f xfetcher) Fetch(ctx context.Context, req transfer.Request, into transfer
 	if err != nil {
 		delete(f.w.replicating, into.Target)
 	}
-	f.n.replicate(into.Target)
 	switch told := f.w.link.told; {
 	case told != lieNone && errors.Is(err, transfer.ErrNotVerified):
 		f.w.counts.LiesCaught++

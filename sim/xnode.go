@@ -342,6 +342,11 @@ func (r *xrunner) Stream(ctx context.Context, cmd string, args []string, stdin i
 	}
 	err := r.n.fake.Stream(ctx, cmd, args, stdin, stdout)
 	r.after(cmd, args, err)
+	if err == nil && cmd == "zfs" && len(args) > 0 && args[0] == "receive" {
+		// Within the receive, as a replication stream brings it: before
+		// the client's listing of the copy (transfer.Result.Rows).
+		r.n.replicate(args[len(args)-1])
+	}
 	return err
 }
 

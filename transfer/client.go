@@ -160,6 +160,9 @@ type Into struct {
 	// whole one is in. Its own Beside is not read. nil: into Target, which
 	// then refuses a whole stream (zfs.ErrExists).
 	Beside *Into
+	// UserProps are the user properties of the listing Fetch verifies the
+	// received snapshot on (Result.Rows).
+	UserProps []string
 }
 
 // HostProps are properties a stream could carry (a sender's -p) that act
@@ -184,6 +187,12 @@ type Result struct {
 	Bytes   int64
 	Resumed bool
 	Peer    netip.AddrPort
+	// Rows are the target (Into.Target, or Into.Beside's when Beside) as
+	// listed once the snapshot was received, the listing its guid was
+	// verified on (zfs.Client.ListAll: volumes too, with the target's
+	// UserProps): the receiver decides on it without listing the copy
+	// again. Nil when nothing was received.
+	Rows []zfs.Dataset
 }
 
 // Fetch asks the peer holding req.Alloc's data (Locator) for it and
@@ -249,8 +258,9 @@ func (c *Client) fetch(ctx context.Context, req Request, into Into) (Result, err
 		return res, fmt.Errorf("peer %s: %w", peer, err)
 	}
 	res.GUID, res.FromGUID = guid, from
+	listed := into
 	if from == 0 && req.HaveGUID != 0 && into.Beside != nil {
-		opts, res.Beside = besideOpts, true
+		opts, res.Beside, listed = besideOpts, true, *into.Beside
 	}
 	res.Snapshot = opts.Target + "@" + name
 	start := time.Now()
@@ -263,7 +273,7 @@ func (c *Client) fetch(ctx context.Context, req Request, into Into) (Result, err
 		}
 		return res, fmt.Errorf("receiving %s from %s into %s: %w", resp.Header.Get(hdrSnapshot), peer, opts.Target, err)
 	}
-	if err := c.verify(ctx, opts.Target, res); err != nil {
+	if res.Rows, err = c.verify(ctx, listed, res); err != nil {
 		return res, err
 	}
 	c.c.Logger.Info("received", "alloc_id", req.Alloc, "replacement_id", req.Replacement, "peer", peer.String(),
@@ -286,21 +296,22 @@ func receiveOptions(into Into) (zfs.ReceiveOptions, error) {
 	return opts, nil
 }
 
-// verify finds the received snapshot with the sender's guid.
-func (c *Client) verify(ctx context.Context, target string, res Result) error {
-	ds, err := c.c.ZFS.List(ctx, target, nil)
+// verify finds the received snapshot with the sender's guid in one
+// listing of into.Target, which it returns.
+func (c *Client) verify(ctx context.Context, into Into, res Result) ([]zfs.Dataset, error) {
+	ds, err := c.c.ZFS.ListAll(ctx, into.Target, into.UserProps)
 	if err != nil {
-		return fmt.Errorf("verifying %s: %w", res.Snapshot, err)
+		return nil, fmt.Errorf("verifying %s: %w", res.Snapshot, err)
 	}
 	for _, d := range ds {
 		if d.Name == res.Snapshot {
 			if d.GUID != fmt.Sprint(res.GUID) {
-				return fmt.Errorf("%w: %s has guid %s, the sender's %d", ErrNotVerified, d.Name, d.GUID, res.GUID)
+				return nil, fmt.Errorf("%w: %s has guid %s, the sender's %d", ErrNotVerified, d.Name, d.GUID, res.GUID)
 			}
-			return nil
+			return ds, nil
 		}
 	}
-	return fmt.Errorf("%w: no %s after the receive", ErrNotVerified, res.Snapshot)
+	return nil, fmt.Errorf("%w: no %s after the receive", ErrNotVerified, res.Snapshot)
 }
 
 // post sends the request and returns a 200 response, or the peer's

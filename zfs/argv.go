@@ -22,6 +22,11 @@ var listColumns = []string{
 	"recordsize", "encryption", "origin", "guid",
 }
 
+// copyColumns are ListAll's: a received copy's listing carries its
+// interrupted receive's receive_resume_token, so that a pull needs no
+// listing of its own for it (Dataset.ResumeToken).
+var copyColumns = append(append([]string(nil), listColumns...), "receive_resume_token")
+
 // poolColumns are the columns of one `zpool list`, in output order.
 var poolColumns = []string{"name", "size", "allocated", "free", "health", "readonly"}
 
@@ -39,15 +44,16 @@ func ListArgs(root string, userProps []string) ([]string, error) {
 // ListManyArgs is ListArgs for several roots in one process: zfs lists each
 // root's tree in turn.
 func ListManyArgs(roots []string, userProps []string) ([]string, error) {
-	return listArgs("filesystem,snapshot,bookmark", roots, userProps)
+	return listArgs("filesystem,snapshot,bookmark", listColumns, roots, userProps)
 }
 
-// ListAllArgs is ListArgs with volumes too (ListAll).
+// ListAllArgs is ListArgs with volumes too, and the resume token column
+// (ListAll).
 func ListAllArgs(root string, userProps []string) ([]string, error) {
-	return listArgs("filesystem,snapshot,volume", []string{root}, userProps)
+	return listArgs("filesystem,snapshot,volume", copyColumns, []string{root}, userProps)
 }
 
-func listArgs(types string, roots []string, userProps []string) ([]string, error) {
+func listArgs(types string, native, roots []string, userProps []string) ([]string, error) {
 	if len(roots) == 0 {
 		return nil, errors.New("no dataset to list")
 	}
@@ -56,7 +62,7 @@ func listArgs(types string, roots []string, userProps []string) ([]string, error
 			return nil, err
 		}
 	}
-	cols := append([]string(nil), listColumns...)
+	cols := append([]string(nil), native...)
 	for _, p := range userProps {
 		if !strings.Contains(p, ":") {
 			return nil, fmt.Errorf("user property %q must contain ':'", p)

@@ -21,10 +21,10 @@ func TestArgvBuilders(t *testing.T) {
 				"tank/nomad"},
 		},
 		{
-			name: "list volumes too",
+			name: "list volumes too, with the resume token",
 			args: func() ([]string, error) { return ListAllArgs("tank/nomad/pg/parked-a", []string{"a:owner"}) },
 			want: []string{"list", "-H", "-p", "-r", "-t", "filesystem,snapshot,volume", "-o",
-				"name,type,used,available,referenced,mountpoint,mounted,quota,refquota,reservation,compression,compressratio,recordsize,encryption,origin,guid,a:owner",
+				"name,type,used,available,referenced,mountpoint,mounted,quota,refquota,reservation,compression,compressratio,recordsize,encryption,origin,guid,receive_resume_token,a:owner",
 				"tank/nomad/pg/parked-a"},
 		},
 		{

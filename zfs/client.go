@@ -30,16 +30,24 @@ func (c *Client) ListMany(ctx context.Context, roots []string, userProps []strin
 	return c.list(ctx, args, err, userProps)
 }
 
-// ListAll is List with volumes too: a received copy is what its stream
-// made it, and a volume's stream makes a volume (a zvol), which List does
-// not show (its snapshots, it does).
+// ListAll is List with volumes too, for a received copy: it is what its
+// stream made it, and a volume's stream makes a volume (a zvol), which
+// List does not show (its snapshots, it does). Each row also carries the
+// receive_resume_token of an interrupted receive (Dataset.ResumeToken).
 func (c *Client) ListAll(ctx context.Context, root string, userProps []string) ([]Dataset, error) {
 	args, err := ListAllArgs(root, userProps)
-	return c.list(ctx, args, err, userProps)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	out, err := c.r.Run(ctx, "zfs", args...)
+	if err != nil {
+		return nil, err
+	}
+	return parseList(out, copyColumns, userProps)
 }
 
-// list runs a listing built by ListManyArgs or ListAllArgs (argErr: the
-// builder's error) and parses it.
+// list runs a listing built by ListManyArgs (argErr: the builder's error)
+// and parses it.
 func (c *Client) list(ctx context.Context, args []string, argErr error, userProps []string) ([]Dataset, error) {
 	if argErr != nil {
 		return nil, invalid(argErr)

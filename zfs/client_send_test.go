@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -115,6 +116,19 @@ func TestClientReplicationQueries(t *testing.T) {
 		tok, err := NewClient(r).ResumeToken(t.Context(), "tank/b")
 		if err != nil || tok != "" {
 			t.Fatalf("token %q, %v", tok, err)
+		}
+	})
+	t.Run("a copy's listing carries its resume token, none as empty", func(t *testing.T) {
+		row := func(name, typ, token string) string {
+			return strings.Join([]string{name, typ, "1", "2", "3", "-", "no", "0", "0", "0", "lz4", "1.00", "131072", "off", "-", "7", token, "o"}, "\t")
+		}
+		r := &recordingRunner{out: []byte(row("tank/b", "filesystem", "1-abc-e8") + "\n" + row("tank/b@s1", "snapshot", "-") + "\n")}
+		rows, err := NewClient(r).ListAll(t.Context(), "tank/b", []string{"a:owner"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || rows[0].ResumeToken != "1-abc-e8" || rows[1].ResumeToken != "" || rows[0].User.Get("a:owner") != "o" {
+			t.Fatalf("rows %+v", rows)
 		}
 	})
 	t.Run("aborting nothing is success", func(t *testing.T) {

@@ -51,6 +51,9 @@ type Dataset struct {
 	// Origin is the snapshot a clone was made from, "" otherwise.
 	Origin string
 	GUID   string
+	// ResumeToken is a filesystem's or volume's receive_resume_token (an
+	// interrupted receive into it), "" for none; read by ListAll only.
+	ResumeToken string
 	// User holds the requested user properties that have a value (set here
 	// or inherited: `zfs list` cannot tell them apart).
 	User UserProps
@@ -123,22 +126,23 @@ type listSetter func(d *Dataset, p *fieldParser, i int)
 
 // listSetters read each native column a Dataset holds.
 var listSetters = map[string]listSetter{
-	"name":          func(d *Dataset, p *fieldParser, i int) { d.Name = p.fields[i] },
-	"type":          func(d *Dataset, p *fieldParser, i int) { d.Type = datasetType(p.fields[i]) },
-	"used":          func(d *Dataset, p *fieldParser, i int) { d.Used = p.uint(i) },
-	"available":     func(d *Dataset, p *fieldParser, i int) { d.Available = p.uint(i) },
-	"referenced":    func(d *Dataset, p *fieldParser, i int) { d.Referenced = p.uint(i) },
-	"mountpoint":    func(d *Dataset, p *fieldParser, i int) { d.Mountpoint = p.str(i) },
-	"mounted":       func(d *Dataset, p *fieldParser, i int) { d.Mounted = p.fields[i] == "yes" },
-	"quota":         func(d *Dataset, p *fieldParser, i int) { d.Quota = p.uint(i) },
-	"refquota":      func(d *Dataset, p *fieldParser, i int) { d.Refquota = p.uint(i) },
-	"reservation":   func(d *Dataset, p *fieldParser, i int) { d.Reservation = p.uint(i) },
-	"compression":   func(d *Dataset, p *fieldParser, i int) { d.Compression = p.str(i) },
-	"compressratio": func(d *Dataset, p *fieldParser, i int) { d.CompressRatio = p.float(i) },
-	"recordsize":    func(d *Dataset, p *fieldParser, i int) { d.Recordsize = p.uint(i) },
-	"encryption":    func(d *Dataset, p *fieldParser, i int) { d.Encryption = p.str(i) },
-	"origin":        func(d *Dataset, p *fieldParser, i int) { d.Origin = p.str(i) },
-	"guid":          func(d *Dataset, p *fieldParser, i int) { d.GUID = p.str(i) },
+	"name":                 func(d *Dataset, p *fieldParser, i int) { d.Name = p.fields[i] },
+	"type":                 func(d *Dataset, p *fieldParser, i int) { d.Type = datasetType(p.fields[i]) },
+	"used":                 func(d *Dataset, p *fieldParser, i int) { d.Used = p.uint(i) },
+	"available":            func(d *Dataset, p *fieldParser, i int) { d.Available = p.uint(i) },
+	"referenced":           func(d *Dataset, p *fieldParser, i int) { d.Referenced = p.uint(i) },
+	"mountpoint":           func(d *Dataset, p *fieldParser, i int) { d.Mountpoint = p.str(i) },
+	"mounted":              func(d *Dataset, p *fieldParser, i int) { d.Mounted = p.fields[i] == "yes" },
+	"quota":                func(d *Dataset, p *fieldParser, i int) { d.Quota = p.uint(i) },
+	"refquota":             func(d *Dataset, p *fieldParser, i int) { d.Refquota = p.uint(i) },
+	"reservation":          func(d *Dataset, p *fieldParser, i int) { d.Reservation = p.uint(i) },
+	"compression":          func(d *Dataset, p *fieldParser, i int) { d.Compression = p.str(i) },
+	"compressratio":        func(d *Dataset, p *fieldParser, i int) { d.CompressRatio = p.float(i) },
+	"recordsize":           func(d *Dataset, p *fieldParser, i int) { d.Recordsize = p.uint(i) },
+	"encryption":           func(d *Dataset, p *fieldParser, i int) { d.Encryption = p.str(i) },
+	"origin":               func(d *Dataset, p *fieldParser, i int) { d.Origin = p.str(i) },
+	"guid":                 func(d *Dataset, p *fieldParser, i int) { d.GUID = p.str(i) },
+	"receive_resume_token": func(d *Dataset, p *fieldParser, i int) { d.ResumeToken = p.str(i) },
 }
 
 // datasetType returns the constant for the types a listing shows, so rows
