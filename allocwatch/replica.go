@@ -9,8 +9,8 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
-// The conversions of Nomad's answers that replicas' rules take (issue 30;
-// nothing calls them yet): an allocation's loss, for DecideTakeover, and
+// The conversions of Nomad's answers that replicas' rules take (issue 30):
+// an allocation's loss, for DecideTakeover (B's Reserve), and
 // the node list, for ReplicaNodes; and a replica node's view of the
 // cluster (hooks.Cluster): the node list and another node's allocations.
 
@@ -53,6 +53,21 @@ func ReplicaNodes(nodes []nomadapi.NodeStub, class, spread string) []model.Repli
 		out = append(out, r)
 	}
 	return out
+}
+
+// Loss is what the servers say of allocation id's loss (GET
+// /v1/allocation/<id>), as model.DecideTakeover reads it: B's Reserve
+// asks it of its predecessor on another node, in a class that keeps
+// replicas.
+func (w *Watcher) Loss(ctx context.Context, id string) (model.LostAlloc, error) {
+	if !nomadapi.IsUUID(id) {
+		return model.LostAlloc{}, fmt.Errorf("allocation ID %q is not a UUID", id)
+	}
+	l, err := w.src.AllocationLoss(ctx, id)
+	if err != nil {
+		return model.LostAlloc{}, err
+	}
+	return LostAlloc(l), nil
 }
 
 // Nodes is every node the servers know (GET /v1/nodes?resources=true), as

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadfake"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -89,5 +91,29 @@ func TestHTTPClusterView(t *testing.T) {
 	}
 	if _, err := w.NodeAllocations(ctx, "node-1"); err == nil {
 		t.Error("a node ID that is not a UUID was asked for")
+	}
+}
+
+// TestHTTPLoss: what B's Reserve reads of its predecessor's loss through
+// the watcher (hooks.Cluster.Loss): the servers' answer converted; an ID
+// that is not one refused before a request; an allocation the servers do
+// not know is an error, never a loss.
+func TestHTTPLoss(t *testing.T) {
+	f := nomadfake.New(t, id(9))
+	a := apiAlloc(1, "lost", withDevice("db", "zfs", "dataset", "pg", "pg-1"))
+	a.Job.TaskGroups = []*api.TaskGroup{{Name: new("g"), StopAfterClientDisconnect: new(time.Minute),
+		Tasks: []*api.Task{{Name: "db", KillTimeout: new(20 * time.Second)}}}}
+	f.Upsert(a)
+	w := overHTTP(t, f, Config{NodeID: id(9)}, nil)
+	ctx := t.Context()
+	want := model.LostAlloc{ID: id(1), ClientStatus: "lost", StopAfter: time.Minute, KillTimeout: 20 * time.Second}
+	if l, err := w.Loss(ctx, id(1)); err != nil || l != want {
+		t.Errorf("Loss = %+v, %v; want %+v", l, err, want)
+	}
+	if _, err := w.Loss(ctx, id(2)); err == nil {
+		t.Error("an allocation the servers do not know read as a loss")
+	}
+	if _, err := w.Loss(ctx, "a"); err == nil {
+		t.Error("an allocation ID that is not a UUID was asked for")
 	}
 }

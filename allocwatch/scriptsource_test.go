@@ -109,6 +109,10 @@ func (s *scriptSource) AllocationStats(context.Context, string) error {
 	return nomadapi.ErrUnknownAlloc
 }
 
+func (s *scriptSource) AllocationLoss(context.Context, string) (nomadapi.AllocLoss, error) {
+	return nomadapi.AllocLoss{}, nomadapi.ErrAllocNotFound
+}
+
 func (s *scriptSource) Nodes(context.Context) ([]nomadapi.NodeStub, error) {
 	return nil, errors.New("the script lists no nodes")
 }

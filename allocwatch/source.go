@@ -28,6 +28,8 @@ type source interface {
 	AllocationStats(ctx context.Context, allocID string) error
 	// Nodes is GET /v1/nodes?resources=true (a replica node's view).
 	Nodes(ctx context.Context) ([]nomadapi.NodeStub, error)
+	// AllocationLoss is GET /v1/allocation/<id> read for a takeover.
+	AllocationLoss(ctx context.Context, allocID string) (nomadapi.AllocLoss, error)
 	// Requests counts the requests made, by kind (nomadapi's Kind*).
 	Requests() map[string]uint64
 }

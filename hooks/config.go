@@ -36,7 +36,9 @@ type Config struct {
 	// timeout, as when the peer cannot be reached.
 	Fetcher transfer.Fetcher
 	// Cluster is what a replica node reads of Nomad beyond its own node
-	// (replica_pull.go). nil, or no Fetcher: this node keeps no replicas.
+	// (replica_pull.go), and a Reserve of a lost allocation's replacement
+	// for a takeover (takeover.go). nil, or no Fetcher: this node keeps no
+	// replicas; nil: no Reserve takes one over.
 	Cluster Cluster
 	// Sim is the lifecycle simulation's clock and order (export_sim.go);
 	// nil in the plugin, which runs on the real clock.

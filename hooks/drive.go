@@ -223,6 +223,8 @@ func (m *Manager) act(ctx context.Context, mv model.Move) (changed bool, err err
 		err = m.recordHolder(ctx, s, mv.Alloc)
 	case model.ActClaim:
 		err = m.claim(ctx, s, mv.Alloc, *mv.Parked)
+	case model.ActTakeover:
+		err = m.takeover(ctx, mv)
 	}
 	if _, rerr := m.reread(ctx, c.Name, s.Dataset); rerr != nil && err == nil {
 		err = rerr

@@ -86,8 +86,9 @@ type Manager struct {
 	// none is pulled); pulls are the pulls running (migrate.go).
 	fetcher transfer.Fetcher
 	pulls   migrations
-	// cluster is what the replica loop reads of Nomad (Config.Cluster;
-	// nil: no replicas kept); replicas its memory (replica_pull.go).
+	// cluster is what the replica loop and a takeover read of Nomad
+	// (Config.Cluster; nil: no replicas kept, none taken over); replicas
+	// the loop's memory (replica_pull.go).
 	cluster  Cluster
 	replicas replicas
 	// remote are allocations of other nodes looked up because one of this

@@ -27,6 +27,10 @@ import (
 type cluster struct {
 	mu     sync.Mutex
 	allocs []model.Alloc
+	// losses are what the servers say of allocations' loss (Cluster.Loss);
+	// lossAsked counts the questions.
+	losses    map[string]model.LostAlloc
+	lossAsked int
 }
 
 func (c *cluster) set(as ...model.Alloc) {

@@ -28,6 +28,9 @@ type Cluster interface {
 	Nodes(ctx context.Context) ([]nomadapi.NodeStub, error)
 	// NodeAllocations are the allocations Nomad places on node, converted.
 	NodeAllocations(ctx context.Context, node string) ([]model.Alloc, error)
+	// Loss is what the servers say of an allocation's loss
+	// (allocwatch.LostAlloc): B's Reserve decides a takeover from it.
+	Loss(ctx context.Context, id string) (model.LostAlloc, error)
 }
 
 // replicas is the loop's memory between rounds: what failed, and when it

@@ -56,6 +56,17 @@ type clusterView struct {
 
 func (v clusterView) Nodes(context.Context) ([]nomadapi.NodeStub, error) { return v.stubs, nil }
 
+func (v clusterView) Loss(_ context.Context, id string) (model.LostAlloc, error) {
+	v.c.mu.Lock()
+	defer v.c.mu.Unlock()
+	v.c.lossAsked++
+	l, ok := v.c.losses[id]
+	if !ok {
+		return model.LostAlloc{}, nomadapi.ErrAllocNotFound
+	}
+	return l, nil
+}
+
 func (v clusterView) NodeAllocations(_ context.Context, node string) ([]model.Alloc, error) {
 	v.c.mu.Lock()
 	defer v.c.mu.Unlock()

@@ -76,8 +76,12 @@ func (m *Manager) readPrev(ctx context.Context, c model.Class, s model.Slot, cal
 	if err != nil {
 		return nil, "", err
 	}
-	return &model.InheritInput{Class: c, Slot: s, Caller: caller, Prev: prev, PrevSlot: prevSlot,
-		Parked: p, NodeID: snap.NodeID, Waited: waited}, m.cfg.SlotDataset(c.Name, prevID), nil
+	in := &model.InheritInput{Class: c, Slot: s, Caller: caller, Prev: prev, PrevSlot: prevSlot,
+		Parked: p, NodeID: snap.NodeID, Waited: waited}
+	if !local && p == nil && c.Migrate.Enabled && c.Replicate.Enabled() && m.cluster != nil {
+		in.Takeover = m.readTakeover(ctx, c, prev, prevID)
+	}
+	return in, m.cfg.SlotDataset(c.Name, prevID), nil
 }
 
 // claim hands parked data p to caller as ready slot s (model.PlanClaim).

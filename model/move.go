@@ -98,9 +98,13 @@ const (
 	ActPark
 	// ActPlan runs Move.Plan, under the lock the loop holds.
 	ActPlan
+	// ActTakeover runs Move.Plan (PlanTakeReplica) on replica
+	// Move.Dataset, under its lock and that of Move.Parked, the parked
+	// data it becomes.
+	ActTakeover
 )
 
-var actNames = [...]string{"?", "release", "record", "claim", "park", "plan"}
+var actNames = [...]string{"?", "release", "record", "claim", "park", "plan", "takeover"}
 
 func (a Act) String() string {
 	if a < 0 || int(a) >= len(actNames) {

@@ -212,7 +212,26 @@ func crashCases() []crashCase {
 		w.snap = snapshot(as...)
 		return w
 	}
+	lostA := alloc("A", 10, "lost", "stop", "pg", "pg-2")
+	lostA.NodeID, lostA.NextAllocation = "node-1", "B"
+	takerB := alloc("B", 20, "pending", "run", "pg", "pg-1")
+	takerB.PreviousAllocation = "A"
 	return []crashCase{
+		{
+			// The replica's snapshots go before the rename (received, they
+			// would be a stranger's below the slot); the claim mounts it.
+			name: "takeover: the replacement's Reserve takes over the local replica of a lost allocation, then claims it",
+			plan: "set pg/replica-A-pg-2 {canmount,outcome,retain_as}; destroy pg/replica-A-pg-2@replica-1,replica-2; rename pg/replica-A-pg-2 pg/parked-A-pg-2; set pg/parked-A-pg-2 {expires,owner,since,state}",
+			end:  "pg owned files=[]\npg/pg-1 state=held holder=B holder_index=20 outcome=migrated generation=2 retain_as=pg/pg-1 owned files=[data:A-replica-2]\npg/pg-2 state=ready generation=1 owned files=[]",
+			crashes: []string{
+				"", // still a replica, marked: the Reserve's retry takes it over
+				"", // its snapshots gone: the mark says it is the one
+				"set pg/parked-A-pg-2 {expires,owner,since,state}",
+			},
+			setup: withReplicaOf(replicating, lostA, "pg-2", snapshot(takerB)),
+			step:  takeReplica(replicating, lostA, "pg-2"),
+			after: tookOver(replicating, lostA, takerB, "pg-2"),
+		},
 		{
 			name: "destroy",
 			plan: "destroy scratch/scratch-1; create scratch/scratch-1 {generation,holder_index,owner,since,state}",

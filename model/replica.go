@@ -186,18 +186,19 @@ func replicasOf(kids []*zfs.Dataset, below map[string][]*zfs.Dataset) []Replica 
 
 // replicaFromRows reads replica d back from the scan's rows, d's own and
 // those below it: its source (the holder mark ReplicaProps set) and slot
-// (the rest of its name, replica-<source>-<slot>), and its newest
-// @replica-<n>. The scan reads none of replica_node, replica_group or a
-// snapshot's creation (three more columns on every row of every scan), so
-// Node, Group and NewestAt are left unset: what needs them reads the
-// replica itself. A snapshot of a replica has only its mark inherited (a
+// (the rest of its name, replica-<source>-<slot>), its group (the
+// replica_group mark, which the node publishes: ReplicasAttr), and its
+// newest @replica-<n>. The scan reads neither replica_node nor a
+// snapshot's creation (two more columns on every row of every scan), so
+// Node and NewestAt are left unset: what needs them reads the replica
+// itself. A snapshot of a replica has only its mark inherited (a
 // stream carries no properties): it counts by its name.
 func replicaFromRows(d *zfs.Dataset, below []*zfs.Dataset) (Replica, bool) {
 	rest, named := strings.CutPrefix(path.Base(d.Name), replicaPrefix)
 	if !named || !Owned(d) || State(d.User.Get(PropState)) != StateReplica {
 		return Replica{}, false
 	}
-	r := Replica{Dataset: d.Name, Source: d.User.Get(PropHolder), Info: *d}
+	r := Replica{Dataset: d.Name, Source: d.User.Get(PropHolder), Group: d.User.Get(PropReplicaGroup), Info: *d}
 	if slot, ok := strings.CutPrefix(rest, r.Source+"-"); ok && r.Source != "" {
 		r.Slot = slot
 	}

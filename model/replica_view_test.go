@@ -53,24 +53,24 @@ func TestTodaysViewLeavesAReplicaAlone(t *testing.T) {
 	tests := []struct {
 		name  string
 		rows  []zfs.Dataset
-		want  []Replica // Dataset, Source, Slot, Newest
+		want  []Replica // Dataset, Source, Slot, Group, Newest
 		class string    // the only class configured; "" for scratch
 	}{
 		{name: "a replica with two increments: its newest",
 			rows: replicaRows(testCfg, "scratch", a1, "scratch-1", 1, 2),
-			want: []Replica{{Dataset: testCfg.ReplicaName("scratch", a1, "scratch-1"), Source: a1, Slot: "scratch-1", Newest: 2}}},
+			want: []Replica{{Dataset: testCfg.ReplicaName("scratch", a1, "scratch-1"), Source: a1, Slot: "scratch-1", Group: "default/pg/db", Newest: 2}}},
 		{name: "a first receive not finished: newest 0",
 			rows: replicaRows(testCfg, "scratch", a1, "scratch-1"),
-			want: []Replica{{Dataset: testCfg.ReplicaName("scratch", a1, "scratch-1"), Source: a1, Slot: "scratch-1"}}},
+			want: []Replica{{Dataset: testCfg.ReplicaName("scratch", a1, "scratch-1"), Source: a1, Slot: "scratch-1", Group: "default/pg/db"}}},
 		{name: "two, by name",
 			rows: slices.Concat(replicaRows(testCfg, "scratch", a2, "scratch-1", 3), replicaRows(testCfg, "scratch", a1, "scratch-2", 1)),
-			want: []Replica{{Dataset: testCfg.ReplicaName("scratch", a1, "scratch-2"), Source: a1, Slot: "scratch-2", Newest: 1},
-				{Dataset: testCfg.ReplicaName("scratch", a2, "scratch-1"), Source: a2, Slot: "scratch-1", Newest: 3}}},
+			want: []Replica{{Dataset: testCfg.ReplicaName("scratch", a1, "scratch-2"), Source: a1, Slot: "scratch-2", Group: "default/pg/db", Newest: 1},
+				{Dataset: testCfg.ReplicaName("scratch", a2, "scratch-1"), Source: a2, Slot: "scratch-1", Group: "default/pg/db", Newest: 3}}},
 		{name: "not the plugin's (its mark names another): none", rows: notOwned},
 		{name: "named replica-, another state: not a replica", rows: heldNamed},
 		{name: "a removed class's replica: listed with the removed class", class: "other",
 			rows: replicaRows(testCfg, "scratch", a1, "scratch-1", 1),
-			want: []Replica{{Dataset: testCfg.ReplicaName("scratch", a1, "scratch-1"), Source: a1, Slot: "scratch-1", Newest: 1}}},
+			want: []Replica{{Dataset: testCfg.ReplicaName("scratch", a1, "scratch-1"), Source: a1, Slot: "scratch-1", Group: "default/pg/db", Newest: 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestTodaysViewLeavesAReplicaAlone(t *testing.T) {
 				if r.Info.Name != r.Dataset || r.Info.Used != 4096 {
 					t.Errorf("%s: its row %+v", r.Dataset, r.Info)
 				}
-				got = append(got, Replica{Dataset: r.Dataset, Source: r.Source, Slot: r.Slot, Newest: r.Newest})
+				got = append(got, Replica{Dataset: r.Dataset, Source: r.Source, Slot: r.Slot, Group: r.Group, Newest: r.Newest})
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("replicas %+v\nwant %+v", got, tc.want)

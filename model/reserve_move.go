@@ -153,6 +153,11 @@ func (in ReserveLoop) inheritMove(caller Alloc, prev *InheritInput, prevDataset 
 		return in.wait(Move{Alloc: caller, Retry: errors.New(in.Slot.ID + ": " + d.Reason)})
 	case InheritClaim:
 		return in.run(Move{Act: ActClaim, Alloc: caller, Parked: prev.Parked})
+	case InheritTakeover:
+		// The replica becomes the predecessor's parked data; the next
+		// reading of it claims that.
+		replica, parked := prev.Takeover.target(prev.Prev.ID)
+		return in.run(Move{Act: ActTakeover, Alloc: caller, Plan: d.Plan, Dataset: replica, Parked: parked, Reason: d.Reason})
 	}
 	// Nothing to inherit (Reason says why, if there was something).
 	return in.record(caller, d.Reason)

@@ -44,9 +44,12 @@ const (
 	PropExpires = PropPrefix + "expires"
 )
 
-// UserProps are the user properties every scan reads.
+// UserProps are the user properties every scan reads. PropReplicaGroup
+// is read for the replicas attribute a node publishes (ReplicasAttr): one
+// column, about 0.8 % of a bare listing (docs/performance.md, "The scan"),
+// against a second listing of every class that keeps replicas each pass.
 var UserProps = []string{PropOwner, PropState, PropHolder, PropGeneration, PropSince,
-	PropHolderIndex, PropOutcome, PropRetainAs, PropExpires}
+	PropHolderIndex, PropOutcome, PropRetainAs, PropExpires, PropReplicaGroup}
 
 // State is a slot's lifecycle state, recorded in PropState.
 type State string

@@ -205,12 +205,19 @@ const (
 	// within the class's migrate timeout, and the class says to fail the
 	// start (MigrateFail).
 	InheritFail
+	// InheritTakeover: the predecessor was lost with its node and has
+	// stopped by Nomad's rules, and this node holds its newest replica:
+	// run Plan (PlanTakeReplica), which makes it the predecessor's parked
+	// data, and decide again (the claim follows).
+	InheritTakeover
 )
 
 // InheritDecision is DecideInherit's answer.
 type InheritDecision struct {
 	Kind   InheritKind
 	Reason string
+	// Plan is InheritTakeover's.
+	Plan *Plan
 }
 
 // InheritInput is what a Reserve of ready slot Slot by Caller, the
@@ -229,6 +236,10 @@ type InheritInput struct {
 	// NodeID is this node's; Waited how long this Reserve has waited.
 	NodeID string
 	Waited time.Duration
+	// Takeover is what was read for a takeover of a replica (issue 30)
+	// when the predecessor ran on another node, the class keeps replicas
+	// and Nomad says the predecessor is lost or unknown; nil otherwise.
+	Takeover *TakeoverInput
 }
 
 // DecideInherit decides a Reserve of a ready slot by a sticky class's
@@ -258,6 +269,8 @@ func DecideInherit(in InheritInput) InheritDecision {
 		// Parked, or renamed aside by a park a crash interrupted (its
 		// state not yet rewritten): the claim finishes either.
 		return InheritDecision{Kind: InheritClaim}
+	case remote && in.Class.Migrate.Enabled && in.Takeover.lostOrUnknown():
+		return in.decideTakeover()
 	case remote && in.Class.Migrate.Enabled:
 		return in.waitForCopy(fmt.Sprintf("the data of %s, which %s replaces, is to come from node %s; no copy has arrived yet",
 			short(prev.ID), short(in.Caller.ID), short(prev.NodeID)))
@@ -343,7 +356,9 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[st
 		return ParkedStep{Kind: ParkedRelease, Reason: fmt.Sprintf(why, args...)}
 	}
 	switch {
-	case p.State == StateReleasing:
+	case p.State == StateReleasing || p.State == StateReplica:
+		// A park, or a takeover of a replica (PlanTakeReplica), that a
+		// crash interrupted after its rename.
 		return ParkedStep{Kind: ParkedFinish}
 	case !c.Sticky:
 		return release("the class is no longer sticky")

@@ -181,8 +181,9 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 				p.logger.Error(transferFailed, "error", err)
 			} else {
 				cfg.Fetcher = xfer.client
-				// The replica loop runs only for a class with a replicate
-				// block, which the configuration still refuses.
+				// The replica loop and a Reserve's takeover of a replica
+				// run only for a class with a replicate block, which the
+				// configuration still refuses.
 				cfg.Cluster = watcher
 			}
 		}

@@ -109,6 +109,13 @@ func classAttributes(cv *model.ClassView) map[string]*structs.Attribute {
 		"mount":   structs.NewStringAttribute(cv.Class.MountPath),
 		"slots":   structs.NewIntAttribute(int64(cv.Class.Slots), ""),
 	}
+	if cv.Class.Replicate.Enabled() || len(cv.Replicas) > 0 {
+		// The task groups this node keeps replicas of: a replacement's
+		// device affinity prefers a node whose claim is a rename. Its
+		// value moves only when a group's first replica comes or its
+		// last goes, never with an increment (model.ReplicasAttr).
+		attrs[model.ReplicasAttrName] = structs.NewStringAttribute(model.ReplicasAttr(cv.Replicas))
+	}
 	for _, s := range cv.Slots {
 		if !s.Exists {
 			continue

@@ -129,6 +129,15 @@ func (l *lazyWatcher) Nodes(ctx context.Context) ([]nomadapi.NodeStub, error) {
 	return w.Nodes(ctx)
 }
 
+// Loss implements hooks.Cluster: the watcher's, once it runs.
+func (l *lazyWatcher) Loss(ctx context.Context, id string) (model.LostAlloc, error) {
+	w, err := l.get()
+	if err != nil {
+		return model.LostAlloc{}, err
+	}
+	return w.Loss(ctx, id)
+}
+
 // NodeAllocations implements hooks.Cluster: the watcher's, once it runs.
 func (l *lazyWatcher) NodeAllocations(ctx context.Context, node string) ([]model.Alloc, error) {
 	w, err := l.get()

@@ -1,0 +1,122 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
+)
+
+// deadFetcher is the transport to a node that is gone: nothing answers.
+type deadFetcher struct{}
+
+func (deadFetcher) Fetch(context.Context, transfer.Request, transfer.Into) (transfer.Result, error) {
+	return transfer.Result{}, errors.New("dial tcp: connect: no route to host")
+}
+
+// takeoverWorld is A holding pg-1 on its node, the chosen replica node
+// keeping a replica of it with two increments (the second holding
+// "newest"), then A's node gone: A lost, B placed on the replica node
+// in A's place, nothing answering from A's node. at is A's takeover
+// time (model.TakeoverAt); c the cluster.
+func takeoverWorld(t *testing.T) (n *migrationNode, c *cluster, clock *time.Time, at time.Time, b model.Alloc) {
+	t.Helper()
+	w := newReplicaWorld(t)
+	ctx := t.Context()
+	w.class.Migrate = model.Migrate{Enabled: true, Timeout: 10 * time.Minute, OnTimeout: model.MigrateFail}
+	n, _, clock = w.replicaNode(t, w.chosen, repStubs(repNodeA, repNodeB, repNodeC))
+	write(t, w.a.f, "tank/nomad/pg/pg-1", "data", "older")
+	if _, err := n.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write(t, w.a.f, "tank/nomad/pg/pg-1", "data", "newest")
+	*clock = clock.Add(2 * time.Minute)
+	if _, err := n.m.replicaRound(ctx); err != nil {
+		t.Fatal(err)
+	}
+	name := "tank/nomad/pg/replica-" + repAllocA + "-pg-1"
+	replicaHolds(t, n, name, "newest")
+
+	// A's node is lost: Nomad marks A lost and places B on this node.
+	n.m.fetcher = deadFetcher{}
+	lostAt := *clock
+	a := pgAlloc(repAllocA, repNodeA, 10, model.ClientLost, model.DesiredStop)
+	a.NextAllocation = "b0b0b0b0-0000-0000-0000-00000000000b"
+	b = pgAlloc(a.NextAllocation, w.chosen, 20, model.ClientPending, model.DesiredRun)
+	b.PreviousAllocation = a.ID
+	loss := model.LostAlloc{ID: a.ID, ClientStatus: model.ClientLost, LostAt: lostAt, StopAfter: time.Minute,
+		KillTimeout: 10 * time.Second}
+	w.c.mu.Lock()
+	w.c.allocs = []model.Alloc{a, b}
+	w.c.losses = map[string]model.LostAlloc{a.ID: loss}
+	w.c.mu.Unlock()
+	n.settle(t, w.c, w.chosen)
+	at, _ = model.TakeoverAt(loss)
+	return n, w.c, clock, at, b
+}
+
+// TestReserveTakesOverTheLocalReplica: B's Reserve on the node that keeps
+// A's replica, once A's takeover time has passed, claims the replica: B
+// is granted pg-1 holding A's newest replicated data, mounted; the
+// replica and the parked data it became are gone.
+func TestReserveTakesOverTheLocalReplica(t *testing.T) {
+	n, _, clock, at, b := takeoverWorld(t)
+	*clock = at
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	grants, err := n.m.Reserve(ctx, []string{"pg-1"})
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	if s := grants[0].Slot; s.State != model.StateHeld || s.Holder != b.ID {
+		t.Fatalf("granted %+v, want pg-1 held by B", s)
+	}
+	if got := read(t, n.f, "tank/nomad/pg/pg-1", "data"); got != "newest" {
+		t.Errorf("B's slot holds %q, want A's newest replicated data", got)
+	}
+	rows, err := n.c.List(ctx, "tank/nomad/pg", model.UserProps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		switch {
+		case r.Name == "tank/nomad/pg/pg-1" && !r.Mounted:
+			t.Errorf("B's slot is not mounted")
+		case r.IsSnapshot() && r.Name != "tank/nomad/pg/pg-1@pristine":
+			t.Errorf("left behind: %s", r.Name)
+		case r.Name != "tank/nomad/pg" && r.Name != "tank/nomad/pg/pg-1" && !r.IsSnapshot():
+			t.Errorf("left behind: %s (state %s)", r.Name, r.User.Get(model.PropState))
+		}
+	}
+}
+
+// TestReserveBeforeTheTakeoverTimeWaits: B's Reserve a second before A's
+// takeover time waits (A may still write on a cut-off node) and does not
+// claim: the replica stays as it is, B's slot is not B's.
+func TestReserveBeforeTheTakeoverTimeWaits(t *testing.T) {
+	n, c, clock, at, b := takeoverWorld(t)
+	*clock = at.Add(-time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	_, err := n.m.Reserve(ctx, []string{"pg-1"})
+	if !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Reserve: %v, want it still waiting when its context ends", err)
+	}
+	c.mu.Lock()
+	asked := c.lossAsked
+	c.mu.Unlock()
+	if asked == 0 {
+		t.Fatal("the Reserve never asked for A's loss: it waited for something else")
+	}
+	replicaHolds(t, n, "tank/nomad/pg/replica-"+repAllocA+"-pg-1", "newest")
+	rows, err := n.c.List(t.Context(), "tank/nomad/pg/pg-1", model.UserProps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := rows[0].User.Get(model.PropHolder); h == b.ID {
+		t.Errorf("B recorded on pg-1 before the takeover time")
+	}
+}
