@@ -139,7 +139,7 @@ func (n *xnode) start(a *xalloc) {
 	a.path = res.Mounts[0].HostPath
 	d := w.data[a.id]
 	d.inherited = n.filesAt(a.path)
-	d.started = true
+	d.started, d.startedAt = true, w.now
 	w.checkStart(n, a, waited)
 	a.phase, a.status = running, structs.AllocClientStatusRunning
 	w.logf("%s: client starts %s on %s with %d tokens (after %s)", n.name, a.short(), a.slot, len(d.inherited), waited)
