@@ -112,6 +112,16 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 29,
 			keep: []int{9, 22, 24, 25, 29, 35, 51, 52, 68, 69, 70},
 		},
+		{
+			// The harness's own bug: 0004's first start waited out the
+			// migrate timeout (its plugin died as it gave up: the start
+			// failed); the restart policy's second start began after it
+			// and started empty at once, as on_timeout = "start_empty"
+			// says, and X1 counted the wait from the second start alone.
+			// The timeout counts from the first start's Reserve.
+			name: "a start retried after the migrate timeout may start empty at once",
+			seed: 263,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

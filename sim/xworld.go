@@ -170,6 +170,8 @@ type xdata struct {
 	wrote     []string
 	started   bool
 	startedAt time.Time
+	// firstAsked is when its first start's Reserve began.
+	firstAsked time.Time
 	// final is what its slot held when its task ended (set once ended).
 	final   []string
 	ended   bool
