@@ -31,6 +31,10 @@ import (
 // datasets against its class (xclaim.go); a process may hold parked data
 // once it is copied whole (xbusy.go).
 //
+// In a third of the worlds pg keeps replicas and a third node exists
+// (xreplica.go): each plugin's replica loop runs too, nodes may be lost for
+// good (xloss.go), and XR1-XR6 are checked (xrcheck.go).
+//
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs
 // seam), zfs error texts, strangers, the servers' state starting over and
