@@ -102,6 +102,9 @@ type xmodified struct {
 // noteModified records the allocations changed since the last event (at
 // every event, before its checks and the next reads).
 func (w *XWorld) noteModified() {
+	if !w.replicas {
+		return // only the replica loop reads ModifyTime (DecideReplica)
+	}
 	if w.modified == nil {
 		w.modified = map[string]xmodified{}
 	}
