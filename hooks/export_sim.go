@@ -76,3 +76,12 @@ func (s Steps) NextRecheck() (time.Time, bool) { return s.m.nextRecheck() }
 
 // Recheck is Run's look at the waiting slots whose clock is due.
 func (s Steps) Recheck(ctx context.Context) { s.m.recheck(ctx) }
+
+// Replicas is the replica loop Run starts on a goroutine of its own
+// (runReplicas), for the simulation to run on one of its lock-step
+// goroutines; it returns at once when this Manager keeps no replicas.
+func (s Steps) Replicas(ctx context.Context) {
+	if s.m.keepsReplicas() {
+		s.m.runReplicas(ctx)
+	}
+}

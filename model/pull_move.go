@@ -136,7 +136,8 @@ var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", P
 	ReplicaPullList: "list", ReplicaPullFetch: "fetch", ReplicaPullRelist: "relist",
 	ReplicaPullDropOlder: "drop-older", ReplicaPullAbort: "abort", ReplicaPullRecount: "recount",
 	ReplicaPullStartOver: "start-over", ReplicaPullDropRefused: "drop-refused", ReplicaPullDrop: "drop",
-	ReplicaPullListBeside: "list-beside", ReplicaPullRelistBeside: "relist-beside", ReplicaPullSwap: "swap"}
+	ReplicaPullListBeside: "list-beside", ReplicaPullRelistBeside: "relist-beside", ReplicaPullSwap: "swap",
+	ReplicaPullRebase: "rebase", ReplicaPullRollback: "rollback"}
 
 func (p Phase) String() string {
 	if n, ok := phaseNames[p]; ok {

@@ -224,6 +224,12 @@ const (
 	// ReplicaPullSwap: the whole copy beside, complete, put in the
 	// replica's place.
 	ReplicaPullSwap
+	// ReplicaPullRebase, ReplicaPullRollback: an increment that came
+	// unverified, or found the replica changed here; the replica listed
+	// again, then rolled back to its base (what came after it dropped),
+	// and kept: the next round asks for the increment again.
+	ReplicaPullRebase
+	ReplicaPullRollback
 )
 
 // ReplicaPullLoop is what one replica's round decides its next step from
@@ -266,8 +272,13 @@ func (p ReplicaPullLoop) After(last Result) ReplicaPullLoop {
 //     the transport adds the host's (transfer.HostProps);
 //   - a replica that is not one filesystem after a receive is refused (a
 //     volume dropped, datasets below left to the operator), as a copy is;
-//   - a replica that no longer lines up with the holder's data (changed
-//     here) is dropped whole, and the next round pulls it whole;
+//   - an increment that came unverified (not the snapshot the holder
+//     named), or met the replica changed here, is undone: the replica is
+//     rolled back to its base, kept, and the increment asked again (a
+//     lie, or one corrupt stream, must not cost a replica while its
+//     allocation runs); a replica whose base no longer lines up with the
+//     holder's stream (zfs.ErrIncrementalMismatch), or that has no base,
+//     is dropped whole, and the next round pulls it whole;
 //   - once an increment is in, the older snapshots go: only the newest is
 //     a base (the holder keeps its bookmark);
 //   - a drop destroys the replica and what is beside it.
@@ -330,7 +341,12 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
 		return Move{Kind: MoveDone}
-	case ReplicaPullAbort, ReplicaPullStartOver:
+	case ReplicaPullRebase:
+		if last.Err != nil {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		return p.rebase(last.Step.Rows, last.Rows, last.Step.Retry)
+	case ReplicaPullAbort, ReplicaPullStartOver, ReplicaPullRollback:
 		if last.Err != nil {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
@@ -422,10 +438,40 @@ func (p ReplicaPullLoop) fetched() Move {
 		plan := PlanAbortReceive(p.Target.Name)
 		plan.Ops = append(plan.Ops, abortReceiveOp(ReplicaBeside(p.Target.Name)))
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullAbort, Plan: &plan, Retry: err})
+	case errors.Is(err, ErrStartOver) && !errors.Is(err, zfs.ErrIncrementalMismatch) && NewestReplica(p.Target.Name, p.Last.Step.Rows) != 0:
+		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRebase, Rows: p.Last.Step.Rows, Retry: err})
 	case errors.Is(err, ErrStartOver):
 		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRecount, Retry: err})
 	}
 	return Move{Kind: MoveFail, Err: err}
+}
+
+// rebase undoes what an increment left on the replica (rows, listed after
+// it) over its base, the newest @replica-<n> before the fetch (before):
+// every other snapshot of the replica dropped, then the replica rolled
+// back to the base. Without the base there now, it is dropped whole.
+func (p ReplicaPullLoop) rebase(before, rows []zfs.Dataset, why error) Move {
+	name := p.Target.Name
+	base := strconv.FormatUint(NewestReplica(name, before), 10)
+	var baseName string
+	var drop []string
+	for _, r := range rows {
+		if ds, _, ok := strings.Cut(r.Name, "@"); ok && ds == name {
+			if r.GUID == base {
+				baseName = r.Name
+			} else {
+				drop = append(drop, r.Name)
+			}
+		}
+	}
+	if baseName == "" {
+		plan := PlanDropCopy(name, rows)
+		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullStartOver, Plan: &plan, Retry: why})
+	}
+	plan := PlanDropSnapshots(drop)
+	plan.Doing = "rolling the replica " + name + " back to " + baseName
+	plan.Ops = append(plan.Ops, rollbackOp(baseName))
+	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullRollback, Plan: &plan, Retry: why})
 }
 
 // refuseShape refuses copy name (the replica, or the whole copy beside

@@ -317,9 +317,31 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "list list-beside", rows: []zfs.Dataset{{Name: beside, Type: zfs.DatasetFilesystem}}},
 			{want: "fail refused"},
 		}},
-		{name: "no longer lined up: dropped whole, pulled whole next round", beats: []moveBeat{
+		{name: "an increment that came unverified (a lie): rolled back to the base, the replica kept", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: model.ErrStartOver},
+			{want: "list rebase", rows: []zfs.Dataset{ours, snap(2), {Name: name + "@" + model.ReplicaSnapshot(3), Type: zfs.DatasetSnapshot, GUID: "77"}}},
+			{want: "run rollback", check: planIs("release "+name+"@replica-3 nomad-device-zfs", "destroy "+name+"@replica-3",
+				"rollback "+name+"@replica-2")},
+			{want: "fail", check: isErr(model.ErrStartOver)},
+		}},
+		{name: "an increment into a replica changed here: rolled back to the base, kept", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, zfs.ErrDestinationModified)},
+			{want: "list rebase", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "run rollback", check: planIs("rollback " + name + "@replica-2")},
+			{want: "fail", check: isErr(zfs.ErrDestinationModified)},
+		}},
+		{name: "the base gone after an unverified increment: dropped whole", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch", err: model.ErrStartOver},
+			{want: "list rebase", rows: []zfs.Dataset{ours}},
+			{want: "run start-over"},
+			{want: "fail", check: isErr(model.ErrStartOver)},
+		}},
+		{name: "no longer lined up: dropped whole, pulled whole next round", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, zfs.ErrIncrementalMismatch)},
 			{want: "list recount", rows: []zfs.Dataset{ours, snap(2)}},
 			{want: "run start-over"},
 			{want: "fail", check: isErr(model.ErrStartOver)},

@@ -36,7 +36,10 @@
 // XWorld (x*.go) is two such nodes whose sticky data follows its
 // allocation from one to the other, with transfer faults (streams cut,
 // senders killed, lying, hostile and stalling senders, forged requests),
-// checked against X1-X10 (docs/lifecycle.md): TestTwoNodes.
+// checked against X1-X10 (docs/lifecycle.md): TestTwoNodes. In a third of
+// its worlds the class keeps replicas (issue 30): a third node, each
+// Manager's replica loop over the same transport, nodes lost for good, and
+// XR1-XR6 (xreplica.go, xloss.go, xrcheck.go).
 //
 // Run it with `go test ./sim` (flags -sim.seed, -sim.keep, -sim.schedules,
 // -sim.log) or `make sim SCHEDULES=N`.

@@ -131,6 +131,7 @@ func (w *XWorld) check() {
 	}
 	w.checkOwed()
 	w.checkCopies()
+	w.checkReplicas(w.pulled)
 }
 
 // checkOwed is X2: the final data of an ended allocation whose
@@ -138,7 +139,7 @@ func (w *XWorld) check() {
 // (sticky_wait has not passed) exists whole: on its node, or as a
 // complete copy (a received snapshot holding it) on a node.
 func (w *XWorld) checkOwed() {
-	var listed [2][]zfs.Dataset
+	listed := make([][]zfs.Dataset, len(w.nodes))
 	for id, d := range w.data {
 		if !d.ended || len(d.final) == 0 || w.now.Sub(d.endedAt) >= w.cfg.Class("pg").StickyWait {
 			continue
@@ -198,6 +199,7 @@ func (w *XWorld) settle() {
 		w.nodeUp(n)
 	}
 	w.reap()
+	w.rx.calmSince, w.pulled = w.now, w.nodes
 	end := w.now
 	changed, last := w.now, ""
 	for round := 0; !w.broken; round++ {
@@ -220,6 +222,7 @@ func (w *XWorld) settle() {
 		}
 		w.runPulls()
 		w.reap()
+		w.noteModified()
 		w.check()
 		if len(w.violations) > 0 {
 			return
@@ -238,6 +241,7 @@ func (w *XWorld) settle() {
 		}
 	}
 	w.checkQuiescent()
+	w.checkReplicasQuiescent()
 }
 
 // digest is what settles: both nodes' datasets, the clients' moves, the
@@ -247,6 +251,11 @@ func (w *XWorld) digest() string {
 	for _, n := range w.nodes {
 		sets, _ := zfs.NewClient(n.fake).List(context.Background(), parent, model.UserProps)
 		for _, s := range sets {
+			if _, short, ok := strings.Cut(strings.Replace(s.Name, "#", "@", 1), "@"); ok {
+				if _, rep := model.ReplicaNumber(short); rep {
+					continue // a replica's increments go on while its allocation runs
+				}
+			}
 			fmt.Fprintf(&b, "%s:%s:%s ", s.Name, s.User.Get(model.PropState), s.User.Get(model.PropHolder))
 		}
 		fmt.Fprintf(&b, "| moves %d pulls %d |", len(n.moves()), n.livePulls())
@@ -272,6 +281,7 @@ func (w *XWorld) checkQuiescent() {
 			switch {
 			case s.Name == parent || s.Name == parent+"/pg":
 			case n.forOperator(sets, s.Name):
+			case w.replicas && n.replicaBase(s.Name): // XR3, XR4
 			case strings.Contains(s.Name, "@"):
 				w.violate("X4", "%s: snapshot %s left behind", n.name, s.Name)
 			case s.Name == parent+"/pg/pg-1" || s.Name == parent+"/pg/pg-2":
@@ -286,7 +296,7 @@ func (w *XWorld) checkQuiescent() {
 		}
 		toks, err := z.ResumeTokens(context.Background(), parent)
 		for _, t := range toks {
-			if err == nil && t.Token != "" {
+			if err == nil && t.Token != "" && !(w.replicas && n.replicaBase(t.Dataset)) { // XR4 judges a replica's
 				w.violate("X4", "%s: a partial receive into %s left behind", n.name, t.Dataset)
 			}
 		}
@@ -304,6 +314,28 @@ func (w *XWorld) checkQuiescent() {
 			w.violate("X5", "%s: %v still not started at quiescence", n.name, waiting)
 		}
 	}
+}
+
+// replicaBase reports whether name is a replica (or below one), which
+// XR4 judges at quiescence, or a replica snapshot or bookmark of a slot
+// held by an allocation that runs on n, which XR3 bounds.
+func (n *xnode) replicaBase(name string) bool {
+	ds, short, _ := strings.Cut(name, "@")
+	if ds == name {
+		ds, short, _ = strings.Cut(name, "#")
+	}
+	if rest, ok := strings.CutPrefix(ds, n.w.cfg.ClassDataset("pg")+"/"); ok && strings.HasPrefix(rest, "replica-") {
+		return true // a dataset a hostile stream brought below one too: the operator's, as forOperator's
+	}
+	if _, ok := model.ReplicaNumber(short); !ok {
+		return false
+	}
+	for _, a := range n.local {
+		if a.phase == running && n.w.cfg.SlotDataset("pg", a.slot) == ds {
+			return true
+		}
+	}
+	return false
 }
 
 // noteCopied is X7's record: the parked data on n whose @migrated is there

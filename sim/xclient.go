@@ -112,6 +112,9 @@ func (n *xnode) start(a *xalloc) {
 		return
 	}
 	w.reserving, w.reserveStart, w.starting = n, w.now, a.id
+	if d := w.data[a.id]; d.firstAsked.IsZero() {
+		d.firstAsked = w.now
+	}
 	res, err := n.p.dev.Reserve([]string{a.slot})
 	waited := w.now.Sub(w.reserveStart)
 	w.reserving, w.starting = nil, ""
@@ -139,8 +142,10 @@ func (n *xnode) start(a *xalloc) {
 	a.path = res.Mounts[0].HostPath
 	d := w.data[a.id]
 	d.inherited = n.filesAt(a.path)
-	d.started = true
-	w.checkStart(n, a, waited)
+	d.started, d.startedAt = true, w.now
+	// The migrate timeout counts from the first start's Reserve: a start
+	// retried after it passed may start empty at once.
+	w.checkStart(n, a, max(waited, w.now.Sub(d.firstAsked)))
 	a.phase, a.status = running, structs.AllocClientStatusRunning
 	w.logf("%s: client starts %s on %s with %d tokens (after %s)", n.name, a.short(), a.slot, len(d.inherited), waited)
 	n.write(a)

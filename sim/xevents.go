@@ -98,7 +98,7 @@ func GenerateX(seed uint64, n int) []Event {
 
 // apply carries out one event.
 func (w *XWorld) apply(e Event) {
-	n := w.nodes[e.Arg%2]
+	n := w.pickNode(e.Arg)
 	switch XKind(e.Kind) {
 	case XPass:
 		n.pass(true)
@@ -140,6 +140,10 @@ func (w *XWorld) apply(e Event) {
 	case XGC:
 		w.gc()
 	case XNodeDown:
+		if w.replicas && len(w.nodes) == 3 && w.rng.IntN(2) == 0 {
+			w.nodeLost(n)
+			break
+		}
 		w.nodeDown(n)
 	case XNodeUp:
 		w.nodeUp(n)
@@ -210,7 +214,7 @@ func (w *XWorld) submit() {
 	w.jobSeq++
 	j := &xjob{id: fmt.Sprintf("db%d", w.jobSeq), kill: time.Duration(w.rng.IntN(4)) * 10 * time.Second}
 	if w.rng.IntN(3) > 0 {
-		j.on = w.nodes[w.rng.IntN(2)].name
+		j.on = w.nodes[w.rng.IntN(len(w.nodes))].name
 	}
 	w.jobs[j.id] = j
 	w.logf("submit %s (on %q, kill %s)", j.id, j.on, j.kill)
@@ -312,8 +316,10 @@ func (w *XWorld) gc() {
 // its allocations are lost and replaced on the other node. Its plugin and
 // tasks run on, cut off from the servers and from the other node.
 func (w *XWorld) nodeDown(n *xnode) {
-	if !n.connected || !w.other(n).connected {
-		return
+	for _, o := range w.nodes {
+		if !o.connected {
+			return
+		}
 	}
 	n.connected = false
 	w.counts.NodeDown++

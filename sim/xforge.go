@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,6 +85,7 @@ func (w *XWorld) forge() {
 	if len(moving) > 0 {
 		w.askStale(moving[w.rng.IntN(len(moving))])
 	}
+	w.forgeReplicas(a)
 }
 
 // askStale asks for a's data as B's node does after its copy lost its
@@ -259,4 +261,60 @@ func (n *xnode) forgedToken(snap string, embedded bool) string {
 		}
 	}
 	return ""
+}
+
+// forgeReplicas asks a's node for replica pulls of a's data that it must
+// refuse, in a world that keeps replicas: from a node not chosen for a's
+// replica, and from a chosen node naming a slot a does not hold. The
+// server must send nothing.
+func (w *XWorld) forgeReplicas(a *structs.Allocation) {
+	from := w.node(a.NodeID)
+	if !w.replicas || from == nil || from.p == nil || from.p.run.dead {
+		return
+	}
+	slot := ""
+	for _, t := range a.AllocatedResources.Tasks {
+		for _, d := range t.Devices {
+			slot = d.DeviceIDs[0]
+		}
+	}
+	stubs, _ := xnomad{from}.Nodes(context.Background())
+	chosen, _ := from.p.mgr.ReplicaNodes(transfer.Alloc{ID: a.ID, NodeID: a.NodeID, Namespace: a.Namespace, JobID: a.JobID,
+		TaskGroup: a.TaskGroup}, slot, stubs)
+	other := "pg-1"
+	if slot == other {
+		other = "pg-2"
+	}
+	for _, by := range w.nodes {
+		switch {
+		case by == from:
+		case !slices.Contains(chosen, by.id):
+			w.forgeReplica(from, by, a, slot, "from a node not chosen for its replica")
+		default:
+			w.forgeReplica(from, by, a, other, "naming a slot it does not hold")
+		}
+	}
+}
+
+func (w *XWorld) forgeReplica(from, by *xnode, a *structs.Allocation, slot, why string) {
+	req := transfer.Request{Kind: transfer.KindReplica, Alloc: a.ID, Slot: slot}
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(context.Background(), http.MethodPost,
+		"https://"+netip.AddrPortFrom(from.addr, xTransferPort).String()+"/v1/send", bytes.NewReader(body))
+	if err != nil {
+		w.violate("harness", "a request: %v", err)
+		return
+	}
+	hr.Header.Set("Ndz-Alloc", a.ID)
+	hr.Header.Set("Ndz-Kind", transfer.KindReplica)
+	hr.Header.Set("Ndz-Slot", slot)
+	w.counts.Forged++
+	rec := w.serve(from, by, hr)
+	if rec.Code == http.StatusOK || rec.Code == http.StatusNoContent {
+		w.violate("X3", "%s answers %d (%s) to a forged replica pull of %s's data %s (slot %s, from %s)",
+			from.name, rec.Code, rec.Header().Get("Ndz-Snapshot"), shortID(a.ID), why, slot, by.name)
+		return
+	}
+	w.counts.ForgedRefused++
+	w.logf("forged replica pull to %s for %s's data (%s: slot %s, from %s): %d", from.name, shortID(a.ID), why, slot, by.name, rec.Code)
 }

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,7 +116,7 @@ func (x xnomad) Nodes(_ context.Context) ([]nomadapi.NodeStub, error) {
 		return nil, errNoServers
 	}
 	var out []nomadapi.NodeStub
-	for _, n := range x.n.w.nodes {
+	for _, n := range append(slices.Clone(x.n.w.nodes), x.n.w.lost...) {
 		status := "down"
 		if n.connected {
 			status = "ready"
@@ -223,6 +224,19 @@ func (x xwire) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := w.serve(from, x.by, r)
 	resp := rec.Result()
 	resp.Request = r
+	if resp.StatusCode == http.StatusOK && req.Kind == transfer.KindReplica {
+		w.counts.ReplicaStreams++
+		if w.now.Before(w.hostileTill) {
+			x.by.metHostile = w.now // its loop refuses the replica until it restarts (XR6)
+		}
+		if resp.Header.Get("Ndz-Resumed") == "true" {
+			w.counts.ReplicaResumes++
+		}
+		cuts := w.counts.Cuts + w.counts.PeerKills
+		resp = w.tamper(from, x.by, w.cfg.ReplicaName("pg", req.Alloc, req.Slot), resp)
+		w.counts.ReplicaCuts += w.counts.Cuts + w.counts.PeerKills - cuts
+		return resp, nil
+	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 		w.counts.Streams++
@@ -250,10 +264,11 @@ func (w *XWorld) serve(from, by *xnode, r *http.Request) *httptest.ResponseRecor
 	rec := httptest.NewRecorder()
 	srv, err := transfer.NewHandler(transfer.ServerConfig{
 		Authorizer: &transfer.NomadAuthorizer{Nomad: xnomad{from},
-			Self: func(context.Context) (string, error) { return from.id, nil }},
-		Source: from.p.mgr.Sender(),
-		ZFS:    zfs.NewClient(from.p.run),
-		Logger: w.logger.Named(from.name).Named("transfer"),
+			Self: func(context.Context) (string, error) { return from.id, nil }, ReplicaNodes: from.p.mgr.ReplicaNodes},
+		Source:   from.p.mgr.Sender(),
+		Replicas: from.p.mgr.Sender(),
+		ZFS:      zfs.NewClient(from.p.run),
+		Logger:   w.logger.Named(from.name).Named("transfer"),
 	})
 	if err != nil {
 		w.violate("harness", "transfer server of %s: %v", from.name, err)

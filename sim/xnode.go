@@ -55,6 +55,11 @@ type xnode struct {
 	// readonly) that this node's plugins have written, in any command
 	// (X9).
 	wrote map[string]map[string]bool
+	// metHostile is when a replica pull of this node last met a hostile
+	// sender (XR6 waits for its plugin's restart after it).
+	metHostile time.Time
+	// launched is when its plugin last started (XR6 counts from it).
+	launched time.Time
 	// replicated are the copies a hostile sender's replication stream
 	// brought a dataset below (forOperator).
 	replicated map[string]bool
@@ -69,9 +74,12 @@ type xplugin struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	pulls  []*xpull
+	// loop is the replica loop's goroutine (xreplica.go), nil in a world
+	// that keeps none.
+	loop *xpull
 }
 
-var xNodeIDs = [2]string{"00000000-0000-4000-8000-0000000000b1", "00000000-0000-4000-8000-0000000000b2"}
+var xNodeIDs = [3]string{"00000000-0000-4000-8000-0000000000b1", "00000000-0000-4000-8000-0000000000b2", "00000000-0000-4000-8000-0000000000b3"}
 
 func (w *XWorld) newNode(i int) (*xnode, error) {
 	n := &xnode{w: w, i: i, id: xNodeIDs[i], name: fmt.Sprintf("node-%d", i+1),
@@ -80,8 +88,19 @@ func (w *XWorld) newNode(i int) (*xnode, error) {
 		replicated: map[string]bool{}}
 	// Guids differ between the nodes, as real ones do: a received
 	// snapshot keeps the sender's.
+	// In a world that keeps replicas, each node's sequence starts far
+	// from the others': the fake's sequence is its seed plus a multiple of
+	// the multiplier below, so that with seeds that are multiples of it
+	// node-3's first guid was node-1's tenth in seed 5, and node-2's
+	// node-1's 35th in seed 35 (one guid on two nodes: two datasets'
+	// data under one guid for XR1 and X2). A world of two nodes keeps its
+	// seeds, so that its schedules replay unchanged.
+	seed := 0x9e3779b97f4a7c15 * uint64(i+1) * (w.seed | 1)
+	if w.replicas {
+		seed ^= 0x5bd1e9955bd1e995 * uint64(i+1)
+	}
 	n.fake = zfstest.New(zfstest.Options{MountRoot: filepath.Join(w.dir, n.name), Now: func() time.Time { return w.now },
-		GUIDSeed: 0x9e3779b97f4a7c15 * uint64(i+1) * (w.seed | 1)})
+		GUIDSeed: seed})
 	if err := n.fake.AddPool(pool, xPoolSize); err != nil {
 		return nil, err
 	}
@@ -110,7 +129,7 @@ func (n *xnode) launch(why string) {
 	p := &xplugin{n: n, run: &xrunner{n: n, budget: -1}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	mgr, err := hooks.NewManager(hooks.Config{Slots: &cfg, ZFS: zfs.NewClient(p.run), Allocs: xallocs{n},
-		Logger: w.logger.Named(n.name), Fetcher: n.newFetcher(p),
+		Logger: w.logger.Named(n.name), Fetcher: n.newFetcher(p), Cluster: n.cluster(),
 		Sim: &hooks.Simulation{Now: w.clock, Spawn: p.spawn, Sequential: true,
 			Sleep: func(ctx context.Context, d time.Duration) error { return w.sleep(p, ctx, d) }}})
 	if err != nil {
@@ -120,9 +139,19 @@ func (n *xnode) launch(why string) {
 	p.mgr = mgr
 	p.dev = devplugin.NewHosted(w.logger, &devplugin.Settings{Slots: cfg, ReserveTimeout: reserveTO},
 		devplugin.Host{Manager: p.mgr, Now: func() time.Time { return w.now }})
-	n.p = p
+	n.p, n.launched = p, w.now
+	p.startLoop()
 	w.logf("%s: plugin launched (%s)", n.name, why)
 	n.pass(true)
+}
+
+// cluster is the replica loop's view of the servers: nil in a world that
+// keeps no replicas (the Manager then runs no loop).
+func (n *xnode) cluster() hooks.Cluster {
+	if !n.w.replicas {
+		return nil
+	}
+	return xcluster{n}
 }
 
 // stop ends the plugin process: its Reserve's wait, its pulls.
@@ -231,7 +260,7 @@ func (x xallocs) Refresh(context.Context) (model.Snapshot, error) {
 	}
 	s := model.Snapshot{NodeID: x.n.id, Index: x.n.w.cluster.Index(), At: x.n.w.now}
 	for _, sa := range x.n.w.cluster.Allocs(x.n.id) {
-		s.Allocs = append(s.Allocs, toModel(sa))
+		s.Allocs = append(s.Allocs, x.n.w.toModel(sa))
 	}
 	sort.Slice(s.Allocs, func(i, j int) bool { return s.Allocs[i].ID < s.Allocs[j].ID })
 	return s, nil
@@ -245,7 +274,7 @@ func (x xallocs) Lookup(_ context.Context, id string) (model.Alloc, bool, error)
 	if sa == nil {
 		return model.Alloc{}, false, nil
 	}
-	return toModel(sa), true, nil
+	return x.n.w.toModel(sa), true, nil
 }
 
 func (x xallocs) RunningLocally(_ context.Context, id string) (bool, error) {
@@ -254,7 +283,13 @@ func (x xallocs) RunningLocally(_ context.Context, id string) (bool, error) {
 }
 
 // toModel is the allocation as the watcher converts the API's answer
-// (allocwatch.convertAlloc).
+// (allocwatch.convertAlloc), its ModifyTime in simulated time (modified).
+func (w *XWorld) toModel(sa *structs.Allocation) model.Alloc {
+	a := toModel(sa)
+	a.ModifyTime = w.modified[sa.ID].at
+	return a
+}
+
 func toModel(sa *structs.Allocation) model.Alloc {
 	a := model.Alloc{ID: sa.ID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, NodeID: sa.NodeID,
 		ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus, ModifyIndex: sa.ModifyIndex, CreateIndex: sa.CreateIndex,
@@ -419,6 +454,7 @@ func (r *xrunner) after(cmd string, args []string, err error) {
 	for _, s := range sets {
 		if s.Name == snap {
 			w.snapContent[s.GUID] = strings.Join(r.n.filesAt(r.n.fake.DataDir(snap)), ",")
+			w.snapAt[s.GUID] = w.now
 		}
 	}
 }

@@ -145,6 +145,10 @@ func (n *xnode) runPulls() {
 			}
 		}
 	}
+	n.runLoop()
+	if n.p != p {
+		return
+	}
 	live := p.pulls[:0]
 	for _, x := range p.pulls {
 		if !x.ended() {
@@ -172,7 +176,11 @@ func (n *xnode) livePulls() int {
 // cancelled, so each returns at once (those not begun, at their first
 // turn).
 func (p *xplugin) drainPulls() {
-	for _, x := range p.pulls {
+	all := p.pulls
+	if p.loop != nil {
+		all = append(all, p.loop)
+	}
+	for _, x := range all {
 		switch {
 		case !x.begun:
 			x.begun = true
@@ -189,7 +197,7 @@ func (p *xplugin) drainPulls() {
 			return
 		}
 	}
-	p.pulls = nil
+	p.pulls, p.loop = nil, nil
 }
 
 // sleep is the Manager's pause. In a pull's turn it parks the pull. On

@@ -97,6 +97,31 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 7740581,
 			keep: []int{30, 40, 42, 44, 46, 49, 50, 51, 54, 55},
 		},
+		{
+			// A world of three nodes that keeps replicas: node 2 held
+			// 0004's replica at @replica-2 while 0004 ran on node 1; the
+			// next increment came with a forged guid (a lie), the
+			// transport found it unverified, and the replica was dropped
+			// whole (ErrStartOver), leaving no replica of a running
+			// allocation until a whole stream came back (XR5). An
+			// increment that came unverified, or met the replica changed
+			// here, now rolls the replica back to its base and keeps it
+			// (model.DecideReplicaPullMove: ReplicaPullRebase,
+			// ReplicaPullRollback).
+			name: "a lie on one increment costs no replica",
+			seed: 29,
+			keep: []int{9, 22, 24, 25, 29, 35, 51, 52, 68, 69, 70},
+		},
+		{
+			// The harness's own bug: 0004's first start waited out the
+			// migrate timeout (its plugin died as it gave up: the start
+			// failed); the restart policy's second start began after it
+			// and started empty at once, as on_timeout = "start_empty"
+			// says, and X1 counted the wait from the second start alone.
+			// The timeout counts from the first start's Reserve.
+			name: "a start retried after the migrate timeout may start empty at once",
+			seed: 263,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,6 +31,10 @@ import (
 // datasets against its class (xclaim.go); a process may hold parked data
 // once it is copied whole (xbusy.go).
 //
+// In a third of the worlds pg keeps replicas and a third node exists
+// (xreplica.go): each plugin's replica loop runs too, nodes may be lost for
+// good (xloss.go), and XR1-XR6 are checked (xrcheck.go).
+//
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs
 // seam), zfs error texts, strangers, the servers' state starting over and
@@ -44,7 +48,25 @@ type XWorld struct {
 
 	cluster *scheduler.Cluster
 	cfg     model.Config
-	nodes   [2]*xnode
+	// nodes are the nodes that exist: two, or three in a world that keeps
+	// replicas (so that a replica node need not be the replacement's); a
+	// node lost for good leaves the slice (xloss.go).
+	nodes []*xnode
+	// replicas: pg keeps one replica of each held slot on another node
+	// (xreplica.go), and a third node exists.
+	replicas bool
+	// lost are the nodes gone for good, pool and all.
+	lost []*xnode
+	// snapAt is when each snapshot was taken, by guid: a replica's age
+	// (XR6) is measured from it, not from the plugin's own marks.
+	snapAt map[string]time.Time
+	// rx is what the replica checks remember between events (xreplica.go).
+	rx xreplicaState
+	// modified is each allocation's ModifyTime, in simulated time.
+	modified map[string]xmodified
+	// pulled are the nodes whose replica loops and pulls took their turns
+	// at this event (XR6).
+	pulled  []*xnode
 	jobs    map[string]*xjob
 	jobSeq  int
 	allocID int
@@ -91,6 +113,7 @@ type XCounts struct {
 	Streams, Cuts, PeerKills, Resumes, TokensRefused, Lies, LiesCaught, Forged, ForgedRefused                int
 	Complete, HandedOver, HandedOverRemote, StartedEmpty, StartFailed, PluginKills, PoolFull, NodeDown, Busy int
 	Hostile, Stalls                                                                                          int
+	ReplicaStreams, ReplicaCuts, ReplicaResumes, ReplicaWorlds, NodesLost                                    int
 }
 
 func (c *XCounts) add(o XCounts) {
@@ -114,16 +137,22 @@ func (c *XCounts) add(o XCounts) {
 	c.Busy += o.Busy
 	c.Hostile += o.Hostile
 	c.Stalls += o.Stalls
+	c.ReplicaStreams += o.ReplicaStreams
+	c.ReplicaCuts += o.ReplicaCuts
+	c.ReplicaResumes += o.ReplicaResumes
+	c.ReplicaWorlds += o.ReplicaWorlds
+	c.NodesLost += o.NodesLost
 }
 
 func (c XCounts) String() string {
 	return fmt.Sprintf("%d streams (%d cut, %d with the sender killed, %d resumed, %d tokens refused), "+
 		"%d lies (%d caught), %d forged requests (%d refused), %d copies complete, "+
 		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down, "+
-		"%d parked data held busy, %d hostile streams, %d stalled",
+		"%d parked data held busy, %d hostile streams, %d stalled; "+
+		"%d worlds of three nodes keeping replicas: %d replica pulls streamed (%d cut, %d resumed), %d nodes lost for good",
 		c.Streams, c.Cuts, c.PeerKills, c.Resumes, c.TokensRefused, c.Lies, c.LiesCaught, c.Forged, c.ForgedRefused,
 		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy,
-		c.Hostile, c.Stalls)
+		c.Hostile, c.Stalls, c.ReplicaWorlds, c.ReplicaStreams, c.ReplicaCuts, c.ReplicaResumes, c.NodesLost)
 }
 
 // xjob is a submitted job: one group of one task asking one slot of pg,
@@ -144,6 +173,9 @@ type xdata struct {
 	inherited []string
 	wrote     []string
 	started   bool
+	startedAt time.Time
+	// firstAsked is when its first start's Reserve began.
+	firstAsked time.Time
 	// final is what its slot held when its task ended (set once ended).
 	final   []string
 	ended   bool
@@ -180,7 +212,8 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 		logger = hclog.NewNullLogger()
 	}
 	w := &XWorld{journal: journal{now: epoch}, seed: seed, dir: d, logger: logger, rng: rand.New(rand.NewPCG(seed, 1)),
-		jobs: map[string]*xjob{}, data: map[string]*xdata{}, snapContent: map[string]string{}, replicating: map[string]bool{}}
+		jobs: map[string]*xjob{}, data: map[string]*xdata{}, snapContent: map[string]string{}, replicating: map[string]bool{},
+		snapAt: map[string]time.Time{}}
 	onTimeout := model.MigrateFail
 	if w.rng.IntN(2) == 0 {
 		onTimeout = model.MigrateStartEmpty
@@ -195,17 +228,27 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 			Migrate: model.Migrate{Enabled: true, Timeout: xMigrateTimeout, OnTimeout: onTimeout}},
 	}}
 	w.encrypted = w.rng.IntN(2) == 0
-	w.logf("world: pg migrates, on_timeout = %q, release %s, encrypted %v", onTimeout, policy, w.encrypted)
+	// Replicas in a third of the worlds, drawn apart from the world's own
+	// stream: every draw of the others is as it was, so the regressions'
+	// schedules (none of them a replica world) replay unchanged.
+	w.replicas = replicaWorld(seed)
+	nodes := 2
+	if w.replicas {
+		w.cfg.Classes[0].Replicate = model.Replicate{Copies: 1, Every: xReplicaEvery}
+		w.counts.ReplicaWorlds++
+		nodes = 3
+	}
+	w.logf("world: pg migrates, on_timeout = %q, release %s, encrypted %v, replicas %v", onTimeout, policy, w.encrypted, w.replicas)
 	w.cluster, err = scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
 	if err != nil {
 		return nil, err
 	}
-	for i := range w.nodes {
+	for i := range nodes {
 		n, err := w.newNode(i)
 		if err != nil {
 			return nil, err
 		}
-		w.nodes[i] = n
+		w.nodes = append(w.nodes, n)
 	}
 	for _, n := range w.nodes {
 		n.launch("start")
@@ -216,7 +259,7 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 
 // Close stops both plugins and removes the world's files.
 func (w *XWorld) Close() {
-	for _, n := range w.nodes {
+	for _, n := range append(slices.Clone(w.nodes), w.lost...) {
 		if n != nil && n.p != nil && !w.broken {
 			n.stop()
 		}
@@ -233,8 +276,16 @@ func (w *XWorld) Run(events []Event) []Violation {
 		w.rng = rand.New(rand.NewPCG(e.Arg, uint64(e.Kind)))
 		w.advance(e.Dt)
 		w.logf("[%d] %s", e.Index, XKind(e.Kind))
+		w.pulled = nil
+		if XKind(e.Kind) == XPulls {
+			w.pulled = []*xnode{w.pickNode(e.Arg)}
+		}
 		w.apply(e)
+		if calmBreaker(XKind(e.Kind)) || w.link.armed() {
+			w.rx.calmSince = w.now
+		}
 		w.reap()
+		w.noteModified()
 		if w.broken {
 			return w.violations
 		}
@@ -301,9 +352,9 @@ func (w *XWorld) nextAllocID() string {
 	return fmt.Sprintf("%08x-0000-4000-800b-%012x", w.seed&0xffffffff, w.allocID)
 }
 
-// node returns the node with that ID, nil for none.
+// node returns the node with that ID (one lost too), nil for none.
 func (w *XWorld) node(id string) *xnode {
-	for _, n := range w.nodes {
+	for _, n := range append(slices.Clone(w.nodes), w.lost...) {
 		if n.id == id {
 			return n
 		}
@@ -311,12 +362,24 @@ func (w *XWorld) node(id string) *xnode {
 	return nil
 }
 
-// other is the node that is not n.
+// other is a node that is not n: the first other one.
 func (w *XWorld) other(n *xnode) *xnode {
-	if w.nodes[0] == n {
-		return w.nodes[1]
+	for _, o := range w.nodes {
+		if o != n {
+			return o
+		}
 	}
-	return w.nodes[0]
+	return n
+}
+
+// pickNode is the node an event's arg picks: of two as before in a world
+// of two (its schedules replay as they did), of those there are in one of
+// three.
+func (w *XWorld) pickNode(arg uint64) *xnode {
+	if !w.replicas {
+		return w.nodes[arg%2]
+	}
+	return w.nodes[arg%uint64(len(w.nodes))]
 }
 
 // PlayX runs one schedule in a fresh two-node world.
