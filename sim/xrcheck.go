@@ -33,6 +33,10 @@ type xreplicaState struct {
 	// arrived is when each replica snapshot was first seen on a node
 	// (node + "/" + guid): its transfer took from its snapAt to then.
 	arrived map[string]time.Time
+	// lostAt is when a check first saw each replicated allocation lost
+	// (XR5's clock: the servers' later updates of the allocation, a
+	// replacement's, move its modify time but not its loss).
+	lostAt map[string]time.Time
 }
 
 // xReplicaTransfer is one transfer's time, at most, in XR6's bound (a
@@ -118,6 +122,7 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 	}
 	if w.rx.held == nil {
 		w.rx.held, w.rx.chosen, w.rx.arrived = map[string]map[string]string{}, map[string]time.Time{}, map[string]time.Time{}
+		w.rx.lostAt = map[string]time.Time{}
 	}
 	for _, n := range w.nodes {
 		rows, reps, err := n.replicaRows()
@@ -152,17 +157,20 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 		}
 		w.checkBases(n, rows)
 		for ds, src := range w.rx.held[n.id] {
+			sa := w.cluster.Alloc(src)
+			if sa != nil && sa.ClientStatus == structs.AllocClientStatusLost && w.rx.lostAt[src].IsZero() {
+				w.rx.lostAt[src] = w.now
+			}
 			if _, ok := now[ds]; ok {
 				continue
 			}
-			sa := w.cluster.Alloc(src)
 			switch {
 			case sa == nil:
 			case !sa.ClientTerminalStatus():
 				w.violate("XR5", "%s dropped its replica %s of %s, which is %s (desired %s)", n.name, ds, shortID(src), sa.ClientStatus, sa.DesiredStatus)
-			case sa.ClientStatus == structs.AllocClientStatusLost && w.now.Sub(w.modified[src].at) < w.cfg.Class("pg").StickyWait:
+			case sa.ClientStatus == structs.AllocClientStatusLost && w.now.Sub(w.rx.lostAt[src]) < w.cfg.Class("pg").StickyWait:
 				w.violate("XR5", "%s dropped its replica %s of %s, lost %s ago: within sticky_wait", n.name, ds, shortID(src),
-					w.now.Sub(w.modified[src].at).Round(time.Second))
+					w.now.Sub(w.rx.lostAt[src]).Round(time.Second))
 			}
 		}
 		w.rx.held[n.id] = now

@@ -122,6 +122,17 @@ func TestTwoNodeRegressions(t *testing.T) {
 			name: "a start retried after the migrate timeout may start empty at once",
 			seed: 263,
 		},
+		{
+			// The harness's own bug: node 3 was lost for good with 0002,
+			// whose replica node 1 kept; node 1 dropped it sticky_wait
+			// after the loss, legitimately, but XR5 measured the loss
+			// from 0002's modify time, which the servers moved when its
+			// replacement's start failed and another was placed: "lost 0s
+			// ago". XR5's clock is the loss as a check first saw it.
+			name: "a replica dropped sticky_wait after its loss, however the servers update the allocation since",
+			seed: 257,
+			keep: []int{1, 2, 6, 8, 29, 40},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
