@@ -238,13 +238,17 @@ func (w *XWorld) checkBases(n *xnode, rows []zfs.Dataset) {
 // checkAge is XR6, the RPO, right after the replica loops of the nodes
 // pulled took their turns:
 // while an allocation runs on its holder, both plugins run, the network
-// is whole and no fault came for longer than `every` plus one transfer,
+// is whole and no fault came (nor lasted: a stream stalled before the
+// settle goes on pausing after it) for longer than `every` plus one transfer,
 // each node chosen for its replica (for that long) holds one whose newest
 // snapshot the holder took no longer ago than `every` and the time that
 // snapshot's own transfer took (from when the holder took it to when it
 // was first seen here: a stream cut before the calm began, resumed since,
 // brings an older snapshot), give or take a round.
 func (w *XWorld) checkAge(pulled []*xnode) {
+	if w.stalling > 0 {
+		return // a stall in progress is a fault: the calm begins when it ends (seed 9500005)
+	}
 	every := w.cfg.Class("pg").Replicate.Every
 	bound := every + xReplicaTransfer
 	seen := map[string]bool{}

@@ -79,6 +79,10 @@ type XWorld struct {
 	// hostileTill: until then, the sending plugins are hostile (XHostile),
 	// the settle included.
 	hostileTill time.Time
+	// stalling counts the streams now paused inside a stall (xstall): a
+	// fault the world injected, in progress until each goes on, however
+	// long after the event that armed it (XR6 waits it out).
+	stalling int
 	// turn is the pull that runs now (nil: the world's goroutine).
 	turn *xpull
 	// reserving: a Reserve runs (only one at a time: a Reserve's waits run
