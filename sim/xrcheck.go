@@ -161,7 +161,7 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 			if sa != nil && sa.ClientStatus == structs.AllocClientStatusLost && w.rx.lostAt[src].IsZero() {
 				w.rx.lostAt[src] = w.now
 			}
-			if _, ok := now[ds]; ok {
+			if _, ok := now[ds]; ok || w.takenOver(n, ds) {
 				continue
 			}
 			switch {

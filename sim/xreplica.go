@@ -75,19 +75,17 @@ func (x xcluster) Loss(_ context.Context, id string) (model.LostAlloc, error) {
 	if sa == nil {
 		return model.LostAlloc{}, fmt.Errorf("allocation %s is unknown to the servers", id)
 	}
-	l := model.LostAlloc{ID: sa.ID, ClientStatus: sa.ClientStatus}
+	l := model.LostAlloc{ID: sa.ID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, Name: sa.Name,
+		ClientStatus: sa.ClientStatus}
 	for _, st := range sa.AllocStates {
-		if st.Field != structs.AllocStateFieldClientStatus {
-			continue
-		}
-		switch st.Value {
-		case structs.AllocClientStatusLost:
-			if l.LostAt.IsZero() {
-				l.LostAt = st.Time
-			}
-		case structs.AllocClientStatusUnknown:
+		if st.Field == structs.AllocStateFieldClientStatus && st.Value == structs.AllocClientStatusUnknown {
 			l.WasUnknown = true
 		}
+	}
+	if at, ok := x.n.w.tk.lostAt[sa.ID]; ok {
+		// The servers recorded the loss by their clock (Nomad's own
+		// record is by the wall clock: scheduler.Cluster.LostSince).
+		l.LostAt = at.Add(x.n.w.tk.skew)
 	}
 	if sa.Job == nil {
 		return l, nil

@@ -62,6 +62,8 @@ type XWorld struct {
 	snapAt map[string]time.Time
 	// rx is what the replica checks remember between events (xreplica.go).
 	rx xreplicaState
+	// tk is what the takeover's checks remember (xtakeover.go).
+	tk xtakeovers
 	// modified is each allocation's ModifyTime, in simulated time.
 	modified map[string]xmodified
 	// pulled are the nodes whose replica loops and pulls took their turns
@@ -118,6 +120,7 @@ type XCounts struct {
 	Complete, HandedOver, HandedOverRemote, StartedEmpty, StartFailed, PluginKills, PoolFull, NodeDown, Busy int
 	Hostile, Stalls                                                                                          int
 	ReplicaStreams, ReplicaCuts, ReplicaResumes, ReplicaWorlds, NodesLost                                    int
+	LostStopAfter, LostReplicated, Takeovers                                                                 int
 }
 
 func (c *XCounts) add(o XCounts) {
@@ -146,6 +149,9 @@ func (c *XCounts) add(o XCounts) {
 	c.ReplicaResumes += o.ReplicaResumes
 	c.ReplicaWorlds += o.ReplicaWorlds
 	c.NodesLost += o.NodesLost
+	c.LostStopAfter += o.LostStopAfter
+	c.Takeovers += o.Takeovers
+	c.LostReplicated += o.LostReplicated
 }
 
 func (c XCounts) String() string {
@@ -153,10 +159,12 @@ func (c XCounts) String() string {
 		"%d lies (%d caught), %d forged requests (%d refused), %d copies complete, "+
 		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down, "+
 		"%d parked data held busy, %d hostile streams, %d stalled; "+
-		"%d worlds of three nodes keeping replicas: %d replica pulls streamed (%d cut, %d resumed), %d nodes lost for good",
+		"%d worlds of three nodes keeping replicas: %d replica pulls streamed (%d cut, %d resumed), %d nodes lost for good, "+
+		"%d allocations lost under stop_after_client_disconnect (%d with a replica), %d replicas taken over",
 		c.Streams, c.Cuts, c.PeerKills, c.Resumes, c.TokensRefused, c.Lies, c.LiesCaught, c.Forged, c.ForgedRefused,
 		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy,
-		c.Hostile, c.Stalls, c.ReplicaWorlds, c.ReplicaStreams, c.ReplicaCuts, c.ReplicaResumes, c.NodesLost)
+		c.Hostile, c.Stalls, c.ReplicaWorlds, c.ReplicaStreams, c.ReplicaCuts, c.ReplicaResumes, c.NodesLost,
+		c.LostStopAfter, c.LostReplicated, c.Takeovers)
 }
 
 // xjob is a submitted job: one group of one task asking one slot of pg,
@@ -167,6 +175,9 @@ type xjob struct {
 	on      string // the node name it is constrained to, "" for any
 	kill    time.Duration
 	stopped bool
+	// stopAfter is its group's stop_after_client_disconnect, 0 for none
+	// (xtakeover.go).
+	stopAfter time.Duration
 }
 
 // xdata is one allocation's data as its task saw it.
@@ -290,6 +301,8 @@ func (w *XWorld) Run(events []Event) []Violation {
 		}
 		w.reap()
 		w.noteModified()
+		w.noteLosses()
+		w.followUps()
 		if w.broken {
 			return w.violations
 		}
@@ -323,6 +336,7 @@ func (w *XWorld) advance(d time.Duration) {
 		return
 	}
 	w.now = w.now.Add(d)
+	w.heartbeatStops()
 	for _, n := range w.nodes {
 		n.finishKills()
 		if !w.now.Before(n.fullTill) && n.fullTill != (time.Time{}) {
