@@ -12,6 +12,8 @@ func TestTwoNodeRegressions(t *testing.T) {
 		name string
 		seed uint64
 		keep []int
+		// takeovers: at least this many replicas are taken over.
+		takeovers int
 	}{
 		{
 			// A claim of a copy from another node renamed it onto the slot,
@@ -146,6 +148,19 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9500005,
 			keep: []int{1, 18, 21, 34, 38, 45, 56, 57, 61, 64, 65, 68},
 		},
+		{
+			// Node 3 is lost for good with 0001, whose group sets
+			// stop_after_client_disconnect (40 s); node 1 keeps its
+			// replica. Nomad's scheduler places the replacement 0002 on
+			// node 1 at WaitClientStop naming no predecessor, and 0002's
+			// Reserve knew no A: it started empty, and the replica was
+			// dropped sticky_wait later. It now pairs itself with the lost
+			// A of its name (model.LostPredecessor) and takes the replica
+			// over (XR7 checks it is the newest there was).
+			name:      "a replacement Nomad does not link takes over the lost allocation's replica",
+			seed:      9700022,
+			takeovers: 1,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,9 +168,12 @@ func TestTwoNodeRegressions(t *testing.T) {
 			if tc.keep != nil {
 				events = Keep(events, tc.keep)
 			}
-			r, _ := PlayX(tc.seed, events, Options{Dir: t.TempDir()})
+			r, c := PlayX(tc.seed, events, Options{Dir: t.TempDir()})
 			if r.Failed() {
 				t.Fatalf("%s\n%s", r.Violations[0], strings.Join(r.Timeline, "\n"))
+			}
+			if c.Takeovers < tc.takeovers {
+				t.Fatalf("%d replicas taken over, want %d\n%s", c.Takeovers, tc.takeovers, strings.Join(r.Timeline, "\n"))
 			}
 		})
 	}

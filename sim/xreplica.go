@@ -36,6 +36,17 @@ func replicaWorld(seed uint64) bool {
 	return rand.New(rand.NewPCG(seed, 0x3e9203)).IntN(3) == 0
 }
 
+// replicaCopies is pg's copies in seed's world that keeps replicas: two
+// in a third of them (both other nodes keep one, so that a replacement
+// may find an older one here and a newer one there: NewestCopy), else
+// one; a draw of its own, one for the regressions' seeds.
+func replicaCopies(seed uint64) int {
+	if rand.New(rand.NewPCG(seed, 0xc0b1e9)).IntN(3) == 0 {
+		return 2
+	}
+	return 1
+}
+
 // xcluster is what a node's replica loop reads of the servers beyond its
 // own node (hooks.Cluster): the node list and any node's allocations;
 // cut off from the servers, nothing.

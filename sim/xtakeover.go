@@ -106,6 +106,8 @@ type xtakeovers struct {
 type xfollowUp struct {
 	at      time.Time
 	ns, job string
+	// early: another evaluation of the job, before WaitClientStop.
+	early bool
 }
 
 // xclaim is one replica a takeover began on.
@@ -151,6 +153,13 @@ func (w *XWorld) noteLosses() {
 						tk.newestAtLoss[sa.ID].Sub(epoch), w.now.Add(j.stopAfter+max(j.kill, structs.DefaultKillTimeout)).Sub(epoch))
 				}
 				tk.due[sa.ID] = xfollowUp{at: w.now.Add(j.stopAfter + max(j.kill, structs.DefaultKillTimeout)), ns: sa.Namespace, job: sa.JobID}
+				// Any other evaluation of the job meanwhile (another node's
+				// event, an operator's nomad job eval) places B at once, in
+				// half the losses: a drawn time before WaitClientStop.
+				if r := rand.New(rand.NewPCG(w.seed, uint64(w.now.UnixNano()))); r.IntN(2) == 0 {
+					tk.due[sa.ID+"/early"] = xfollowUp{at: w.now.Add(time.Duration(r.Int64N(int64(j.stopAfter)))), ns: sa.Namespace,
+						job: sa.JobID, early: true}
+				}
 			}
 		}
 	}
@@ -210,6 +219,14 @@ func (w *XWorld) followUps() {
 	for _, id := range ids {
 		f := w.tk.due[id]
 		delete(w.tk.due, id)
+		if f.early {
+			if j := w.jobs[f.job]; j != nil && !j.stopped {
+				w.logf("servers: another evaluation of %s, before %s's WaitClientStop", f.job, shortID(strings.TrimSuffix(id, "/early")))
+				ev, err := w.cluster.Evaluate(f.ns, f.job, structs.EvalTriggerNodeUpdate)
+				w.eval(ev, err)
+			}
+			continue
+		}
 		if w.cluster.Alloc(id) != nil {
 			if err := w.cluster.LostSince(id, w.now.Sub(w.tk.lostAt[id])); err != nil {
 				w.violate("harness", "LostSince %s: %v", shortID(id), err)

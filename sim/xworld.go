@@ -249,11 +249,12 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 	w.replicas = replicaWorld(seed)
 	nodes := 2
 	if w.replicas {
-		w.cfg.Classes[0].Replicate = model.Replicate{Copies: 1, Every: xReplicaEvery}
+		w.cfg.Classes[0].Replicate = model.Replicate{Copies: replicaCopies(seed), Every: xReplicaEvery}
 		w.counts.ReplicaWorlds++
 		nodes = 3
 	}
-	w.logf("world: pg migrates, on_timeout = %q, release %s, encrypted %v, replicas %v", onTimeout, policy, w.encrypted, w.replicas)
+	w.logf("world: pg migrates, on_timeout = %q, release %s, encrypted %v, replicas %v (copies %d)", onTimeout, policy, w.encrypted, w.replicas,
+		w.cfg.Classes[0].Replicate.Copies)
 	w.cluster, err = scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
 	if err != nil {
 		return nil, err
