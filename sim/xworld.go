@@ -33,7 +33,8 @@ import (
 //
 // In a third of the worlds pg keeps replicas and a third node exists
 // (xreplica.go): each plugin's replica loop runs too, nodes may be lost for
-// good (xloss.go), and XR1-XR6 are checked (xrcheck.go).
+// good (xloss.go), replacements take replicas over (xtakeover.go), and
+// XR1-XR8 are checked (xrcheck.go, xtakeover.go).
 //
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs

@@ -2,6 +2,7 @@ package nomadapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -92,6 +93,18 @@ func (c *Client) AllocationLoss(ctx context.Context, allocID string) (AllocLoss,
 		return AllocLoss{}, fmt.Errorf("reading allocation %s: %w", allocID, err)
 	}
 	return loss, nil
+}
+
+// DecodeLoss reads an allocation as GET /v1/allocation/<id> answers it
+// (structs.Allocation in the agent's JSON, its job included) as AllocLoss:
+// AllocationLoss's reading, for a caller that holds the servers' answer
+// itself (the simulation's servers).
+func DecodeLoss(body []byte) (AllocLoss, error) {
+	var raw lossAnswer
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return AllocLoss{}, fmt.Errorf("decoding an allocation: %w", err)
+	}
+	return raw.loss()
 }
 
 // loss maps the answer.

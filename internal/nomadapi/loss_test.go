@@ -90,11 +90,19 @@ func TestAllocationLoss(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := c.AllocationLoss(context.Background(), tc.alloc.ID)
+			var buf bytes.Buffer
+			if err := codec.NewEncoder(&buf, structs.JsonHandleWithExtensions).Encode(tc.alloc); err != nil {
+				t.Fatal(err)
+			}
+			decoded, derr := DecodeLoss(buf.Bytes())
 			if tc.err != nil {
-				if !errors.Is(err, tc.err) {
-					t.Fatalf("err %v, want %v", err, tc.err)
+				if !errors.Is(err, tc.err) || !errors.Is(derr, tc.err) {
+					t.Fatalf("err %v (DecodeLoss %v), want %v", err, derr, tc.err)
 				}
 				return
+			}
+			if derr != nil || decoded != got {
+				t.Errorf("DecodeLoss = %+v, %v; AllocationLoss read %+v", decoded, derr, got)
 			}
 			if err != nil {
 				t.Fatal(err)
