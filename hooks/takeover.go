@@ -33,7 +33,9 @@ func (m *Manager) readTakeover(ctx context.Context, c model.Class, prev model.Al
 	}
 	tk := &model.TakeoverInput{Loss: loss, Now: m.now()}
 	name := m.cfg.ReplicaName(c.Name, prev.ID, prevID)
-	rows, err := m.zfs.List(ctx, name, model.UserProps)
+	// With volumes and resume tokens (ListAll): a partial receive is
+	// abandoned before the takeover (model.PlanTakeReplica).
+	rows, err := m.zfs.ListAll(ctx, name, model.UserProps)
 	switch {
 	case errors.Is(err, zfs.ErrNotExist):
 	case err != nil:

@@ -161,6 +161,29 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed:      9700022,
 			takeovers: 1,
 		},
+		{
+			// Node 3 cut off with 0001 (stop_after_client_disconnect 40 s);
+			// node 2's replica pull of @replica-2 was cut mid-stream. 0002
+			// took the replica over with its partial receive, and the
+			// slot it became carried it for good (X4). A takeover now
+			// abandons a partial receive first (model.PlanTakeReplica;
+			// the Reserve lists the replica with its resume token,
+			// zfs.Client.ListAll).
+			name:      "a replica taken over with a partial receive",
+			seed:      9710166,
+			keep:      []int{4, 29, 30, 31, 32, 33, 34, 40, 41, 44, 45, 47, 48, 49, 55, 56, 58, 59},
+			takeovers: 1,
+		},
+		{
+			// A hostile sender's replication stream brought a dataset
+			// below node 2's replica of 0001; the pull refused the copy and
+			// left it for the operator, and 0001's replacement took it over
+			// all the same: parked data with a stranger below (X10). A
+			// replica with a dataset below it is no replica to take over
+			// (model.LocalReplica).
+			name: "a replica left for the operator is not taken over",
+			seed: 9710347,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
