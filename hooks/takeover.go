@@ -3,8 +3,11 @@ package hooks
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -32,6 +35,12 @@ func (m *Manager) readTakeover(ctx context.Context, c model.Class, prev model.Al
 		return nil
 	}
 	tk := &model.TakeoverInput{Loss: loss, Now: m.now()}
+	unsure, err := m.takeoverUnsure(ctx, c, prev, prevID)
+	if err != nil {
+		log.Warn("reserve: cannot read which nodes keep the predecessor's replica; no takeover this time", "error", err)
+		return nil
+	}
+	tk.Unsure = unsure
 	name := m.cfg.ReplicaName(c.Name, prev.ID, prevID)
 	// With volumes and resume tokens (ListAll): a partial receive is
 	// abandoned before the takeover (model.PlanTakeReplica).
@@ -47,6 +56,32 @@ func (m *Manager) readTakeover(ctx context.Context, c model.Class, prev model.Al
 		}
 	}
 	return tk
+}
+
+// takeoverUnsure says why this node cannot tell its replica of prev's
+// slot prevID is the newest there is ("" when it can): the class keeps
+// more than one copy, or this node is not the one model.ReplicaNodes
+// chooses for it over the node list now (a node chosen before keeps its
+// copy, maybe newer). prev's own node never keeps one, so its loss moves
+// no choice.
+func (m *Manager) takeoverUnsure(ctx context.Context, c model.Class, prev model.Alloc, prevID string) (string, error) {
+	if c.Replicate.Copies > 1 {
+		return fmt.Sprintf("the class keeps %d copies, and no node is asked which replica it holds", c.Replicate.Copies), nil
+	}
+	stubs, err := m.cluster.Nodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	self, err := m.NodeID(ctx)
+	if err != nil {
+		return "", err
+	}
+	chosen, _ := m.ReplicaNodes(transfer.Alloc{ID: prev.ID, NodeID: prev.NodeID, Namespace: prev.Namespace, JobID: prev.JobID,
+		TaskGroup: prev.TaskGroup}, prevID, stubs)
+	if !slices.Contains(chosen, self) {
+		return "this node is no longer the one chosen for its replica: the one chosen may hold a newer one", nil
+	}
+	return "", nil
 }
 
 // lostPredecessor is the lost allocation caller replaces though Nomad

@@ -33,6 +33,13 @@ type TakeoverInput struct {
 	// and, when known, other nodes'.
 	Copies []ReplicaCopy
 	Now    time.Time
+	// Unsure says why this node cannot tell its replica is the newest there
+	// is ("" when it can: the class keeps one copy and this node is the
+	// one chosen for it): no request asks another replica node what it
+	// holds, and a second copy, or the copy a node chosen before this one
+	// still keeps, may be newer (sim seed 9711147, XR7). A local replica is
+	// then not claimed (but a takeover a crash interrupted is finished).
+	Unsure string
 }
 
 // ReplicaCopy is one replica of the predecessor's slot, on Node; Local
@@ -119,6 +126,8 @@ func (in InheritInput) decideTakeover() InheritDecision {
 	case !c.Local:
 		return in.waitForCopy(fmt.Sprintf("%s; the newest replica of its data (@%s) is on node %s, and a replica is not pulled "+
 			"from another replica node yet", t.Why, ReplicaSnapshot(c.Replica.Newest), short(c.Node)))
+	case tk.Unsure != "" && !c.claiming():
+		return in.waitForCopy(fmt.Sprintf("%s; this node's replica %s is not claimed: %s", t.Why, c.Replica.Dataset, tk.Unsure))
 	}
 	plan := PlanTakeReplica(in.Class, in.Prev, c, tk.Now)
 	return InheritDecision{Kind: InheritTakeover, Plan: &plan, Reason: fmt.Sprintf("%s; taking over its newest replica %s",
