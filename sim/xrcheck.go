@@ -298,6 +298,11 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 		return
 	}
 	name := w.cfg.ReplicaName("pg", a.id, a.slot)
+	if slices.ContainsFunc(rows, func(d zfs.Dataset) bool { return strings.HasPrefix(d.Name, name+"/") }) {
+		// A hostile stream brought a dataset below it: refused, left for
+		// the operator (XR4), and pulled no more (seed 9720780).
+		return
+	}
 	var newest, arrived time.Time
 	for _, d := range rows {
 		if d.IsSnapshot() && (strings.HasPrefix(d.Name, name+"@") || strings.HasPrefix(d.Name, name+".whole@")) {
