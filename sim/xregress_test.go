@@ -197,6 +197,17 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9711147,
 		},
 		{
+			// Node 2 is cut off with 0002 (stop_after_client_disconnect);
+			// its replacement 0004 is placed on node 1, which keeps its
+			// replica. 0004's Reserve must wait for 0002's takeover time:
+			// with the claim made before it (mutant
+			// takeover-before-its-time), 0004 ran with 0002's data while
+			// 0002 still ran on its cut-off node (XR8). Not a fix's
+			// regression: the guard of the rule in the world.
+			name: "a takeover waits for the cut-off holder to have stopped",
+			seed: 9710644,
+		},
+		{
 			// The harness's own bug: a hostile sender's replication stream
 			// brought a dataset below node 1's replica of 0001, which is
 			// then refused and left for the operator, as XR4 allows; XR6
