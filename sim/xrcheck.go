@@ -258,7 +258,10 @@ func (w *XWorld) checkAge(pulled []*xnode) {
 		}
 		for _, a := range h.sortedLocal() {
 			sa := w.cluster.Alloc(a.id)
-			if a.phase != running || sa == nil || sa.ClientStatus != structs.AllocClientStatusRunning || a.slot == "" {
+			// A stopping allocation's replicas are kept as they are, not
+			// pulled (model.DecideReplica; seed 9720795).
+			if a.phase != running || sa == nil || sa.ClientStatus != structs.AllocClientStatusRunning || a.slot == "" ||
+				sa.DesiredStatus != structs.AllocDesiredStatusRun {
 				continue
 			}
 			stubs, _ := xnomad{h}.Nodes(context.Background())
