@@ -3,8 +3,11 @@ package hooks
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -32,8 +35,16 @@ func (m *Manager) readTakeover(ctx context.Context, c model.Class, prev model.Al
 		return nil
 	}
 	tk := &model.TakeoverInput{Loss: loss, Now: m.now()}
+	unsure, err := m.takeoverUnsure(ctx, c, prev, prevID)
+	if err != nil {
+		log.Warn("reserve: cannot read which nodes keep the predecessor's replica; no takeover this time", "error", err)
+		return nil
+	}
+	tk.Unsure = unsure
 	name := m.cfg.ReplicaName(c.Name, prev.ID, prevID)
-	rows, err := m.zfs.List(ctx, name, model.UserProps)
+	// With volumes and resume tokens (ListAll): a partial receive is
+	// abandoned before the takeover (model.PlanTakeReplica).
+	rows, err := m.zfs.ListAll(ctx, name, model.UserProps)
 	switch {
 	case errors.Is(err, zfs.ErrNotExist):
 	case err != nil:
@@ -45,6 +56,73 @@ func (m *Manager) readTakeover(ctx context.Context, c model.Class, prev model.Al
 		}
 	}
 	return tk
+}
+
+// takeoverUnsure says why this node cannot tell its replica of prev's
+// slot prevID is the newest there is ("" when it can): the class keeps
+// more than one copy, or this node is not the one model.ReplicaNodes
+// chooses for it over the node list now (a node chosen before keeps its
+// copy, maybe newer). prev's own node never keeps one, so its loss moves
+// no choice.
+func (m *Manager) takeoverUnsure(ctx context.Context, c model.Class, prev model.Alloc, prevID string) (string, error) {
+	if c.Replicate.Copies > 1 {
+		return fmt.Sprintf("the class keeps %d copies, and no node is asked which replica it holds", c.Replicate.Copies), nil
+	}
+	stubs, err := m.cluster.Nodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	self, err := m.NodeID(ctx)
+	if err != nil {
+		return "", err
+	}
+	chosen, _ := m.ReplicaNodes(transfer.Alloc{ID: prev.ID, NodeID: prev.NodeID, Namespace: prev.Namespace, JobID: prev.JobID,
+		TaskGroup: prev.TaskGroup}, prevID, stubs)
+	if !slices.Contains(chosen, self) {
+		return "this node is no longer the one chosen for its replica: the one chosen may hold a newer one", nil
+	}
+	return "", nil
+}
+
+// lostPredecessor is the lost allocation caller replaces though Nomad
+// names none (model.LostPredecessor), among those whose replicas of class
+// c this node holds for caller's group (as the last scan listed them),
+// each as the servers answer for it; "" for none. An answer that fails
+// is no loss (logged, and asked again at the Reserve's next look).
+func (m *Manager) lostPredecessor(ctx context.Context, c model.Class, caller model.Alloc) string {
+	v, _ := m.View()
+	if v == nil {
+		return ""
+	}
+	group := model.ReplicaGroup(caller)
+	var lost []model.LostAlloc
+	seen := map[string]bool{}
+	var reps []model.Replica
+	for i := range v.Classes {
+		if v.Classes[i].Class.Name == c.Name {
+			reps = v.Classes[i].Replicas
+		}
+	}
+	for _, r := range reps {
+		if r.Group != group || r.Source == caller.ID || seen[r.Source] {
+			continue
+		}
+		seen[r.Source] = true
+		l, err := m.cluster.Loss(ctx, r.Source)
+		if err != nil {
+			m.logger.Warn("reserve: cannot read the loss of an allocation whose replica is here", "alloc_id", caller.ID,
+				"replica_of", r.Source, "error", err)
+			continue
+		}
+		lost = append(lost, l)
+	}
+	l, ok := model.LostPredecessor(caller, lost)
+	if !ok {
+		return ""
+	}
+	m.logger.Info("reserve: replaces a lost allocation Nomad does not name (stop_after_client_disconnect)", "alloc_id", caller.ID,
+		"predecessor", l.ID, "name", caller.Name)
+	return l.ID
 }
 
 // takeover runs a takeover's plan (model.PlanTakeReplica) on replica

@@ -33,6 +33,13 @@ type TakeoverInput struct {
 	// and, when known, other nodes'.
 	Copies []ReplicaCopy
 	Now    time.Time
+	// Unsure says why this node cannot tell its replica is the newest there
+	// is ("" when it can: the class keeps one copy and this node is the
+	// one chosen for it): no request asks another replica node what it
+	// holds, and a second copy, or the copy a node chosen before this one
+	// still keeps, may be newer (sim seed 9711147, XR7). A local replica is
+	// then not claimed (but a takeover a crash interrupted is finished).
+	Unsure string
 }
 
 // ReplicaCopy is one replica of the predecessor's slot, on Node; Local
@@ -119,6 +126,8 @@ func (in InheritInput) decideTakeover() InheritDecision {
 	case !c.Local:
 		return in.waitForCopy(fmt.Sprintf("%s; the newest replica of its data (@%s) is on node %s, and a replica is not pulled "+
 			"from another replica node yet", t.Why, ReplicaSnapshot(c.Replica.Newest), short(c.Node)))
+	case tk.Unsure != "" && !c.claiming():
+		return in.waitForCopy(fmt.Sprintf("%s; this node's replica %s is not claimed: %s", t.Why, c.Replica.Dataset, tk.Unsure))
 	}
 	plan := PlanTakeReplica(in.Class, in.Prev, c, tk.Now)
 	return InheritDecision{Kind: InheritTakeover, Plan: &plan, Reason: fmt.Sprintf("%s; taking over its newest replica %s",
@@ -154,7 +163,14 @@ func PlanTakeReplica(c Class, prev Alloc, r ReplicaCopy, now time.Time) Plan {
 	slices.Sort(snaps)
 	rename := renameOp(r.Replica.Dataset, parked)
 	rename.Done, rename.Replan, rename.Check = []error{zfs.ErrNotExist}, []error{zfs.ErrExists}, parked
-	ops := append([]Op{setGoneOK(r.Replica.Dataset, mark)}, dropReceived(snaps)...)
+	var ops []Op
+	if r.Replica.Info.ResumeToken != "" {
+		// A pull cut mid-stream left its partial receive: abandoned
+		// first, or the slot it becomes carries it (sim seed 9710166, X4).
+		ops = append(ops, abortReceiveOp(r.Replica.Dataset))
+	}
+	ops = append(ops, setGoneOK(r.Replica.Dataset, mark))
+	ops = append(ops, dropReceived(snaps)...)
 	ops = append(ops, rename, setOp(parked, ParkedProps(parked, now, now.Add(c.StickyWait))))
 	return Plan{
 		Doing: fmt.Sprintf("taking over replica %s of %s", r.Replica.Dataset, prev.ID),
@@ -180,8 +196,14 @@ func (tk *TakeoverInput) target(prev string) (replica string, parked *Retained) 
 // LocalReplica reads this node's replica name of class dataset classDS
 // back from one listing of it (rows, `zfs list -r` of name with
 // UserProps), with its @replica-<n> snapshots; ok is false when rows hold
-// no such replica of the plugin's.
+// no such replica of the plugin's, or one with a dataset below it (a
+// replication stream brought it: the pull refused the copy and left it for
+// the operator, CopyNotOneFilesystem; taken over, it would be parked data
+// with a stranger below).
 func LocalReplica(classDS, name string, rows []zfs.Dataset) (ReplicaCopy, bool) {
+	if slices.ContainsFunc(rows, func(d zfs.Dataset) bool { return strings.HasPrefix(d.Name, name+"/") }) {
+		return ReplicaCopy{}, false
+	}
 	for _, r := range ReplicasIn(classDS, rows) {
 		if r.Dataset != name {
 			continue

@@ -49,11 +49,14 @@ func TestDecideInheritTakeover(t *testing.T) {
 		want   InheritKind
 		take   string // the replica taken over, for InheritTakeover
 		why    string // in the reason
+		unsure string // TakeoverInput.Unsure
 	}{
 		{name: "A lost and its takeover time passed: claim the local replica", loss: lost, copies: []ReplicaCopy{local3},
 			now: at, want: InheritTakeover, take: name},
 		{name: "two local readings: the newest", loss: lost, copies: []ReplicaCopy{local2, local3}, now: at.Add(time.Hour),
 			want: InheritTakeover, take: name},
+		{name: "a local replica this node cannot tell is the newest: wait", loss: lost, copies: []ReplicaCopy{local3},
+			now: at, unsure: "the class keeps 2 copies", want: InheritWait, why: "is not claimed: the class keeps 2 copies"},
 		{name: "a second before the takeover time: wait", loss: lost, copies: []ReplicaCopy{local3}, now: at.Add(-time.Second),
 			want: InheritWait, why: "may be claimed from"},
 		{name: "before the takeover time, past migrate.timeout: on_timeout fails the start, no claim", loss: lost,
@@ -92,7 +95,7 @@ func TestDecideInheritTakeover(t *testing.T) {
 				c = class
 			}
 			d := DecideInherit(InheritInput{Class: c, Slot: Slot{ID: "pg-2"}, Caller: caller, Prev: prev, Parked: tc.parked,
-				NodeID: "node-2", Waited: tc.waited, Takeover: &TakeoverInput{Loss: tc.loss, Copies: tc.copies, Now: tc.now}})
+				NodeID: "node-2", Waited: tc.waited, Takeover: &TakeoverInput{Loss: tc.loss, Copies: tc.copies, Now: tc.now, Unsure: tc.unsure}})
 			if d.Kind != tc.want {
 				t.Fatalf("DecideInherit = %v (%s), want %v", d.Kind, d.Reason, tc.want)
 			}

@@ -38,8 +38,10 @@
 // senders killed, lying, hostile and stalling senders, forged requests),
 // checked against X1-X10 (docs/lifecycle.md): TestTwoNodes. In a third of
 // its worlds the class keeps replicas (issue 30): a third node, each
-// Manager's replica loop over the same transport, nodes lost for good, and
-// XR1-XR6 (xreplica.go, xloss.go, xrcheck.go).
+// Manager's replica loop over the same transport, nodes lost for good,
+// groups with stop_after_client_disconnect whose replacements take their
+// replicas over, and XR1-XR8 (xreplica.go, xloss.go, xrcheck.go,
+// xtakeover.go).
 //
 // Run it with `go test ./sim` (flags -sim.seed, -sim.keep, -sim.schedules,
 // -sim.log) or `make sim SCHEDULES=N`.

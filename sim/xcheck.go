@@ -53,6 +53,10 @@ func (w *XWorld) checkStart(n *xnode, a *xalloc, waited time.Duration) {
 		want = prev.final
 	}
 	gotS, wantS := strings.Join(got, ","), strings.Join(want, ",")
+	if len(got) > 0 && w.tookOver(n, got) {
+		w.logf("  %s started with a replica taken over (XR7 checked it)", a.short())
+		return
+	}
 	switch {
 	case len(got) > 0 && gotS == wantS && prev.ended:
 		w.counts.HandedOver++
@@ -132,6 +136,7 @@ func (w *XWorld) check() {
 	w.checkOwed()
 	w.checkCopies()
 	w.checkReplicas(w.pulled)
+	w.checkWriters()
 }
 
 // checkOwed is X2: the final data of an ended allocation whose
@@ -223,6 +228,8 @@ func (w *XWorld) settle() {
 		w.runPulls()
 		w.reap()
 		w.noteModified()
+		w.noteLosses()
+		w.followUps()
 		w.check()
 		if len(w.violations) > 0 {
 			return

@@ -93,6 +93,9 @@ func GenerateX(seed uint64, n int) []Event {
 		}
 		out = append(out, Event{Kind: Kind(k), Arg: rng.Uint64(), Dt: time.Duration(rng.IntN(8000)) * time.Millisecond, Index: len(out)})
 	}
+	if takeoverSchedule(seed) {
+		shapeForTakeover(out)
+	}
 	return out
 }
 
@@ -140,6 +143,9 @@ func (w *XWorld) apply(e Event) {
 	case XGC:
 		w.gc()
 	case XNodeDown:
+		if t := w.takeoverTarget(); t != nil {
+			n = t
+		}
 		if w.replicas && len(w.nodes) == 3 && w.rng.IntN(2) == 0 {
 			w.nodeLost(n)
 			break
@@ -197,7 +203,7 @@ func (j *xjob) spec() scheduler.Job {
 	if j.on != "" {
 		ask.Constraints = [][3]string{{"node", "=", j.on}}
 	}
-	return scheduler.Job{ID: j.id, Groups: []scheduler.Group{{Name: "g", Count: 1, Tasks: []scheduler.Task{
+	return scheduler.Job{ID: j.id, Groups: []scheduler.Group{{Name: "g", Count: 1, StopAfter: j.stopAfter, Tasks: []scheduler.Task{
 		{Name: "main", Version: fmt.Sprint(j.version), KillTimeout: j.kill, Devices: []scheduler.Ask{ask}}}}}}
 }
 
@@ -216,8 +222,13 @@ func (w *XWorld) submit() {
 	if w.rng.IntN(3) > 0 {
 		j.on = w.nodes[w.rng.IntN(len(w.nodes))].name
 	}
+	if j.stopAfter = w.stopAfterOf(w.jobSeq); j.stopAfter > 0 {
+		// Nomad may place its replacement on any node once its own is
+		// lost (a replica node among them): the takeover's case.
+		j.on = ""
+	}
 	w.jobs[j.id] = j
-	w.logf("submit %s (on %q, kill %s)", j.id, j.on, j.kill)
+	w.logf("submit %s (on %q, kill %s, stop_after_client_disconnect %s)", j.id, j.on, j.kill, j.stopAfter)
 	w.eval(w.cluster.Register(j.spec()))
 }
 
@@ -321,7 +332,7 @@ func (w *XWorld) nodeDown(n *xnode) {
 			return
 		}
 	}
-	n.connected = false
+	n.connected, n.cutAt = false, w.now
 	w.counts.NodeDown++
 	w.logf("%s is cut off: down", n.name)
 	evs, err := w.cluster.SetNodeStatus(n.id, structs.NodeStatusDown)
@@ -337,7 +348,7 @@ func (w *XWorld) nodeUp(n *xnode) {
 	if n.connected {
 		return
 	}
-	n.connected = true
+	n.connected, n.cutAt = true, time.Time{}
 	w.logf("%s is back", n.name)
 	if err := w.cluster.UpsertNode(n.registered); err != nil {
 		w.violate("harness", "UpsertNode: %v", err)

@@ -162,7 +162,10 @@ func (s *xstall) Read([]byte) (int, error) {
 	s.done = true
 	w := s.w
 	if x := w.turn; x != nil && s.receiver != nil {
+		w.stalling++
 		x.stall(s.receiver.ctx, w.now.Add(s.d))
+		w.stalling--
+		w.rx.calmSince = latest(w.rx.calmSince, w.now) // the fault ends here: XR6's calm begins
 	}
 	switch {
 	case s.from.p != s.sender || s.sender == nil || s.sender.run.dead:

@@ -10,10 +10,10 @@ import (
 
 // A node lost for good (docs/node-loss.md): its board dead, its pool gone.
 // The servers see it miss its heartbeats and mark it down, as for a node
-// cut off (nodeDown): its allocations are lost (pg's group sets neither
-// max_client_disconnect nor stop_after_client_disconnect, so never
-// unknown, and none is stopped by its client) and Nomad places their
-// replacements on the other nodes. Unlike a node cut off it never comes
+// cut off (nodeDown): its allocations are lost (never unknown: no group
+// sets max_client_disconnect) and Nomad places their replacements on the
+// other nodes, at once or, for a group that sets
+// stop_after_client_disconnect, later (xtakeover.go). Unlike a node cut off it never comes
 // back: its plugin and tasks are gone with it, its pool too, and it leaves
 // the world's nodes (w.lost keeps it for Nomad's node list, where it
 // stays down). Drawn only in a world of three nodes that keeps replicas,

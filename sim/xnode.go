@@ -35,8 +35,9 @@ type xnode struct {
 	fake *zfstest.Fake
 	p    *xplugin
 	// connected: the node reaches the servers (and the other node);
-	// otherwise the servers have marked it down.
+	// otherwise the servers have marked it down, at cutAt.
 	connected bool
+	cutAt     time.Time
 	// local are the client's allocations, by ID.
 	local map[string]*xalloc
 	// registered is the node as last fingerprinted.
@@ -291,7 +292,7 @@ func (w *XWorld) toModel(sa *structs.Allocation) model.Alloc {
 }
 
 func toModel(sa *structs.Allocation) model.Alloc {
-	a := model.Alloc{ID: sa.ID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, NodeID: sa.NodeID,
+	a := model.Alloc{ID: sa.ID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, NodeID: sa.NodeID, Name: sa.Name,
 		ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus, ModifyIndex: sa.ModifyIndex, CreateIndex: sa.CreateIndex,
 		PreviousAllocation: sa.PreviousAllocation, NextAllocation: sa.NextAllocation, TaskStates: map[string]string{}}
 	if sa.Job != nil {
@@ -398,6 +399,9 @@ func (r *xrunner) before(cmd string, args []string) error {
 		r.budget--
 	}
 	r.n.noteWritten(cmd, args)
+	if cmd == "zfs" {
+		r.n.noteClaim(args)
+	}
 	if cmd == "zfs" && len(args) > 1 && mutating[args[0]] {
 		for _, a := range args[1:] {
 			if strings.HasPrefix(a, pool+"/") && !strings.HasPrefix(a, parent+"/") && !strings.Contains(a, "=") {

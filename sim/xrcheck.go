@@ -161,7 +161,7 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 			if sa != nil && sa.ClientStatus == structs.AllocClientStatusLost && w.rx.lostAt[src].IsZero() {
 				w.rx.lostAt[src] = w.now
 			}
-			if _, ok := now[ds]; ok {
+			if _, ok := now[ds]; ok || w.takenOver(n, ds) {
 				continue
 			}
 			switch {
@@ -238,13 +238,17 @@ func (w *XWorld) checkBases(n *xnode, rows []zfs.Dataset) {
 // checkAge is XR6, the RPO, right after the replica loops of the nodes
 // pulled took their turns:
 // while an allocation runs on its holder, both plugins run, the network
-// is whole and no fault came for longer than `every` plus one transfer,
+// is whole and no fault came (nor lasted: a stream stalled before the
+// settle goes on pausing after it) for longer than `every` plus one transfer,
 // each node chosen for its replica (for that long) holds one whose newest
 // snapshot the holder took no longer ago than `every` and the time that
 // snapshot's own transfer took (from when the holder took it to when it
 // was first seen here: a stream cut before the calm began, resumed since,
 // brings an older snapshot), give or take a round.
 func (w *XWorld) checkAge(pulled []*xnode) {
+	if w.stalling > 0 {
+		return // a stall in progress is a fault: the calm begins when it ends (seed 9500005)
+	}
 	every := w.cfg.Class("pg").Replicate.Every
 	bound := every + xReplicaTransfer
 	seen := map[string]bool{}
@@ -254,7 +258,10 @@ func (w *XWorld) checkAge(pulled []*xnode) {
 		}
 		for _, a := range h.sortedLocal() {
 			sa := w.cluster.Alloc(a.id)
-			if a.phase != running || sa == nil || sa.ClientStatus != structs.AllocClientStatusRunning || a.slot == "" {
+			// A stopping allocation's replicas are kept as they are, not
+			// pulled (model.DecideReplica; seed 9720795).
+			if a.phase != running || sa == nil || sa.ClientStatus != structs.AllocClientStatusRunning || a.slot == "" ||
+				sa.DesiredStatus != structs.AllocDesiredStatusRun {
 				continue
 			}
 			stubs, _ := xnomad{h}.Nodes(context.Background())
@@ -294,6 +301,11 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 		return
 	}
 	name := w.cfg.ReplicaName("pg", a.id, a.slot)
+	if slices.ContainsFunc(rows, func(d zfs.Dataset) bool { return strings.HasPrefix(d.Name, name+"/") }) {
+		// A hostile stream brought a dataset below it: refused, left for
+		// the operator (XR4), and pulled no more (seed 9720780).
+		return
+	}
 	var newest, arrived time.Time
 	for _, d := range rows {
 		if d.IsSnapshot() && (strings.HasPrefix(d.Name, name+"@") || strings.HasPrefix(d.Name, name+".whole@")) {

@@ -12,6 +12,8 @@ func TestTwoNodeRegressions(t *testing.T) {
 		name string
 		seed uint64
 		keep []int
+		// takeovers: at least this many replicas are taken over.
+		takeovers int
 	}{
 		{
 			// A claim of a copy from another node renamed it onto the slot,
@@ -133,6 +135,99 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 257,
 			keep: []int{1, 2, 6, 8, 29, 40},
 		},
+		{
+			// The harness's own bug: a stall (10-180 s) held node 3's
+			// replica pull of 0001 for 2m39s, from before the settle's
+			// "faults end" to after it, and XR6 measured the calm from
+			// the settle: "no replica ... with the network whole". A
+			// stall in progress is a fault the world injected (a real
+			// one is bounded only by the peer: HTTP/2's pings see a dead
+			// connection, not a live sender that stops sending), so XR6's
+			// calm begins once every stall has ended.
+			name: "a replica stream stalled across the settle",
+			seed: 9500005,
+			keep: []int{1, 18, 21, 34, 38, 45, 56, 57, 61, 64, 65, 68},
+		},
+		{
+			// Node 3 is lost for good with 0001, whose group sets
+			// stop_after_client_disconnect (40 s); node 1 keeps its
+			// replica. Nomad's scheduler places the replacement 0002 on
+			// node 1 at WaitClientStop naming no predecessor, and 0002's
+			// Reserve knew no A: it started empty, and the replica was
+			// dropped sticky_wait later. It now pairs itself with the lost
+			// A of its name (model.LostPredecessor) and takes the replica
+			// over (XR7 checks it is the newest there was).
+			name:      "a replacement Nomad does not link takes over the lost allocation's replica",
+			seed:      9700022,
+			takeovers: 1,
+		},
+		{
+			// Node 3 cut off with 0001 (stop_after_client_disconnect 40 s);
+			// node 2's replica pull of @replica-2 was cut mid-stream. 0002
+			// took the replica over with its partial receive, and the
+			// slot it became carried it for good (X4). A takeover now
+			// abandons a partial receive first (model.PlanTakeReplica;
+			// the Reserve lists the replica with its resume token,
+			// zfs.Client.ListAll). The world keeps two copies: since
+			// seed 9711147 below no replica is claimed there, so this
+			// schedule no longer takes it over (TestPlanTakeReplicaAborts
+			// APartialReceive keeps the rule).
+			name: "a replica taken over with a partial receive",
+			seed: 9710166,
+			keep: []int{4, 29, 30, 31, 32, 33, 34, 40, 41, 44, 45, 47, 48, 49, 55, 56, 58, 59},
+		},
+		{
+			// A hostile sender's replication stream brought a dataset
+			// below node 2's replica of 0001; the pull refused the copy and
+			// left it for the operator, and 0001's replacement took it over
+			// all the same: parked data with a stranger below (X10). A
+			// replica with a dataset below it is no replica to take over
+			// (model.LocalReplica).
+			name: "a replica left for the operator is not taken over",
+			seed: 9710347,
+		},
+		{
+			// A world keeping two copies: node 2 is lost with 0002; node 1's
+			// replica of it is from +4m10s, node 3's from +5m17s. 0002's
+			// replacement on node 1 took node 1's over (XR7): B asks no
+			// other node which replica it holds. A local replica is now
+			// claimed only when it is the only one there may be (one copy,
+			// this node the one chosen for it: TakeoverInput.Unsure).
+			name: "an older replica is not taken over while another node may hold a newer one",
+			seed: 9711147,
+		},
+		{
+			// The harness's own bug: 0001, replicated on two nodes, was
+			// moved by an update (desired stop, still running until its
+			// client kills it); its replicas are then kept as they are,
+			// not pulled (model.DecideReplica), and XR6 still held node
+			// 2's to the RPO. XR6 holds only an allocation Nomad wants
+			// running.
+			name: "a stopping allocation's replica is not held to the RPO",
+			seed: 9720795,
+			keep: []int{2, 25, 30, 42, 44, 46, 48},
+		},
+		{
+			// Node 2 is cut off with 0002 (stop_after_client_disconnect);
+			// its replacement 0004 is placed on node 1, which keeps its
+			// replica. 0004's Reserve must wait for 0002's takeover time:
+			// with the claim made before it (mutant
+			// takeover-before-its-time), 0004 ran with 0002's data while
+			// 0002 still ran on its cut-off node (XR8). Not a fix's
+			// regression: the guard of the rule in the world.
+			name: "a takeover waits for the cut-off holder to have stopped",
+			seed: 9710644,
+		},
+		{
+			// The harness's own bug: a hostile sender's replication stream
+			// brought a dataset below node 1's replica of 0001, which is
+			// then refused and left for the operator, as XR4 allows; XR6
+			// still wanted it brought up to date once node 1's plugin had
+			// restarted. XR6 leaves such a replica alone.
+			name: "a replica left for the operator is not held to the RPO",
+			seed: 9720780,
+			keep: []int{0, 4, 9, 17, 19, 25, 33, 44, 51},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,9 +235,12 @@ func TestTwoNodeRegressions(t *testing.T) {
 			if tc.keep != nil {
 				events = Keep(events, tc.keep)
 			}
-			r, _ := PlayX(tc.seed, events, Options{Dir: t.TempDir()})
+			r, c := PlayX(tc.seed, events, Options{Dir: t.TempDir()})
 			if r.Failed() {
 				t.Fatalf("%s\n%s", r.Violations[0], strings.Join(r.Timeline, "\n"))
+			}
+			if c.Takeovers < tc.takeovers {
+				t.Fatalf("%d replicas taken over, want %d\n%s", c.Takeovers, tc.takeovers, strings.Join(r.Timeline, "\n"))
 			}
 		})
 	}

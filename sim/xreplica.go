@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -8,8 +9,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hashicorp/go-msgpack/codec"
 	"github.com/hashicorp/nomad/nomad/structs"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -24,7 +27,8 @@ import (
 // pause between rounds is the world's sleep. Its pulls cross the world's
 // wire (xlink.go), so the transport's faults (cuts, a sender's death,
 // stalls, lies, hostile streams, the link down) meet them as they meet a
-// migration's. The checks XR1-XR6 are in xrcheck.go.
+// migration's. The checks XR1-XR6 are in xrcheck.go, the takeover and
+// XR7-XR8 in xtakeover.go.
 
 // xReplicaEvery is pg's `every` in a world that keeps replicas.
 const xReplicaEvery = 30 * time.Second
@@ -34,6 +38,17 @@ const xReplicaEvery = 30 * time.Second
 // regressions' seeds (TestTwoNodeRegressions) is one.
 func replicaWorld(seed uint64) bool {
 	return rand.New(rand.NewPCG(seed, 0x3e9203)).IntN(3) == 0
+}
+
+// replicaCopies is pg's copies in seed's world that keeps replicas: two
+// in a third of them (both other nodes keep one, so that a replacement
+// may find an older one here and a newer one there: NewestCopy), else
+// one; a draw of its own, one for the regressions' seeds.
+func replicaCopies(seed uint64) int {
+	if rand.New(rand.NewPCG(seed, 0xc0b1e9)).IntN(3) == 0 {
+		return 2
+	}
+	return 1
 }
 
 // xcluster is what a node's replica loop reads of the servers beyond its
@@ -59,14 +74,15 @@ func (x xcluster) NodeAllocations(_ context.Context, node string) ([]model.Alloc
 	return out, nil
 }
 
-// Loss is what the servers say of an allocation's loss, as
-// nomadapi.AllocationLoss reads it (its client status, the first time its
+// Loss is what the servers say of an allocation's loss, read by the
+// plugin's own code (nomadapi.DecodeLoss, allocwatch.LostAlloc) from the
+// agent's JSON of it (its client status, the first time its
 // AllocStates say lost, whether it was ever unknown, its group's
-// disconnect settings and delays): B's Reserve decides a takeover from it
-// (model.DecideTakeover). The world's groups set neither
-// stop_after_client_disconnect nor max_client_disconnect, so no takeover
-// of a lost allocation's replica is ever due here: B waits, then follows
-// on_timeout, as without replicas.
+// disconnect settings and delays, its place in its job): B's Reserve
+// pairs itself with it (model.LostPredecessor) and decides a takeover from
+// it (model.DecideTakeover). Its time of loss is the world's, as the
+// servers' clock (off by skew) recorded it: Nomad's own record in
+// AllocStates is by the wall clock (scheduler.Cluster.LostSince).
 func (x xcluster) Loss(_ context.Context, id string) (model.LostAlloc, error) {
 	if !x.n.connected {
 		return model.LostAlloc{}, errNoServers
@@ -75,37 +91,21 @@ func (x xcluster) Loss(_ context.Context, id string) (model.LostAlloc, error) {
 	if sa == nil {
 		return model.LostAlloc{}, fmt.Errorf("allocation %s is unknown to the servers", id)
 	}
-	l := model.LostAlloc{ID: sa.ID, ClientStatus: sa.ClientStatus}
-	for _, st := range sa.AllocStates {
-		if st.Field != structs.AllocStateFieldClientStatus {
-			continue
-		}
-		switch st.Value {
-		case structs.AllocClientStatusLost:
-			if l.LostAt.IsZero() {
-				l.LostAt = st.Time
-			}
-		case structs.AllocClientStatusUnknown:
-			l.WasUnknown = true
-		}
+	// The agent's answer, read as the plugin reads it.
+	var buf bytes.Buffer
+	if err := codec.NewEncoder(&buf, structs.JsonHandleWithExtensions).Encode(sa); err != nil {
+		return model.LostAlloc{}, err
 	}
-	if sa.Job == nil {
-		return l, nil
+	loss, err := nomadapi.DecodeLoss(buf.Bytes())
+	if err != nil {
+		return model.LostAlloc{}, err
 	}
-	if tg := sa.Job.LookupTaskGroup(sa.TaskGroup); tg != nil {
-		if tg.StopAfterClientDisconnect != nil {
-			l.StopAfter = *tg.StopAfterClientDisconnect
-		}
-		l.MaxClientDisconnect = tg.MaxClientDisconnect != nil
-		var taskDelay time.Duration
-		for _, t := range tg.Tasks {
-			l.KillTimeout = max(l.KillTimeout, t.KillTimeout)
-			taskDelay = max(taskDelay, t.ShutdownDelay)
-		}
-		l.ShutdownDelay = taskDelay
-		if tg.ShutdownDelay != nil {
-			l.ShutdownDelay += *tg.ShutdownDelay
-		}
+	l := allocwatch.LostAlloc(loss)
+	l.LostAt = time.Time{}
+	if at, ok := x.n.w.tk.lostAt[sa.ID]; ok {
+		// The servers recorded the loss by their clock (Nomad's own
+		// record is by the wall clock: scheduler.Cluster.LostSince).
+		l.LostAt = at.Add(x.n.w.tk.skew)
 	}
 	return l, nil
 }

@@ -33,7 +33,8 @@ import (
 //
 // In a third of the worlds pg keeps replicas and a third node exists
 // (xreplica.go): each plugin's replica loop runs too, nodes may be lost for
-// good (xloss.go), and XR1-XR6 are checked (xrcheck.go).
+// good (xloss.go), replacements take replicas over (xtakeover.go), and
+// XR1-XR8 are checked (xrcheck.go, xtakeover.go).
 //
 // What it leaves to the one-node World: the watcher's Run and the Nomad
 // HTTP API (each node here reads the servers' state below the Allocs
@@ -62,6 +63,8 @@ type XWorld struct {
 	snapAt map[string]time.Time
 	// rx is what the replica checks remember between events (xreplica.go).
 	rx xreplicaState
+	// tk is what the takeover's checks remember (xtakeover.go).
+	tk xtakeovers
 	// modified is each allocation's ModifyTime, in simulated time.
 	modified map[string]xmodified
 	// pulled are the nodes whose replica loops and pulls took their turns
@@ -79,6 +82,10 @@ type XWorld struct {
 	// hostileTill: until then, the sending plugins are hostile (XHostile),
 	// the settle included.
 	hostileTill time.Time
+	// stalling counts the streams now paused inside a stall (xstall): a
+	// fault the world injected, in progress until each goes on, however
+	// long after the event that armed it (XR6 waits it out).
+	stalling int
 	// turn is the pull that runs now (nil: the world's goroutine).
 	turn *xpull
 	// reserving: a Reserve runs (only one at a time: a Reserve's waits run
@@ -114,6 +121,7 @@ type XCounts struct {
 	Complete, HandedOver, HandedOverRemote, StartedEmpty, StartFailed, PluginKills, PoolFull, NodeDown, Busy int
 	Hostile, Stalls                                                                                          int
 	ReplicaStreams, ReplicaCuts, ReplicaResumes, ReplicaWorlds, NodesLost                                    int
+	LostStopAfter, LostReplicated, Takeovers                                                                 int
 }
 
 func (c *XCounts) add(o XCounts) {
@@ -142,6 +150,9 @@ func (c *XCounts) add(o XCounts) {
 	c.ReplicaResumes += o.ReplicaResumes
 	c.ReplicaWorlds += o.ReplicaWorlds
 	c.NodesLost += o.NodesLost
+	c.LostStopAfter += o.LostStopAfter
+	c.Takeovers += o.Takeovers
+	c.LostReplicated += o.LostReplicated
 }
 
 func (c XCounts) String() string {
@@ -149,10 +160,12 @@ func (c XCounts) String() string {
 		"%d lies (%d caught), %d forged requests (%d refused), %d copies complete, "+
 		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down, "+
 		"%d parked data held busy, %d hostile streams, %d stalled; "+
-		"%d worlds of three nodes keeping replicas: %d replica pulls streamed (%d cut, %d resumed), %d nodes lost for good",
+		"%d worlds of three nodes keeping replicas: %d replica pulls streamed (%d cut, %d resumed), %d nodes lost for good, "+
+		"%d allocations lost under stop_after_client_disconnect (%d with a replica), %d replicas taken over",
 		c.Streams, c.Cuts, c.PeerKills, c.Resumes, c.TokensRefused, c.Lies, c.LiesCaught, c.Forged, c.ForgedRefused,
 		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy,
-		c.Hostile, c.Stalls, c.ReplicaWorlds, c.ReplicaStreams, c.ReplicaCuts, c.ReplicaResumes, c.NodesLost)
+		c.Hostile, c.Stalls, c.ReplicaWorlds, c.ReplicaStreams, c.ReplicaCuts, c.ReplicaResumes, c.NodesLost,
+		c.LostStopAfter, c.LostReplicated, c.Takeovers)
 }
 
 // xjob is a submitted job: one group of one task asking one slot of pg,
@@ -163,6 +176,9 @@ type xjob struct {
 	on      string // the node name it is constrained to, "" for any
 	kill    time.Duration
 	stopped bool
+	// stopAfter is its group's stop_after_client_disconnect, 0 for none
+	// (xtakeover.go).
+	stopAfter time.Duration
 }
 
 // xdata is one allocation's data as its task saw it.
@@ -234,11 +250,12 @@ func NewX(seed uint64, dir string, logger hclog.Logger) (*XWorld, error) {
 	w.replicas = replicaWorld(seed)
 	nodes := 2
 	if w.replicas {
-		w.cfg.Classes[0].Replicate = model.Replicate{Copies: 1, Every: xReplicaEvery}
+		w.cfg.Classes[0].Replicate = model.Replicate{Copies: replicaCopies(seed), Every: xReplicaEvery}
 		w.counts.ReplicaWorlds++
 		nodes = 3
 	}
-	w.logf("world: pg migrates, on_timeout = %q, release %s, encrypted %v, replicas %v", onTimeout, policy, w.encrypted, w.replicas)
+	w.logf("world: pg migrates, on_timeout = %q, release %s, encrypted %v, replicas %v (copies %d)", onTimeout, policy, w.encrypted, w.replicas,
+		w.cfg.Classes[0].Replicate.Copies)
 	w.cluster, err = scheduler.New(scheduler.Options{Preemption: true, Pick: w.pick, AllocID: w.nextAllocID})
 	if err != nil {
 		return nil, err
@@ -286,6 +303,8 @@ func (w *XWorld) Run(events []Event) []Violation {
 		}
 		w.reap()
 		w.noteModified()
+		w.noteLosses()
+		w.followUps()
 		if w.broken {
 			return w.violations
 		}
@@ -319,6 +338,7 @@ func (w *XWorld) advance(d time.Duration) {
 		return
 	}
 	w.now = w.now.Add(d)
+	w.heartbeatStops()
 	for _, n := range w.nodes {
 		n.finishKills()
 		if !w.now.Before(n.fullTill) && n.fullTill != (time.Time{}) {

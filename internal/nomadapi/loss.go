@@ -2,6 +2,7 @@ package nomadapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -23,6 +24,10 @@ import (
 // itself.
 type AllocLoss struct {
 	ID, ClientStatus string
+	// Namespace, JobID, TaskGroup and Name identify its place in its job:
+	// a replacement placed without naming it (PreviousAllocation) has the
+	// same (model.LostPredecessor).
+	Namespace, JobID, TaskGroup, Name string
 	// LostAt is the Time of the first AllocStates entry of Field 0
 	// (AllocStateFieldClientStatus) and Value "lost", as WaitClientStop
 	// reads it (structs.go lines 10780-10788); zero when there is none.
@@ -48,6 +53,7 @@ type AllocLoss struct {
 // nanoseconds.
 type lossAnswer struct {
 	ID, ClientStatus, TaskGroup string
+	Namespace, JobID, Name      string
 	AllocStates                 []struct {
 		Field uint8
 		Value string
@@ -89,9 +95,21 @@ func (c *Client) AllocationLoss(ctx context.Context, allocID string) (AllocLoss,
 	return loss, nil
 }
 
+// DecodeLoss reads an allocation as GET /v1/allocation/<id> answers it
+// (structs.Allocation in the agent's JSON, its job included) as AllocLoss:
+// AllocationLoss's reading, for a caller that holds the servers' answer
+// itself (the simulation's servers).
+func DecodeLoss(body []byte) (AllocLoss, error) {
+	var raw lossAnswer
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return AllocLoss{}, fmt.Errorf("decoding an allocation: %w", err)
+	}
+	return raw.loss()
+}
+
 // loss maps the answer.
 func (a *lossAnswer) loss() (AllocLoss, error) {
-	out := AllocLoss{ID: a.ID, ClientStatus: a.ClientStatus}
+	out := AllocLoss{ID: a.ID, ClientStatus: a.ClientStatus, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup, Name: a.Name}
 	for _, s := range a.AllocStates {
 		if s.Field != 0 {
 			continue

@@ -41,27 +41,27 @@ func TestAllocationLoss(t *testing.T) {
 		err   error
 	}{
 		{name: "lost, the group stopping its allocations after 1m",
-			alloc: &structs.Allocation{ID: id(1), TaskGroup: "g", ClientStatus: "lost",
+			alloc: &structs.Allocation{ID: id(1), Namespace: "default", JobID: "pg", Name: "pg.g[0]", TaskGroup: "g", ClientStatus: "lost",
 				AllocStates: []*structs.AllocState{state("lost", lostAt), state("lost", lostAt.Add(time.Minute))},
 				Job: job(func(tg *structs.TaskGroup) {
 					tg.StopAfterClientDisconnect, tg.ShutdownDelay = dur(time.Minute), dur(2*time.Second)
 				})},
-			want: AllocLoss{ID: id(1), ClientStatus: "lost", LostAt: lostAt, StopAfterClientDisconnect: time.Minute,
+			want: AllocLoss{ID: id(1), ClientStatus: "lost", Namespace: "default", JobID: "pg", TaskGroup: "g", Name: "pg.g[0]", LostAt: lostAt, StopAfterClientDisconnect: time.Minute,
 				KillTimeout: 20 * time.Second, ShutdownDelay: 5 * time.Second}},
 		{name: "unknown then lost, under max_client_disconnect",
 			alloc: &structs.Allocation{ID: id(2), TaskGroup: "g", ClientStatus: "lost",
 				AllocStates: []*structs.AllocState{state("unknown", lostAt.Add(-time.Hour)), state("lost", lostAt)},
 				Job:         job(func(tg *structs.TaskGroup) { tg.MaxClientDisconnect = dur(time.Hour) })},
-			want: AllocLoss{ID: id(2), ClientStatus: "lost", LostAt: lostAt, WasUnknown: true, MaxClientDisconnect: true,
+			want: AllocLoss{ID: id(2), ClientStatus: "lost", TaskGroup: "g", LostAt: lostAt, WasUnknown: true, MaxClientDisconnect: true,
 				KillTimeout: 20 * time.Second, ShutdownDelay: 3 * time.Second}},
 		{name: "max_client_disconnect = 0 is set",
 			alloc: &structs.Allocation{ID: id(3), TaskGroup: "g", ClientStatus: "running",
 				Job: job(func(tg *structs.TaskGroup) { tg.MaxClientDisconnect = dur(0) })},
-			want: AllocLoss{ID: id(3), ClientStatus: "running", MaxClientDisconnect: true, KillTimeout: 20 * time.Second,
+			want: AllocLoss{ID: id(3), ClientStatus: "running", TaskGroup: "g", MaxClientDisconnect: true, KillTimeout: 20 * time.Second,
 				ShutdownDelay: 3 * time.Second}},
 		{name: "running, never lost",
 			alloc: &structs.Allocation{ID: id(4), TaskGroup: "g", ClientStatus: "running", Job: job(nil)},
-			want:  AllocLoss{ID: id(4), ClientStatus: "running", KillTimeout: 20 * time.Second, ShutdownDelay: 3 * time.Second}},
+			want:  AllocLoss{ID: id(4), ClientStatus: "running", TaskGroup: "g", KillTimeout: 20 * time.Second, ShutdownDelay: 3 * time.Second}},
 		{name: "no job in the answer", alloc: &structs.Allocation{ID: id(5), TaskGroup: "g", ClientStatus: "lost"}, err: errNoGroup},
 		{name: "no such group in the job", alloc: &structs.Allocation{ID: id(6), TaskGroup: "gone", ClientStatus: "lost", Job: job(nil)},
 			err: errNoGroup},
@@ -90,11 +90,19 @@ func TestAllocationLoss(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := c.AllocationLoss(context.Background(), tc.alloc.ID)
+			var buf bytes.Buffer
+			if err := codec.NewEncoder(&buf, structs.JsonHandleWithExtensions).Encode(tc.alloc); err != nil {
+				t.Fatal(err)
+			}
+			decoded, derr := DecodeLoss(buf.Bytes())
 			if tc.err != nil {
-				if !errors.Is(err, tc.err) {
-					t.Fatalf("err %v, want %v", err, tc.err)
+				if !errors.Is(err, tc.err) || !errors.Is(derr, tc.err) {
+					t.Fatalf("err %v (DecodeLoss %v), want %v", err, derr, tc.err)
 				}
 				return
+			}
+			if derr != nil || decoded != got {
+				t.Errorf("DecodeLoss = %+v, %v; AllocationLoss read %+v", decoded, derr, got)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,106 @@
+package model
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
+)
+
+func TestLostPredecessor(t *testing.T) {
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	caller := Alloc{ID: "b", Namespace: "default", JobID: "pg", TaskGroup: "db", Name: "pg.db[0]"}
+	lost := func(id string, mod func(*LostAlloc)) LostAlloc {
+		l := LostAlloc{ID: id, Namespace: "default", JobID: "pg", TaskGroup: "db", Name: "pg.db[0]", ClientStatus: ClientLost,
+			LostAt: at, StopAfter: time.Minute}
+		if mod != nil {
+			mod(&l)
+		}
+		return l
+	}
+	tests := []struct {
+		name   string
+		caller Alloc
+		lost   []LostAlloc
+		want   string
+	}{
+		{name: "the lost allocation of its job, group and name", caller: caller, lost: []LostAlloc{lost("a", nil)}, want: "a"},
+		{name: "a caller that names its predecessor: Nomad's link stands", caller: func() Alloc { c := caller; c.PreviousAllocation = "x"; return c }(),
+			lost: []LostAlloc{lost("a", nil)}},
+		{name: "a caller without a name", caller: func() Alloc { c := caller; c.Name = ""; return c }(), lost: []LostAlloc{lost("a", nil)}},
+		{name: "another index of the group", caller: caller, lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.Name = "pg.db[1]" })}},
+		{name: "another job", caller: caller, lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.JobID = "web" })}},
+		{name: "another namespace", caller: caller, lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.Namespace = "ops" })}},
+		{name: "another group", caller: caller, lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.TaskGroup = "cache" })}},
+		{name: "not lost: running", caller: caller, lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus = ClientRunning })}},
+		{name: "not lost: unknown", caller: caller, lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus = ClientUnknown })}},
+		{name: "no stop_after_client_disconnect: Nomad links such a replacement itself", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.StopAfter = 0 })}},
+		{name: "max_client_disconnect", caller: caller, lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.MaxClientDisconnect = true })}},
+		{name: "itself", caller: caller, lost: []LostAlloc{lost("b", nil)}},
+		{name: "the one lost last of two", caller: caller,
+			lost: []LostAlloc{lost("a2", func(l *LostAlloc) { l.LostAt = at.Add(time.Hour) }), lost("a1", nil)}, want: "a2"},
+		{name: "the same time of loss: the higher ID, whatever the order", caller: caller,
+			lost: []LostAlloc{lost("a2", nil), lost("a1", nil)}, want: "a2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := LostPredecessor(tc.caller, tc.lost)
+			if ok != (tc.want != "") || got.ID != tc.want {
+				t.Fatalf("LostPredecessor = %q, %v; want %q", got.ID, ok, tc.want)
+			}
+		})
+	}
+}
+
+// TestLocalReplicaWithADatasetBelow: a replica a replication stream
+// brought a dataset below (the pull refused it, left for the operator) is
+// no replica to take over (sim seed 9710347: taken over, it was parked
+// data with a stranger below, X10).
+func TestLocalReplicaWithADatasetBelow(t *testing.T) {
+	const cls, name = "tank/nomad/pg", "tank/nomad/pg/replica-a-pg-1"
+	own := func(ds string) zfs.Dataset {
+		d := zfs.Dataset{Name: ds, Type: "filesystem", User: zfs.UserPropsOf(map[string]string{PropOwner: ds, PropState: string(StateReplica), PropHolder: "a"})}
+		return d
+	}
+	snap := zfs.Dataset{Name: name + "@replica-1", Type: "snapshot"}
+	for _, tc := range []struct {
+		name string
+		rows []zfs.Dataset
+		ok   bool
+	}{
+		{name: "a replica", rows: []zfs.Dataset{own(name), snap}, ok: true},
+		{name: "a dataset below it", rows: []zfs.Dataset{own(name), snap, {Name: name + "/from-a-peer", Type: "filesystem"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, ok := LocalReplica(cls, name, tc.rows); ok != tc.ok {
+				t.Fatalf("LocalReplica ok = %v, want %v", ok, tc.ok)
+			}
+		})
+	}
+}
+
+// TestPlanTakeReplicaAbortsAPartialReceive: a replica whose last pull was
+// cut mid-stream (a resume token) has its partial receive abandoned
+// before the takeover's mark and rename (sim seed 9710166: the slot it
+// became carried the partial receive for good, X4).
+func TestPlanTakeReplicaAbortsAPartialReceive(t *testing.T) {
+	const name = "tank/nomad/pg/replica-a-pg-1"
+	for _, tc := range []struct {
+		name, token string
+		abort       bool
+	}{
+		{name: "no partial receive"},
+		{name: "a partial receive", token: "1-abc-def", abort: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ReplicaCopy{Local: true, Replica: Replica{Dataset: name, Source: "a", Slot: "pg-1", Newest: 2,
+				Info: zfs.Dataset{Name: name, ResumeToken: tc.token}}, Snapshots: []string{name + "@replica-2"}}
+			p := PlanTakeReplica(Class{Name: "pg", StickyWait: time.Minute}, Alloc{ID: "a"}, r, time.Unix(1_800_000_000, 0))
+			first := p.Ops[0].Command
+			if got := first.Verb == zfs.VerbReceiveAbort && first.Name == name; got != tc.abort {
+				t.Fatalf("first op %+v; want the partial receive abandoned first: %v", first, tc.abort)
+			}
+		})
+	}
+}
