@@ -417,11 +417,13 @@ func TestReplicaNodeLoss(t *testing.T) {
 // stopped with SIGSTOP: its plugin and task run on) once node 2 holds a
 // replica of A's slot. First for a few seconds, well within the
 // heartbeats: nothing moves, A keeps running and writing, the replica goes
-// on. Then until the servers mark node 1 down and place B on node 2, and
-// thawed at once, long before B's Reserve may take the replica over
-// (model.TakeoverAt: 50 s after A's loss): no takeover; A's client stops
-// A, whose final data migrates to B as in a drain; B starts with A's last
-// write, nothing lost; the replica is kept (for sticky_wait) untouched.
+// on. Then until the servers mark node 1 down and A lost, and thawed at
+// once, long before B's Reserve may take the replica over
+// (model.TakeoverAt: 50 s after A's loss): no takeover; Nomad places B on
+// node 2 all the same, A's client stops A (it is lost: Nomad 1.6.2 does
+// not keep it), and A's final data migrates to B as in a drain; B starts
+// with A's last write, nothing lost; the replica is kept (for
+// sticky_wait).
 func TestReplicaPartitionHealed(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
@@ -453,28 +455,15 @@ func TestReplicaPartitionHealed(t *testing.T) {
 	}
 	t.Logf("a 3 s cut: A runs on, the replica went on to @replica-3")
 
-	// A long cut: node 1 down, A lost, B placed on node 2 and waiting in
-	// its Reserve; node 1 thawed before the takeover's time.
+	// A long cut: node 1 down and A lost, then node 1 thawed at once, 50 s
+	// before B's Reserve may take the replica over (Nomad places B 20 s
+	// after the loss, whatever the node does meanwhile).
 	frozeAt := time.Now()
 	n1.Freeze(t)
 	c.Server.WaitNodeStatus(t, n1.NodeID(), api.NodeStatusDown, disconnectTimeout)
 	waitAllocStatus(t, c.Server, a.alloc.ID, api.AllocClientStatusLost)
-	var bID string
-	waitFor(t, replaceTimeout+paced(15*time.Second), "B placed", func() (bool, string) {
-		stubs, _, err := c.Server.Client().Jobs().Allocations(job, true, nil)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, s := range stubs {
-			if s.ID != a.alloc.ID {
-				bID = s.ID
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d allocations", len(stubs))
-	})
 	n1.Thaw(t)
-	t.Logf("node 1 cut off for %s; B %s placed", time.Since(frozeAt).Round(100*time.Millisecond), bID[:8])
+	t.Logf("node 1 cut off for %s, until A was lost", time.Since(frozeAt).Round(100*time.Millisecond))
 	c.Server.WaitNodeStatus(t, n1.NodeID(), api.NodeStatusReady, disconnectTimeout)
 
 	b := waitWriting(t, c, n2, job, jobTimeout+2*time.Minute, a.alloc.ID)
