@@ -67,14 +67,14 @@ func replicaCluster(t *testing.T, name string) *testCluster {
 
 // replicaScript says what the slot held when the task started ("found:
 // <alloc> <n> <unix time>", the newest write there, or "found: "), writes
-// its token, then every second writes "<alloc> <n> <unix time>" to the
-// slot's file last (a rename: a replica holds one whole line) and the same
+// its token, then every second writes "<alloc> <n> <unix seconds>" (the
+// guest's busybox date has no fractions) to the slot's file last (a rename: a replica holds one whole line) and the same
 // to data.log in its alloc dir, which the test reads on the host whatever
 // the node's agent does. A raw_exec task: the slot is ZFS_STATE_HOST_PATH.
 const replicaScript = `trap 'exit 0' INT TERM; d=$ZFS_STATE_HOST_PATH; log=$NOMAD_ALLOC_DIR/data.log; ` +
 	`echo "found: $(cat "$d/last" 2>/dev/null)" >> "$log"; ` +
 	`echo "$NOMAD_ALLOC_ID" > "$d/token-$NOMAD_ALLOC_ID" && echo "wrote token" >> "$log"; n=0; ` +
-	`while :; do n=$((n+1)); w="$NOMAD_ALLOC_ID $n $(date +%s.%N)"; ` +
+	`while :; do n=$((n+1)); w="$NOMAD_ALLOC_ID $n $(date +%s)"; ` +
 	`echo "$w" > "$d/last.tmp" && mv "$d/last.tmp" "$d/last" && echo "wrote $w" >> "$log"; sleep 1; done`
 
 // replicaService is job id: one raw_exec task on a slot of class "state"
@@ -305,6 +305,7 @@ func TestReplicaNodeLoss(t *testing.T) {
 
 	c.Server.RunJob(t, replicaService(job, n1.NodeID()))
 	a := waitWriting(t, c, n1, job, jobTimeout)
+	t.Logf("A %s writing", a)
 	waitDeployed(t, c.Server, job)
 	startedAt := time.Now()
 	heldAt := waitReplica(t, c, n2, a, job, 2)
@@ -345,7 +346,7 @@ func TestReplicaNodeLoss(t *testing.T) {
 	t.Logf("takeover: node 1 killed -> B placed %s; B placed -> B's task started %s; the claim took %s\n  %s\n  %s",
 		placed.Sub(killedAt).Round(100*time.Millisecond), started.Sub(placed).Round(100*time.Millisecond), took, line, claim)
 	if rpo < 0 || rpo > replicaEvery+paced(30*time.Second) {
-		t.Errorf("RPO %s: more than replicate.every (%s) and one transfer", rpo, replicaEvery)
+		t.Errorf("RPO %s: more than replicate.every (%s) and one transfer (writes timed to the second)", rpo, replicaEvery)
 	}
 	if n := replicaSnapshots(t, replicaOf(n2, a)); len(n) != 0 {
 		t.Errorf("the replica %s is still there after the takeover: %v", replicaOf(n2, a), n)
@@ -434,8 +435,10 @@ func TestReplicaPartitionHealed(t *testing.T) {
 
 	c.Server.RunJob(t, replicaService(job, n1.NodeID()))
 	a := waitWriting(t, c, n1, job, jobTimeout)
+	t.Logf("A %s writing", a)
 	waitDeployed(t, c.Server, job)
 	waitReplica(t, c, n2, a, job, 2)
+	t.Logf("node 2 holds A's replica with an increment")
 	replica := replicaOf(n2, a)
 
 	// A short cut: within the heartbeats, nothing happens.
