@@ -326,29 +326,33 @@ func TestReplicaNodeLoss(t *testing.T) {
 	// started once its Reserve has taken the replica over (about 35 s
 	// later: the client's check interval and the margin for clocks).
 	b := waitWriting(t, c, n2, job, jobTimeout+2*time.Minute, a.alloc.ID)
+	placed := time.Unix(0, b.alloc.CreateTime)
+	started := taskStarted(allocInfo(t, c.Server, b.alloc.ID))
+	t.Logf("node 1 killed -> B placed %s (previous allocation %q); B placed -> B's task started %s",
+		placed.Sub(killedAt).Round(100*time.Millisecond), b.alloc.PreviousAllocation, started.Sub(placed).Round(100*time.Millisecond))
 	got, ok := b.found()
 	switch {
 	case !ok:
-		t.Fatalf("%s found no data of A in its slot: data.log:\n%s", b, b.log())
+		// Go on to node 1's return all the same: what becomes of A's
+		// original then is checked below.
+		t.Errorf("%s found no data of A in its slot: data.log:\n%s", b, b.log())
 	case got.alloc != a.alloc.ID:
-		t.Fatalf("%s found %s's write #%d, want A's (%s)", b, got.alloc, got.n, a.alloc.ID)
+		t.Errorf("%s found %s's write #%d, want A's (%s)", b, got.alloc, got.n, a.alloc.ID)
+	default:
+		if tok, err := readFileErr("/" + b.ds + "/token-" + a.alloc.ID); strings.TrimSpace(tok) != a.alloc.ID {
+			t.Errorf("%s: A's token = %q (%v), want A's ID", b, tok, err)
+		}
+		rpo := last.at.Sub(got.at)
+		line := checkTakeoverLogged(t, n2, b, true)
+		claim, took, _ := claimTook(n2.Agent, b.alloc.ID)
+		t.Logf("RPO %s: B found A's write #%d of %s; A's last was #%d of %s (replicate.every %s)",
+			rpo, got.n, got.at.Format("15:04:05"), last.n, last.at.Format("15:04:05"), replicaEvery)
+		t.Logf("takeover: the claim took %s\n  %s\n  %s", took, line, claim)
+		if rpo < 0 || rpo > replicaEvery+paced(30*time.Second) {
+			t.Errorf("RPO %s: more than replicate.every (%s) and one transfer (writes timed to the second)", rpo, replicaEvery)
+		}
 	}
-	if tok, err := readFileErr("/" + b.ds + "/token-" + a.alloc.ID); strings.TrimSpace(tok) != a.alloc.ID {
-		t.Errorf("%s: A's token = %q (%v), want A's ID", b, tok, err)
-	}
-	rpo := last.at.Sub(got.at)
-	placed := time.Unix(0, b.alloc.CreateTime)
-	started := taskStarted(allocInfo(t, c.Server, b.alloc.ID))
-	line := checkTakeoverLogged(t, n2, b, true)
-	claim, took, _ := claimTook(n2.Agent, b.alloc.ID)
-	t.Logf("RPO %s: B found A's write #%d of %s; A's last was #%d of %s (replicate.every %s)",
-		rpo.Round(time.Millisecond), got.n, got.at.Format("15:04:05.000"), last.n, last.at.Format("15:04:05.000"), replicaEvery)
-	t.Logf("takeover: node 1 killed -> B placed %s; B placed -> B's task started %s; the claim took %s\n  %s\n  %s",
-		placed.Sub(killedAt).Round(100*time.Millisecond), started.Sub(placed).Round(100*time.Millisecond), took, line, claim)
-	if rpo < 0 || rpo > replicaEvery+paced(30*time.Second) {
-		t.Errorf("RPO %s: more than replicate.every (%s) and one transfer (writes timed to the second)", rpo, replicaEvery)
-	}
-	if n := replicaSnapshots(t, replicaOf(n2, a)); len(n) != 0 {
+	if n := replicaSnapshots(t, replicaOf(n2, a)); ok && len(n) != 0 {
 		t.Errorf("the replica %s is still there after the takeover: %v", replicaOf(n2, a), n)
 	}
 	bGUID := mustLookup(t, b.ds).GUID
@@ -362,9 +366,11 @@ func TestReplicaNodeLoss(t *testing.T) {
 	}
 	n1.Restart(t)
 	c.Server.WaitNodeStatus(t, n1.NodeID(), api.NodeStatusReady, disconnectTimeout)
-	// A's slot parked for B (node 1 cannot tell B took a replica over),
-	// then kept aside once B shows running without it (model.PlanParked,
-	// ParkedRetain): retained, whatever the class's policy (destroy).
+	// A's slot kept aside, whatever the class's policy (destroy): parked
+	// for B and kept once B shows running without it (model.PlanParked,
+	// ParkedRetain), or, B naming no predecessor (Nomad 1.6.2), released
+	// as a lost holder's data in a class that keeps replicas
+	// (model.Class.KeepsLost).
 	var retained string
 	waitFor(t, jobTimeout, "A's original kept aside as retained data on node 1", func() (bool, string) {
 		all, err := lookupAll(n1.Pool.Parent + "/state")
@@ -378,7 +384,7 @@ func TestReplicaNodeLoss(t *testing.T) {
 				continue
 			}
 			state = append(state, name+": "+describeSlot(d))
-			if d.User.Get(propState) == "retained" && d.User.Get(propHolder) == a.alloc.ID {
+			if d.User.Get(propState) == "retained" && (d.User.Get(propHolder) == a.alloc.ID || strings.Contains(name, a.alloc.ID)) {
 				retained = name
 			}
 		}
@@ -388,11 +394,7 @@ func TestReplicaNodeLoss(t *testing.T) {
 	if tok, err := readFileErr("/" + retained + "/token-" + a.alloc.ID); strings.TrimSpace(tok) != a.alloc.ID {
 		t.Logf("retained %s: A's token not readable (%q, %v): retained data is not mounted", retained, tok, err)
 	}
-	if line := lastLine(n1.Logs(), "keeping parked data aside"); line == "" {
-		t.Errorf("node 1's plugin did not log why it kept A's data aside")
-	} else {
-		t.Logf("node 1: %s", line)
-	}
+	t.Logf("node 1: %s", lastLine(n1.Logs(), a.alloc.ID, "policy=snapshot"))
 	// Node 2 received nothing of A's; B's slot is the same dataset, and B
 	// runs on, writing.
 	waitFor(t, paced(2*replicaEvery), "B to write again after node 1's return", func() (bool, string) {

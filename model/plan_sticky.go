@@ -183,6 +183,11 @@ func PlanReleaseParked(cfg *Config, c Class, p Retained, why string, now time.Ti
 		return Plan{}, err
 	}
 	policy := c.Release.PolicyFor(p.Outcome)
+	if c.KeepsLost(p.Outcome) && !p.Migrated() {
+		// The replacement's node confirmed no final copy: this may be
+		// the only copy of the lost holder's last writes.
+		policy = PolicySnapshot
+	}
 	if p.Outcome == OutcomeMigrated {
 		// A copy of another node's data: the class's policy applies to
 		// the original, there. The copy (maybe a partial receive) goes.
