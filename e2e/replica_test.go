@@ -228,8 +228,8 @@ func replicaSnapshots(t testing.TB, ds string) map[int]bool {
 
 // waitReplica waits until node n publishes that it keeps a replica of
 // job's group (its device's replicas attribute, on the server's node
-// record) and holds a's replica with at least snapshot @replica-<k>: a
-// whole stream and k-1 increments. It returns when that was seen.
+// record) and holds a's replica at @replica-<k> or later: a whole stream
+// and at least k-1 increments. It returns when that was seen.
 func waitReplica(t *testing.T, c *testCluster, n *clusterNode, a replicaRun, job string, k int) time.Time {
 	t.Helper()
 	name := replicaOf(n, a)
@@ -250,8 +250,12 @@ func waitReplica(t *testing.T, c *testCluster, n *clusterNode, a replicaRun, job
 					}
 				}
 			}
-			snaps := replicaSnapshots(t, name)
-			return strings.Contains(attr, group) && snaps[k], fmt.Sprintf("replicas attribute %q; snapshots %v", attr, snaps)
+			snaps := replicaSnapshots(t, name) // only its newest: each pull drops the older
+			newest := 0
+			for n := range snaps {
+				newest = max(newest, n)
+			}
+			return strings.Contains(attr, group) && newest >= k, fmt.Sprintf("replicas attribute %q; snapshots %v", attr, snaps)
 		})
 	return time.Now()
 }
