@@ -57,6 +57,7 @@ func convertAlloc(a *api.Allocation) model.Alloc {
 		Namespace:          a.Namespace,
 		JobID:              a.JobID,
 		TaskGroup:          a.TaskGroup,
+		Name:               a.Name,
 		NodeID:             a.NodeID,
 		ClientStatus:       a.ClientStatus,
 		DesiredStatus:      a.DesiredStatus,

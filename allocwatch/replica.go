@@ -17,7 +17,8 @@ import (
 // LostAlloc converts what the servers say of an allocation's loss
 // (nomadapi.AllocationLoss) into what model.DecideTakeover reads.
 func LostAlloc(l nomadapi.AllocLoss) model.LostAlloc {
-	return model.LostAlloc{ID: l.ID, ClientStatus: l.ClientStatus, LostAt: l.LostAt, WasUnknown: l.WasUnknown,
+	return model.LostAlloc{ID: l.ID, Namespace: l.Namespace, JobID: l.JobID, TaskGroup: l.TaskGroup, Name: l.Name,
+		ClientStatus: l.ClientStatus, LostAt: l.LostAt, WasUnknown: l.WasUnknown,
 		StopAfter: l.StopAfterClientDisconnect, MaxClientDisconnect: l.MaxClientDisconnect, KillTimeout: l.KillTimeout,
 		ShutdownDelay: l.ShutdownDelay}
 }

@@ -103,10 +103,12 @@ func TestHTTPLoss(t *testing.T) {
 	a := apiAlloc(1, "lost", withDevice("db", "zfs", "dataset", "pg", "pg-1"))
 	a.Job.TaskGroups = []*api.TaskGroup{{Name: new("g"), StopAfterClientDisconnect: new(time.Minute),
 		Tasks: []*api.Task{{Name: "db", KillTimeout: new(20 * time.Second)}}}}
+	a.Name = "web.g[0]"
 	f.Upsert(a)
 	w := overHTTP(t, f, Config{NodeID: id(9)}, nil)
 	ctx := t.Context()
-	want := model.LostAlloc{ID: id(1), ClientStatus: "lost", StopAfter: time.Minute, KillTimeout: 20 * time.Second}
+	want := model.LostAlloc{ID: id(1), Namespace: "default", JobID: "web", TaskGroup: "g", Name: "web.g[0]", ClientStatus: "lost",
+		StopAfter: time.Minute, KillTimeout: 20 * time.Second}
 	if l, err := w.Loss(ctx, id(1)); err != nil || l != want {
 		t.Errorf("Loss = %+v, %v; want %+v", l, err, want)
 	}

@@ -53,6 +53,18 @@ func (m *Manager) readPrev(ctx context.Context, c model.Class, s model.Slot, cal
 		snap = m.snapshot()
 		prev, prevID, ok = model.Predecessor(c, caller, s.ID, snap)
 	}
+	if !ok && c.Sticky && c.Migrate.Enabled && c.Replicate.Enabled() && caller.PreviousAllocation == "" && m.cluster != nil {
+		// Nomad may have placed it for a lost allocation without naming
+		// it (model.LostPredecessor): one whose replica is here.
+		if id := m.lostPredecessor(ctx, c, caller); id != "" {
+			caller.PreviousAllocation = id
+			if err := m.lookupRemote(ctx, id); err != nil {
+				return nil, "", err
+			}
+			snap = m.snapshot()
+			prev, prevID, ok = model.Predecessor(c, caller, s.ID, snap)
+		}
+	}
 	if !ok {
 		return nil, "", nil
 	}

@@ -47,6 +47,47 @@ func (m *Manager) readTakeover(ctx context.Context, c model.Class, prev model.Al
 	return tk
 }
 
+// lostPredecessor is the lost allocation caller replaces though Nomad
+// names none (model.LostPredecessor), among those whose replicas of class
+// c this node holds for caller's group (as the last scan listed them),
+// each as the servers answer for it; "" for none. An answer that fails
+// is no loss (logged, and asked again at the Reserve's next look).
+func (m *Manager) lostPredecessor(ctx context.Context, c model.Class, caller model.Alloc) string {
+	v, _ := m.View()
+	if v == nil {
+		return ""
+	}
+	group := model.ReplicaGroup(caller)
+	var lost []model.LostAlloc
+	seen := map[string]bool{}
+	var reps []model.Replica
+	for i := range v.Classes {
+		if v.Classes[i].Class.Name == c.Name {
+			reps = v.Classes[i].Replicas
+		}
+	}
+	for _, r := range reps {
+		if r.Group != group || r.Source == caller.ID || seen[r.Source] {
+			continue
+		}
+		seen[r.Source] = true
+		l, err := m.cluster.Loss(ctx, r.Source)
+		if err != nil {
+			m.logger.Warn("reserve: cannot read the loss of an allocation whose replica is here", "alloc_id", caller.ID,
+				"replica_of", r.Source, "error", err)
+			continue
+		}
+		lost = append(lost, l)
+	}
+	l, ok := model.LostPredecessor(caller, lost)
+	if !ok {
+		return ""
+	}
+	m.logger.Info("reserve: replaces a lost allocation Nomad does not name (stop_after_client_disconnect)", "alloc_id", caller.ID,
+		"predecessor", l.ID, "name", caller.Name)
+	return l.ID
+}
+
 // takeover runs a takeover's plan (model.PlanTakeReplica) on replica
 // mv.Dataset under its lock (the replica loop's) and then the parked
 // name's (a pass's release of parked data, a migration's pull into it).

@@ -21,8 +21,10 @@ func (deadFetcher) Fetch(context.Context, transfer.Request, transfer.Into) (tran
 // keeping a replica of it with two increments (the second holding
 // "newest"), then A's node gone: A lost, B placed on the replica node
 // in A's place, nothing answering from A's node. at is A's takeover
-// time (model.TakeoverAt); c the cluster.
-func takeoverWorld(t *testing.T) (n *migrationNode, c *cluster, clock *time.Time, at time.Time, b model.Alloc) {
+// time (model.TakeoverAt); c the cluster. unnamed: Nomad places B as it
+// does under stop_after_client_disconnect, naming no predecessor (B's
+// PreviousAllocation, A's NextAllocation empty), under A's name.
+func takeoverWorld(t *testing.T, unnamed ...bool) (n *migrationNode, c *cluster, clock *time.Time, at time.Time, b model.Alloc) {
 	t.Helper()
 	w := newReplicaWorld(t)
 	ctx := t.Context()
@@ -47,8 +49,12 @@ func takeoverWorld(t *testing.T) (n *migrationNode, c *cluster, clock *time.Time
 	a.NextAllocation = "b0b0b0b0-0000-0000-0000-00000000000b"
 	b = pgAlloc(a.NextAllocation, w.chosen, 20, model.ClientPending, model.DesiredRun)
 	b.PreviousAllocation = a.ID
-	loss := model.LostAlloc{ID: a.ID, ClientStatus: model.ClientLost, LostAt: lostAt, StopAfter: time.Minute,
-		KillTimeout: 10 * time.Second}
+	a.Name, b.Name = a.JobID+"."+a.TaskGroup+"[0]", a.JobID+"."+a.TaskGroup+"[0]"
+	if len(unnamed) > 0 && unnamed[0] {
+		a.NextAllocation, b.PreviousAllocation = "", ""
+	}
+	loss := model.LostAlloc{ID: a.ID, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup, Name: a.Name,
+		ClientStatus: model.ClientLost, LostAt: lostAt, StopAfter: time.Minute, KillTimeout: 10 * time.Second}
 	w.c.mu.Lock()
 	w.c.allocs = []model.Alloc{a, b}
 	w.c.losses = map[string]model.LostAlloc{a.ID: loss}
@@ -63,7 +69,16 @@ func takeoverWorld(t *testing.T) (n *migrationNode, c *cluster, clock *time.Time
 // is granted pg-1 holding A's newest replicated data, mounted; the
 // replica and the parked data it became are gone.
 func TestReserveTakesOverTheLocalReplica(t *testing.T) {
-	n, _, clock, at, b := takeoverWorld(t)
+	for _, unnamed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "B names A", true: "B names no predecessor (stop_after_client_disconnect)"}[unnamed], func(t *testing.T) {
+			reserveTakesOver(t, unnamed)
+		})
+	}
+}
+
+// reserveTakesOver is TestReserveTakesOverTheLocalReplica's body.
+func reserveTakesOver(t *testing.T, unnamed bool) {
+	n, _, clock, at, b := takeoverWorld(t, unnamed)
 	*clock = at
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -21,6 +21,10 @@ type Device struct {
 // Alloc is the part of an allocation the slot lifecycle needs.
 type Alloc struct {
 	ID, Namespace, JobID, JobType, TaskGroup, NodeID string
+	// Name is Nomad's "<job>.<group>[<index>]": a replacement Nomad places
+	// without naming its predecessor (PreviousAllocation) takes a lost
+	// allocation's free index, so its name (LostPredecessor).
+	Name string
 	// ClientStatus: pending, running, complete, failed, lost, unknown.
 	// DesiredStatus: run, stop, evict.
 	ClientStatus, DesiredStatus string

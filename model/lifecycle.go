@@ -197,5 +197,11 @@ func inheritsAtReserve(c Class, a Alloc, id string, snap *Snapshot) bool {
 	// Its predecessor ran on another node (maybe not looked up yet): its
 	// Reserve waits for the copy, and records it then.
 	_, local := localAlloc(snap, a.PreviousAllocation)
+	if c.Sticky && c.Migrate.Enabled && a.PreviousAllocation == "" && c.Replicate.Enabled() {
+		// It may replace a lost allocation Nomad does not name
+		// (LostPredecessor): only its Reserve asks the servers, and it
+		// records it then.
+		return true
+	}
 	return c.Sticky && c.Migrate.Enabled && a.PreviousAllocation != "" && !local
 }

@@ -64,6 +64,10 @@ const (
 // it runs), never as A's node says: that node may be gone.
 type LostAlloc struct {
 	ID string
+	// Namespace, JobID, TaskGroup and Name (Nomad's "<job>.<group>[<index>]")
+	// place it in its job: LostPredecessor pairs a replacement that names
+	// no predecessor with it by them.
+	Namespace, JobID, TaskGroup, Name string
 	// ClientStatus as the servers have it: "lost" once they marked it so.
 	ClientStatus string
 	// LostAt is the Time of A's first AllocStates entry with Field 0

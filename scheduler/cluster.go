@@ -246,6 +246,31 @@ func (c *Cluster) UpdateAllocClient(allocID, clientStatus string, tasks map[stri
 	return &ev, err
 }
 
+// LostSince rewrites when the servers recorded that allocation allocID
+// turned lost (the Time of its first AllocStates entry saying so, which
+// WaitClientStop counts stop_after_client_disconnect from) to d before the
+// wall clock: Nomad's reconciler compares it with time.Now, and a caller in
+// simulated time, where d of that time has passed since the loss, says so
+// before it evaluates the job again. An allocation never marked lost is an
+// error.
+func (c *Cluster) LostSince(allocID string, d time.Duration) error {
+	old, err := c.store.AllocByID(nil, allocID)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		return fmt.Errorf("allocation %s not found", allocID)
+	}
+	upd := old.Copy()
+	for _, st := range upd.AllocStates {
+		if st.Field == structs.AllocStateFieldClientStatus && st.Value == structs.AllocClientStatusLost {
+			st.Time = time.Now().Add(-d)
+			return c.store.UpsertAllocs(structs.MsgTypeTestSetup, c.nextIndex(), []*structs.Allocation{upd})
+		}
+	}
+	return fmt.Errorf("allocation %s was never marked lost", allocID)
+}
+
 // GC deletes allocations from the state, as the servers' garbage collector
 // or `nomad system gc` does. Each must be terminal (Nomad GCs nothing
 // else).

@@ -107,6 +107,12 @@ type Group struct {
 	// renamed it disconnect { lost_after }): its allocations on a
 	// disconnected node go unknown instead of lost.
 	LostAfter time.Duration
+	// StopAfter, if set, is the group's stop_after_client_disconnect: the
+	// servers place the replacement of an allocation lost with its node
+	// only once WaitClientStop has passed (the time it turned lost, plus
+	// StopAfter and the longest kill_timeout), by their clock: a caller in
+	// simulated time moves that clock with Cluster.LostSince.
+	StopAfter time.Duration
 }
 
 // Task is one task. Version is its config: changing it is a destructive
@@ -161,6 +167,10 @@ func (j Job) toStructs() (*structs.Job, error) {
 		if g.LostAfter > 0 {
 			lostAfter := g.LostAfter
 			tg.MaxClientDisconnect = &lostAfter
+		}
+		if g.StopAfter > 0 {
+			stopAfter := g.StopAfter
+			tg.StopAfterClientDisconnect = &stopAfter
 		}
 		for _, t := range g.Tasks {
 			st := &structs.Task{Name: t.Name, Driver: "mock_driver",

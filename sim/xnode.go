@@ -291,7 +291,7 @@ func (w *XWorld) toModel(sa *structs.Allocation) model.Alloc {
 }
 
 func toModel(sa *structs.Allocation) model.Alloc {
-	a := model.Alloc{ID: sa.ID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, NodeID: sa.NodeID,
+	a := model.Alloc{ID: sa.ID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, NodeID: sa.NodeID, Name: sa.Name,
 		ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus, ModifyIndex: sa.ModifyIndex, CreateIndex: sa.CreateIndex,
 		PreviousAllocation: sa.PreviousAllocation, NextAllocation: sa.NextAllocation, TaskStates: map[string]string{}}
 	if sa.Job != nil {

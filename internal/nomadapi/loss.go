@@ -23,6 +23,10 @@ import (
 // itself.
 type AllocLoss struct {
 	ID, ClientStatus string
+	// Namespace, JobID, TaskGroup and Name identify its place in its job:
+	// a replacement placed without naming it (PreviousAllocation) has the
+	// same (model.LostPredecessor).
+	Namespace, JobID, TaskGroup, Name string
 	// LostAt is the Time of the first AllocStates entry of Field 0
 	// (AllocStateFieldClientStatus) and Value "lost", as WaitClientStop
 	// reads it (structs.go lines 10780-10788); zero when there is none.
@@ -48,6 +52,7 @@ type AllocLoss struct {
 // nanoseconds.
 type lossAnswer struct {
 	ID, ClientStatus, TaskGroup string
+	Namespace, JobID, Name      string
 	AllocStates                 []struct {
 		Field uint8
 		Value string
@@ -91,7 +96,7 @@ func (c *Client) AllocationLoss(ctx context.Context, allocID string) (AllocLoss,
 
 // loss maps the answer.
 func (a *lossAnswer) loss() (AllocLoss, error) {
-	out := AllocLoss{ID: a.ID, ClientStatus: a.ClientStatus}
+	out := AllocLoss{ID: a.ID, ClientStatus: a.ClientStatus, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup, Name: a.Name}
 	for _, s := range a.AllocStates {
 		if s.Field != 0 {
 			continue

@@ -20,6 +20,7 @@ import (
 // the watcher and for every Reserve was most of the plugin's CPU.
 type nodeAlloc struct {
 	ID, Namespace, JobID, TaskGroup, NodeID string
+	Name                                    string
 	ClientStatus, DesiredStatus             string
 	ModifyIndex, CreateIndex                uint64
 	PreviousAllocation, NextAllocation      string
@@ -40,7 +41,7 @@ type nodeAlloc struct {
 // holds.
 func (n *nodeAlloc) allocation() *api.Allocation {
 	a := &api.Allocation{
-		ID: n.ID, Namespace: n.Namespace, JobID: n.JobID, TaskGroup: n.TaskGroup, NodeID: n.NodeID,
+		ID: n.ID, Namespace: n.Namespace, JobID: n.JobID, TaskGroup: n.TaskGroup, NodeID: n.NodeID, Name: n.Name,
 		ClientStatus: n.ClientStatus, DesiredStatus: n.DesiredStatus,
 		ModifyIndex: n.ModifyIndex, CreateIndex: n.CreateIndex,
 		PreviousAllocation: n.PreviousAllocation, NextAllocation: n.NextAllocation,
