@@ -63,17 +63,22 @@ e2e: nomad ## End-to-end tests: real Nomad (1.6.2, or NOMAD_BIN) and real OpenZF
 # four three-agent cluster tests (make e2e-cluster; CI runs the drain that
 # moves the data and the node cut off and back), and the gigabyte handover,
 # a measurement that saturates the guest for most of the suite
-# (make bench-handover).
-E2E_NOT_IN_CI := ^(TestMigrateSenderKilled|TestMigrateUpdateMovedByAffinity|TestStickyHandoverTimeIndependentOfSize)$$
+# (make bench-handover), and the replica tests (make e2e-replica), which
+# wait out Nomad's stop_after_client_disconnect and the takeover's margin.
+E2E_NOT_IN_CI := ^(TestMigrateSenderKilled|TestMigrateUpdateMovedByAffinity|TestStickyHandoverTimeIndependentOfSize|TestReplicaNodeLoss|TestReplicaPartitionHealed)$$
+E2E_REPLICA := ^(TestReplicaNodeLoss|TestReplicaPartitionHealed)$$
 E2E_CLUSTER := ^(TestPartitionReconnect|TestMigrateNodeDrain|TestMigrateSenderKilled|TestMigrateUpdateMovedByAffinity)$$
 
 # CI runs 3 tests at once, not 8: the runner's two cores are shared.
 E2E_CI_PARALLEL ?= 3
-e2e-ci: nomad ## CI's e2e: the suite on the agent (1.6.2, or NOMAD_BIN) but E2E_NOT_IN_CI (make e2e-cluster, make bench-handover).
+e2e-ci: nomad ## CI's e2e: the suite on the agent (1.6.2, or NOMAD_BIN) but E2E_NOT_IN_CI (make e2e-cluster, make e2e-replica, make bench-handover).
 	NDZ_E2E_PARALLEL=$${NDZ_E2E_PARALLEL:-$(E2E_CI_PARALLEL)} scripts/e2e.sh -test.skip '$(E2E_NOT_IN_CI)'
 
 e2e-cluster: nomad ## The three-agent cluster tests (a partition, data moved by a drain, an update, a killed sender): 4 minutes on a quiet machine.
 	scripts/e2e.sh -test.run '$(E2E_CLUSTER)'
+
+e2e-replica: nomad ## The replica tests on the three-agent cluster (a node lost and its replica taken over, then back; a partition healed before the takeover).
+	scripts/e2e.sh -test.run '$(E2E_REPLICA)'
 
 demo: nomad ## Run the product end to end: slots, a job, its data, the release.
 	scripts/demo.sh
@@ -154,4 +159,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries, licences.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist licences nomad test unit e2e e2e-ci e2e-cluster demo bench bench-churn bench-cutover bench-handover bench-scan fuzz sim sim-node sim-nodes mutants check clean
+.PHONY: help build dist licences nomad test unit e2e e2e-ci e2e-cluster e2e-replica demo bench bench-churn bench-cutover bench-handover bench-scan fuzz sim sim-node sim-nodes mutants check clean

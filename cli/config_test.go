@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadtest"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer/transfertest"
 )
 
 func TestLoadAgentConfig(t *testing.T) {
@@ -89,8 +91,23 @@ func TestSettingsOfTheExamples(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
 	}
+	var tls *strings.Replacer
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			must(t, err)
+			if strings.Contains(string(src), "transfer {") {
+				// The TLS files are a node's own: made here as an
+				// operator makes them (the settings read them).
+				if tls == nil {
+					pki := transfertest.NewPKI(t, nomadtest.Binary(t))
+					cert, key := pki.Cert(t, "-client")
+					tls = strings.NewReplacer("/etc/nomad.d/tls/nomad-agent-ca.pem", pki.CAFile,
+						"/etc/nomad.d/tls/global-client-nomad.pem", cert, "/etc/nomad.d/tls/global-client-nomad-key.pem", key)
+				}
+				f = filepath.Join(t.TempDir(), filepath.Base(f))
+				must(t, os.WriteFile(f, []byte(tls.Replace(string(src))), 0o644))
+			}
 			_, st, err := loadSettings([]string{f})
 			must(t, err)
 			if st.Slots.Parent == "" || len(st.Slots.Classes) == 0 {

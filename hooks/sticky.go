@@ -140,10 +140,10 @@ func (m *Manager) runParked(ctx context.Context, cv *model.ClassView) bool {
 			looked[step.Lookup] = a
 			step = model.PlanParked(cv.Class, p, cv.Slots, snap, looked, m.now())
 		}
-		if step.Kind != model.ParkedRelease {
+		if step.Kind != model.ParkedRelease && step.Kind != model.ParkedRetain {
 			continue
 		}
-		err := m.releaseParked(ctx, cv.Class, p, step.Reason)
+		err := m.releaseParked(ctx, cv.Class, p, step.Reason, step.Kind == model.ParkedRetain)
 		switch {
 		case errors.Is(err, errParkedMoved):
 			m.logger.Info("parked data changed since the scan; next pass", "dataset", p.Dataset, "error", err)
@@ -176,7 +176,8 @@ var (
 
 // releaseParked gives parked data no replacement will claim back by the
 // class's policy for its holder's outcome: the snapshot policy keeps it as
-// retained data, the others destroy it.
+// retained data, the others destroy it; aside, it keeps it as retained
+// data whatever the policy (model.ParkedRetain).
 //
 // The pass plans from a scan, and a Reserve may have claimed the data since
 // (the scan runs beside the lifecycle): p is read again under its lock and
@@ -185,7 +186,7 @@ var (
 // finishes under the slot's lock: that lock is taken first, as Reserve
 // takes it before a parked dataset's, and skipped when busy, as a pass's
 // step skips a slot in a Reserve.
-func (m *Manager) releaseParked(ctx context.Context, c model.Class, p model.Retained, why string) error {
+func (m *Manager) releaseParked(ctx context.Context, c model.Class, p model.Retained, why string, aside bool) error {
 	if id := path.Base(p.Dataset); p.Dataset == m.cfg.SlotDataset(c.Name, id) {
 		slot := m.locks.get(id)
 		if !slot.TryLock() {
@@ -206,6 +207,9 @@ func (m *Manager) releaseParked(ctx context.Context, c model.Class, p model.Reta
 		return fmt.Errorf("%w: %s", errParkedMoved, p.Dataset)
 	}
 	plan, err := model.PlanReleaseParked(m.cfg, c, *cur, why, m.now())
+	if aside {
+		plan, err = model.PlanRetainParked(m.cfg, c, *cur, why, m.now())
+	}
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func PlanRelease(in ReleaseInput) (Plan, error) {
 	}
 
 	policy := c.PolicyFor(s, in.Outcome)
-	if policy != c.Release.PolicyFor(in.Outcome) && !s.Orphan {
+	if policy == PolicyDestroy && policy != c.Release.PolicyFor(in.Outcome) && !s.Orphan {
 		p.Notes = append(p.Notes, Note{Msg: "no pristine snapshot to roll back to; destroying instead", KV: []any{"dataset", s.Dataset}, Warn: true})
 	}
 	p.Doing, p.Policy = fmt.Sprintf("releasing %s (%s)", s.Dataset, policy), string(policy)

@@ -183,6 +183,11 @@ func PlanReleaseParked(cfg *Config, c Class, p Retained, why string, now time.Ti
 		return Plan{}, err
 	}
 	policy := c.Release.PolicyFor(p.Outcome)
+	if c.KeepsLost(p.Outcome) && !p.Migrated() {
+		// The replacement's node confirmed no final copy: this may be
+		// the only copy of the lost holder's last writes.
+		policy = PolicySnapshot
+	}
 	if p.Outcome == OutcomeMigrated {
 		// A copy of another node's data: the class's policy applies to
 		// the original, there. The copy (maybe a partial receive) goes.
@@ -190,14 +195,7 @@ func PlanReleaseParked(cfg *Config, c Class, p Retained, why string, now time.Ti
 	}
 	plan := Plan{Notes: []Note{{Msg: "releasing parked data", KV: []any{"dataset", p.Dataset, "alloc_id", p.Holder, "policy", policy, "why", why}}}}
 	if policy == PolicySnapshot {
-		snap := p.Dataset + "@" + RetainedSnapshot
-		plan.Ops = []Op{snapshotOp(snap), holdOp(snap), setOp(p.Dataset, RetainedParkedProps(p.Dataset, now, now.Add(c.Release.Retain)))}
-		// A migration's snapshots (the sender leaves them to the policy,
-		// DecideSend) are not kept with retained data: they would pin
-		// what the data no longer has for the whole retention. After the
-		// mark: until then @migrated is what the release is decided
-		// from. A crash between the two leaves them to the prune.
-		plan.Ops = append(plan.Ops, dropSnapshots(migrationSnapshots(p.OwnSnapshots))...)
+		plan.Ops = retainParkedOps(c, p, now)
 		return plan, nil
 	}
 	// The decision first, on the data itself: what it was made from may
@@ -211,4 +209,32 @@ func PlanReleaseParked(cfg *Config, c Class, p Retained, why string, now time.Ti
 	}
 	plan.Ops = append(append(plan.Ops, dropSnapshots(p.OwnSnapshots)...), destroyOp(p.Dataset))
 	return plan, nil
+}
+
+// PlanRetainParked keeps parked data p aside as retained data whatever
+// the class's policy (PlanParked's ParkedRetain: it may hold writes its
+// replacement has not), for the class's retain and under its retain_max,
+// as any retained data: the operator reads it (`status`), and `purge` or
+// the retention ends it. Nothing is planned for data with anything
+// foreign below it.
+func PlanRetainParked(cfg *Config, c Class, p Retained, why string, now time.Time) (Plan, error) {
+	if err := CheckDestroyRetained(cfg, p); err != nil {
+		return Plan{}, err
+	}
+	return Plan{Ops: retainParkedOps(c, p, now), Notes: []Note{{Msg: "keeping parked data aside: its replacement started without it",
+		KV: []any{"dataset", p.Dataset, "alloc_id", p.Holder, "policy", PolicySnapshot, "why", why}, Warn: true}}}, nil
+}
+
+// retainParkedOps make parked data p retained data: its own snapshot
+// held, its marks those of retained data expiring after the class's
+// retain.
+func retainParkedOps(c Class, p Retained, now time.Time) []Op {
+	snap := p.Dataset + "@" + RetainedSnapshot
+	ops := []Op{snapshotOp(snap), holdOp(snap), setOp(p.Dataset, RetainedParkedProps(p.Dataset, now, now.Add(c.Release.Retain)))}
+	// A migration's snapshots (the sender leaves them to the policy,
+	// DecideSend) are not kept with retained data: they would pin what
+	// the data no longer has for the whole retention. After the mark:
+	// until then @migrated is what the release is decided from. A crash
+	// between the two leaves them to the prune.
+	return append(ops, dropSnapshots(migrationSnapshots(p.OwnSnapshots))...)
 }

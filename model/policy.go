@@ -82,15 +82,31 @@ func (r Release) PolicyFor(outcome string) Policy {
 // An orphan is never made ready again: an idle one, and one whose policy
 // rolls back, is destroyed; the snapshot policy still keeps its holder's
 // data aside. A removed class has no policy left (Config.Class): destroy.
+//
+// In a class that keeps replicas, a lost holder's data is kept aside
+// (KeepsLost) whatever the policy.
 func (c Class) PolicyFor(s Slot, outcome string) Policy {
 	p := c.Release.PolicyFor(outcome)
 	switch {
 	case s.Orphan && (outcome == OutcomeRetired || p == PolicyRollback):
 		return PolicyDestroy
+	case c.KeepsLost(outcome):
+		return PolicySnapshot
 	case p == PolicyRollback && !s.HasPristine:
 		return PolicyDestroy
 	}
 	return p
+}
+
+// KeepsLost reports whether data whose holder ended with outcome is kept
+// aside as retained data whatever the class's policy: the holder was
+// lost, in a class that keeps replicas. Nomad may have replaced it on
+// another node without naming it (Nomad 1.6.2 under
+// stop_after_client_disconnect places a new allocation, PreviousAllocation
+// empty: docs/node-loss.md), started from a replica or empty: this node,
+// back, may hold the only copy of its last writes. The operator decides.
+func (c Class) KeepsLost(outcome string) bool {
+	return c.Replicate.Enabled() && outcome == OutcomeLost
 }
 
 // MarksRelease reports whether a release of s must first record itself on

@@ -3,6 +3,7 @@ package model
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -58,6 +59,38 @@ func TestClearedOnReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ClearedOnReady(tc.slot, tc.marked); !slices.Equal(got, tc.want) {
 				t.Fatalf("ClearedOnReady = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestKeepsLost: in a class that keeps replicas, a lost holder's data is
+// kept aside whatever the policy (Nomad 1.6.2 may have replaced it
+// elsewhere without naming it); any other outcome, and a class without
+// replicas, follow the policy.
+func TestKeepsLost(t *testing.T) {
+	replicas := Replicate{Copies: 1, Every: time.Minute}
+	held := Slot{ID: "pg-1", HasPristine: true}
+	cases := []struct {
+		name    string
+		class   Class
+		slot    Slot
+		outcome string
+		want    Policy
+	}{
+		{"replicas, lost, destroy: kept", Class{Replicate: replicas}, held, OutcomeLost, PolicySnapshot},
+		{"replicas, lost, rollback: kept", Class{Replicate: replicas, Release: Release{Policy: PolicyRollback}}, held, OutcomeLost, PolicySnapshot},
+		{"replicas, lost, on_failure destroy: kept", Class{Replicate: replicas, Release: Release{Policy: PolicySnapshot, OnFailure: PolicyDestroy}},
+			held, OutcomeLost, PolicySnapshot},
+		{"replicas, failed: the policy", Class{Replicate: replicas}, held, OutcomeFailed, PolicyDestroy},
+		{"replicas, complete: the policy", Class{Replicate: replicas, Release: Release{Policy: PolicyRollback}}, held, OutcomeComplete, PolicyRollback},
+		{"no replicas, lost: the policy", Class{}, held, OutcomeLost, PolicyDestroy},
+		{"replicas, an orphan retired: destroyed", Class{Replicate: replicas}, Slot{ID: "pg-9", Orphan: true}, OutcomeRetired, PolicyDestroy},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.class.PolicyFor(tc.slot, tc.outcome); got != tc.want {
+				t.Errorf("PolicyFor = %s, want %s", got, tc.want)
 			}
 		})
 	}

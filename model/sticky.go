@@ -337,6 +337,10 @@ const (
 	// ParkedFinish: a crash came between the park's rename and the rewrite
 	// of the data's own marks; finish them (PlanFinishParked).
 	ParkedFinish
+	// ParkedRetain: none will, and it may hold the only copy of writes
+	// its replacement does not have; kept aside as retained data whatever
+	// the class's policy (PlanRetainParked).
+	ParkedRetain
 )
 
 // ParkedStep is PlanParked's answer.
@@ -399,6 +403,16 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[st
 		return release("its replacement %s ended without claiming it", short(next.ID))
 	case p.Migrated():
 		return release("its replacement %s's node holds its final copy", short(next.ID))
+	case c.Replicate.Enabled() && snap.NodeID != "" && next.NodeID != "" && next.NodeID != snap.NodeID && anyRunning([]Alloc{next}) &&
+		!p.FinalSent():
+		// The replacement started on its node without this data's final
+		// snapshot: it took a replica over (A was lost with this node,
+		// which is back), or started as on_timeout said. Its node pulls
+		// no more (Migration.Settled), and this data holds what A wrote
+		// after the replica: never sent over the replacement's data,
+		// never destroyed by a policy, but kept aside for the operator.
+		return ParkedStep{Kind: ParkedRetain, Reason: fmt.Sprintf("its replacement %s started on node %s without it (a replica taken "+
+			"over, or on_timeout): it may hold writes that replacement has not; kept aside for the operator", short(next.ID), short(next.NodeID))}
 	case snap.NodeID != "" && next.NodeID != "" && next.NodeID != snap.NodeID:
 		return ParkedStep{Kind: ParkedKeep, Reason: fmt.Sprintf("waiting for node %s, where %s runs, to copy it", short(next.NodeID), short(next.ID))}
 	}

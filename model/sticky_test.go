@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,6 +80,10 @@ func TestPlanParked(t *testing.T) {
 	heldBy := func(id, holder string) Slot { return Slot{ID: id, Exists: true, State: StateHeld, Holder: holder} }
 	remoteA := stickyAlloc("A", "complete", "stop", "", "B", "pg-1") // A, looked up: it ran on another node
 	remoteA.NodeID = "other"
+	replicating := migrating
+	replicating.Replicate = Replicate{Copies: 1, Every: time.Minute}
+	lostA := stickyAlloc("A", "lost", "stop", "", "B", "pg-1") // A, lost with this node, which is back
+	withSnap := func(snap string) Retained { q := p; q.OwnSnapshots = []string{p.Dataset + "@" + snap}; return q }
 	cases := []struct {
 		name   string
 		class  Class
@@ -144,6 +149,28 @@ func TestPlanParked(t *testing.T) {
 			snap:   snapOf(stickyAlloc("B", "running", "run", "A", "", "pg-2")),
 			slots:  []Slot{heldBy("pg-2", "B")},
 			looked: map[string]Alloc{"A": remoteA}, want: ParkedRelease},
+		{name: "replicate: the replacement started elsewhere without it (a replica taken over): kept aside", class: replicating, p: p,
+			snap:   snapOf(lostA),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "running"}}, want: ParkedRetain},
+		{name: "replicate: the replacement's task runs elsewhere, its client not yet said so: kept aside", class: replicating, p: p,
+			snap:   snapOf(lostA),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "pending", TaskStates: map[string]string{"t": "running"}}},
+			want:   ParkedRetain},
+		{name: "replicate: the replacement still waits elsewhere: keep, for its pull", class: replicating, p: p,
+			snap:   snapOf(lostA),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "pending"}}, want: ParkedKeep},
+		{name: "replicate: the final copy sent, the replacement started with it: keep for the confirmation", class: replicating,
+			p: withSnap(MigrateFinal), snap: snapOf(lostA),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "running"}}, want: ParkedKeep},
+		{name: "replicate: the replacement's node holds the final copy: release", class: replicating,
+			p: withSnap(Migrated), snap: snapOf(lostA),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "running"}}, want: ParkedRelease},
+		{name: "replicate: the replacement started here (on_timeout, no copy): not this rule", class: replicating, p: p,
+			snap:  snapOf(lostA, stickyAlloc("B", "running", "run", "A", "", "pg-2")),
+			slots: []Slot{heldBy("pg-2", "B")}, want: ParkedRelease},
+		{name: "migrate without replicas: the replacement started elsewhere: keep until sticky_wait", class: migrating, p: p,
+			snap:   snapOf(lostA),
+			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "running"}}, want: ParkedKeep},
 		{name: "a park a crash interrupted is finished", class: class,
 			p:    Retained{Dataset: p.Dataset, State: StateReleasing, Holder: "A"},
 			snap: snapOf(), want: ParkedFinish},
@@ -334,6 +361,48 @@ func TestPlansAfterAMigration(t *testing.T) {
 				if _, err := c.Args(); err != nil {
 					t.Errorf("%s: %v", c, err)
 				}
+			}
+		})
+	}
+}
+
+// TestPlanRetainParked: parked data its replacement started without
+// (PlanParked's ParkedRetain: a replica taken over elsewhere) is kept
+// aside as retained data, held and marked to expire after the class's
+// retain, whatever the class's policy: never destroyed; the migration's
+// snapshots go, as when the snapshot policy keeps parked data.
+func TestPlanRetainParked(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	name := "tank/nomad/pg/parked-A-pg-1"
+	p := Retained{Dataset: name, State: StateParked, Holder: "A", Outcome: OutcomeLost, Expires: now.Add(time.Hour)}
+	for _, policy := range []Policy{PolicyDestroy, PolicyRollback, PolicySnapshot} {
+		t.Run(string(policy), func(t *testing.T) {
+			c := Class{Name: "pg", Sticky: true, StickyWait: time.Hour, Release: Release{Policy: policy, Retain: 72 * time.Hour},
+				Migrate: Migrate{Enabled: true, Timeout: time.Minute}, Replicate: Replicate{Copies: 1, Every: time.Minute}}
+			plan, err := PlanRetainParked(&Config{Parent: "tank/nomad"}, c, p, "its replacement started without it", now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var verbs []string
+			for _, op := range plan.Ops {
+				verbs = append(verbs, fmt.Sprint(op.Command.Verb))
+				switch op.Command.Verb {
+				case zfs.VerbDestroy:
+					if !strings.Contains(op.Command.Name, "@") {
+						t.Errorf("the data itself destroyed: %+v", op.Command)
+					}
+				case zfs.VerbSet:
+					if st := op.Command.Props[PropState]; st != string(StateRetained) {
+						t.Errorf("marked %q, want %s", st, StateRetained)
+					}
+					if got := op.Command.Props[PropExpires]; got != unix(now.Add(72*time.Hour)) {
+						t.Errorf("expires %s, want the class's retain from now", got)
+					}
+				}
+			}
+			if len(plan.Ops) < 3 || plan.Ops[0].Command.Verb != zfs.VerbSnapshot || plan.Ops[1].Command.Verb != zfs.VerbHold ||
+				plan.Ops[2].Command.Verb != zfs.VerbSet {
+				t.Errorf("ops %v, want the snapshot, its hold and the retained marks first", verbs)
 			}
 		})
 	}

@@ -182,8 +182,7 @@ func (p *Plugin) manager() (*hooks.Manager, *Settings, error) {
 			} else {
 				cfg.Fetcher = xfer.client
 				// The replica loop and a Reserve's takeover of a replica
-				// run only for a class with a replicate block, which the
-				// configuration still refuses.
+				// run only for a class with a replicate block.
 				cfg.Cluster = watcher
 			}
 		}

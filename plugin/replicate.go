@@ -14,8 +14,7 @@ import (
 
 // replicateSpec is a class's `replicate { ... }` block (issue 30,
 // docs/node-loss.md): copies of each held slot kept on other nodes while
-// its holder runs. Read and checked, then refused: replicas are not built
-// yet (ReplicateConfig.validate).
+// its holder runs, for a replacement when the holder's node is lost.
 var replicateSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"copies": hclspec.NewDefault(
 		hclspec.NewAttr("copies", "number", false),
@@ -60,7 +59,6 @@ var spreads = []string{"node.datacenter", "node.class", "node.pool"}
 // replicas. It needs the migrate block (so sticky = true and the plugin's
 // transfer block): a replica travels on the transport and is claimed by a
 // replacement's Reserve, which waits for it and gives up as migrate says.
-// A block that is right is refused all the same until replicas are built.
 func (rc *ReplicateConfig) validate(migrates bool) (model.Replicate, []string) {
 	if rc == nil {
 		return model.Replicate{}, nil
@@ -81,7 +79,5 @@ func (rc *ReplicateConfig) validate(migrates bool) (model.Replicate, []string) {
 		errs = append(errs, fmt.Sprintf("spread = %q: must be one of %s (a node attribute as a job's spread names it inside its ${...})",
 			rc.Spread, strings.Join(spreads, ", ")))
 	}
-	errs = append(errs, "not built yet: replicas are designed (docs/node-loss.md, issue 30) but no node keeps one; "+
-		"remove the replicate block")
 	return model.Replicate{Copies: int(rc.Copies), Every: every, Spread: rc.Spread}, errs
 }
