@@ -228,6 +228,21 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9720780,
 			keep: []int{0, 4, 9, 17, 19, 25, 33, 44, 51},
 		},
+		{
+			// A lying holder (node 3) sent foreign data as 0001's first
+			// replica snapshot while node 2's pool was full: the receive
+			// was cut, and its resume token named the liar's snapshot,
+			// which node 3's zfs cannot decode. The holder's send loop
+			// failed on it as on any error ("internal"), so node 2 kept
+			// its partial receive and resumed the token on every pull,
+			// for good (XR6). A token the sender's zfs cannot decode is
+			// now refused (model.DecideReplicaSendMove, DecideSendMove:
+			// ErrResumeRefused; transfer.Server: "resume_refused"), and
+			// node 2 aborts its receive and asks again without it.
+			name: "a resume token the holder cannot decode is refused, not resumed for good",
+			seed: 9710293,
+			keep: []int{16, 30, 44, 55, 62, 64, 67},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
