@@ -243,6 +243,22 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9710293,
 			keep: []int{16, 30, 44, 55, 62, 64, 67},
 		},
+		{
+			// The same refusal reached another way, in a world keeping
+			// two copies: node 3's first pull of 0004's replica
+			// (@replica-1) stalled, then ended with the sending plugin's
+			// death; node 2 pulled on meanwhile, and node 1 dropped
+			// @replica-1 (its bookmark kept) once no pull needed it as
+			// a base. Node 3's token named a snapshot node 1 no longer
+			// had: it resumed it on every pull, node 1's zfs could not
+			// decode it, and node 3 held no replica after the settle
+			// (XR6). Not the loop's pause: a failure's pause grows to
+			// the shortest `every` at most (model.RetryWait), within
+			// XR6's bound.
+			name: "a resume token naming a snapshot the holder has since dropped",
+			seed: 9720926,
+			keep: []int{0, 3, 19, 21, 22, 29, 47, 48, 50, 56, 60, 64, 66, 67, 68, 69, 70, 71, 72, 73, 76, 77},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
