@@ -259,6 +259,19 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9720926,
 			keep: []int{0, 3, 19, 21, 22, 29, 47, 48, 50, 56, 60, 64, 66, 67, 68, 69, 70, 71, 72, 73, 76, 77},
 		},
+		{
+			// The harness's own bug: 0003 failed on node 1 and 0004
+			// restarted on its slot; the holder sent @replica-1, taken
+			// for 0003's replica at +36s, again as the first snapshot of
+			// 0004's on node 3 at +67s. XR6 counts a snapshot's delay
+			// from its taking to its arrival as its transfer, but took
+			// the arrival per node and guid: node 3 had the guid since
+			// +36s, in 0003's replica, and XR6 read "46s old, its
+			// transfer 0s". The arrival is now per replica.
+			name: "a snapshot sent again to a node holding it in another allocation's replica",
+			seed: 9730078,
+			keep: []int{2, 8, 18, 42, 55, 58, 61, 68},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
