@@ -65,7 +65,7 @@ func DecideReplicaSendMove(s ReplicaSendLoop) Move {
 	last, req := s.Last, s.Req
 	switch {
 	case last.Err != nil && last.Step.Phase == ReplicaSendToken:
-		return sendFailed(fmt.Errorf("decoding the resume token: %w", last.Err))
+		return tokenRefused(last.Err)
 	case last.Err != nil:
 		return sendFailed(last.Err)
 	}

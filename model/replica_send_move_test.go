@@ -110,9 +110,12 @@ func TestDecideReplicaSendMove(t *testing.T) {
 				{want: "list list", rows: []zfs.Dataset{slotRow, mark(3), snap(5), mark(5)}},
 				{want: "done replica-5", check: sent(ds+"@replica-5", ds+"#replica-3", 103, 105, false)},
 			})},
+		// A lying holder's foreign stream, cut, leaves a token naming a
+		// snapshot not on this node (seed 9710293): refused, the replica
+		// node aborts its receive and asks again without it.
 		{name: "a token this node's zfs cannot decode: refused", replicates: true,
 			req:   model.ReplicaSendRequest{Alloc: "A", Slot: "pg-1", ResumeToken: "garbage"},
-			beats: []moveBeat{{want: "decode-token token", err: fail}, {want: "fail"}}},
+			beats: []moveBeat{{want: "decode-token token", err: fail}, {want: "fail", check: isErr(model.ErrResumeRefused)}}},
 		{name: "the slot busy (a Reserve fences it): the peer asks again", replicates: true,
 			req:   model.ReplicaSendRequest{Alloc: "A", Slot: "pg-1"},
 			beats: []moveBeat{{want: "lock lock-slot"}, {want: "fail", check: isErr(model.ErrPeerBusy)}}},

@@ -82,7 +82,7 @@ func DecideSendMove(s SendLoop) Move {
 	last, req := s.Last, s.Req
 	switch {
 	case last.Err != nil && last.Step.Phase == SendToken:
-		return sendFailed(fmt.Errorf("decoding the resume token: %w", last.Err))
+		return tokenRefused(last.Err)
 	case last.Err != nil:
 		return sendFailed(last.Err)
 	}
@@ -198,4 +198,16 @@ func streamed(d Send, dataset string, rows []zfs.Dataset) Move {
 // sendFailed ends a send with err, the transport's answer.
 func sendFailed(err error) Move {
 	return Move{Kind: MoveFail, Err: err, Reason: err.Error()}
+}
+
+// tokenRefused is a send that ends on a peer's resume token this node's
+// zfs could not decode (err): ErrResumeRefused, so that the peer aborts
+// its partial receive and asks again without it, as the transport does
+// for a token that decodes but does not resume the send
+// (transfer.Server's checkToken). A token whose stream's snapshot is not
+// on this node (OpenZFS: "cannot resume send: ... no longer exists"), as
+// a lying sender's foreign stream leaves, never decodes here: read as
+// any other failure, the peer resumed it on every pull, for good.
+func tokenRefused(err error) Move {
+	return sendFailed(fmt.Errorf("%w: decoding the resume token: %w", ErrResumeRefused, err))
 }

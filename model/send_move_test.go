@@ -187,10 +187,10 @@ func TestDecideSendMove(t *testing.T) {
 			}, asParked(withFinal), []moveBeat{
 				{want: "done migrate-final", check: sent(parked+"@"+model.MigrateFinal, parked+"@migrate-1", 11, 13, false, true)},
 			})},
-		{name: "a token zfs cannot decode", migrates: true, req: model.SendRequest{ResumeToken: "1-abc"}, beats: []moveBeat{
+		{name: "a token zfs cannot decode: refused, the peer aborts its partial receive", migrates: true, req: model.SendRequest{ResumeToken: "1-abc"}, beats: []moveBeat{
 			{want: "decode-token token", err: fail},
 			{want: "fail", check: func(t *testing.T, mv model.Move) {
-				if !strings.HasPrefix(mv.Err.Error(), "decoding the resume token: ") {
+				if !errors.Is(mv.Err, model.ErrResumeRefused) || !strings.Contains(mv.Err.Error(), "decoding the resume token: ") {
 					t.Errorf("error %v", mv.Err)
 				}
 			}},

@@ -132,7 +132,8 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 		}
 		now := map[string]string{}
 		for _, d := range rows {
-			if k := n.id + "/" + d.GUID; d.IsSnapshot() && strings.HasPrefix(path.Base(d.Name), "replica-") && w.rx.arrived[k].IsZero() {
+			ds, _, _ := strings.Cut(d.Name, "@")
+			if k := arrivalKey(n, ds, d.GUID); d.IsSnapshot() && strings.HasPrefix(path.Base(d.Name), "replica-") && w.rx.arrived[k].IsZero() {
 				w.rx.arrived[k] = w.now
 			}
 		}
@@ -235,6 +236,18 @@ func (w *XWorld) checkBases(n *xnode, rows []zfs.Dataset) {
 	}
 }
 
+// arrivalKey names snapshot guid's arrival on n in replica ds (or the
+// whole copy beside it, which becomes it: ReplicaBeside). Per replica,
+// not per node: the holder sends a snapshot it took for another pull
+// again (model.DecideReplicaSend), and a node may hold the same guid in
+// another allocation's replica long before this one's receive brings it
+// (seed 9730078: 0003's @replica-1, pulled for 0003's replica at +36s,
+// sent again at +67s as the first snapshot of its successor 0004's on
+// the same slot).
+func arrivalKey(n *xnode, ds, guid string) string {
+	return n.id + "/" + strings.TrimSuffix(ds, ".whole") + "@" + guid
+}
+
 // checkAge is XR6, the RPO, right after the replica loops of the nodes
 // pulled took their turns:
 // while an allocation runs on its holder, both plugins run, the network
@@ -310,7 +323,7 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 	for _, d := range rows {
 		if d.IsSnapshot() && (strings.HasPrefix(d.Name, name+"@") || strings.HasPrefix(d.Name, name+".whole@")) {
 			if at, ok := w.snapAt[d.GUID]; ok && at.After(newest) {
-				newest, arrived = at, w.rx.arrived[r.id+"/"+d.GUID]
+				newest, arrived = at, w.rx.arrived[arrivalKey(r, name, d.GUID)]
 			}
 		}
 	}

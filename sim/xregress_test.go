@@ -228,6 +228,50 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9720780,
 			keep: []int{0, 4, 9, 17, 19, 25, 33, 44, 51},
 		},
+		{
+			// A lying holder (node 3) sent foreign data as 0001's first
+			// replica snapshot while node 2's pool was full: the receive
+			// was cut, and its resume token named the liar's snapshot,
+			// which node 3's zfs cannot decode. The holder's send loop
+			// failed on it as on any error ("internal"), so node 2 kept
+			// its partial receive and resumed the token on every pull,
+			// for good (XR6). A token the sender's zfs cannot decode is
+			// now refused (model.DecideReplicaSendMove, DecideSendMove:
+			// ErrResumeRefused; transfer.Server: "resume_refused"), and
+			// node 2 aborts its receive and asks again without it.
+			name: "a resume token the holder cannot decode is refused, not resumed for good",
+			seed: 9710293,
+			keep: []int{16, 30, 44, 55, 62, 64, 67},
+		},
+		{
+			// The same refusal reached another way, in a world keeping
+			// two copies: node 3's first pull of 0004's replica
+			// (@replica-1) stalled, then ended with the sending plugin's
+			// death; node 2 pulled on meanwhile, and node 1 dropped
+			// @replica-1 (its bookmark kept) once no pull needed it as
+			// a base. Node 3's token named a snapshot node 1 no longer
+			// had: it resumed it on every pull, node 1's zfs could not
+			// decode it, and node 3 held no replica after the settle
+			// (XR6). Not the loop's pause: a failure's pause grows to
+			// the shortest `every` at most (model.RetryWait), within
+			// XR6's bound.
+			name: "a resume token naming a snapshot the holder has since dropped",
+			seed: 9720926,
+			keep: []int{0, 3, 19, 21, 22, 29, 47, 48, 50, 56, 60, 64, 66, 67, 68, 69, 70, 71, 72, 73, 76, 77},
+		},
+		{
+			// The harness's own bug: 0003 failed on node 1 and 0004
+			// restarted on its slot; the holder sent @replica-1, taken
+			// for 0003's replica at +36s, again as the first snapshot of
+			// 0004's on node 3 at +67s. XR6 counts a snapshot's delay
+			// from its taking to its arrival as its transfer, but took
+			// the arrival per node and guid: node 3 had the guid since
+			// +36s, in 0003's replica, and XR6 read "46s old, its
+			// transfer 0s". The arrival is now per replica.
+			name: "a snapshot sent again to a node holding it in another allocation's replica",
+			seed: 9730078,
+			keep: []int{2, 8, 18, 42, 55, 58, 61, 68},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

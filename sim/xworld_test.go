@@ -89,9 +89,12 @@ func reportX(t *testing.T, r Result, o Options) {
 		evs = append(evs, fmt.Sprintf("[%d] +%s %s", e.Index, e.Dt, XKind(e.Kind)))
 		keep = append(keep, fmt.Sprint(e.Index))
 	}
+	// The events kept are indices into the whole schedule GenerateX
+	// draws, of -sim.xevents events (not r's, which a replay with
+	// -sim.keep has already cut).
 	t.Errorf("seed %d: %s\nshrunk from %d to %d events: %s\n"+
 		"replay: go test ./sim -run TestTwoNodes -sim.seed=%d -sim.xevents=%d -sim.keep=%s\n"+
 		"timeline of the shrunk schedule (%s):\n%s",
 		r.Seed, r.Violations[0], len(r.Events), len(s.Events), strings.Join(evs, ", "),
-		r.Seed, len(r.Events), strings.Join(keep, ","), s.Violations[0], strings.Join(s.Timeline, "\n"))
+		r.Seed, *flagXEvents, strings.Join(keep, ","), s.Violations[0], strings.Join(s.Timeline, "\n"))
 }

@@ -295,6 +295,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Debug("cannot send now; asked to come back", "reason", err)
 		writeError(w, "busy", err)
 		return
+	case errors.Is(err, ErrResumeRefused):
+		// The Source decoded the token first, and zfs could not
+		// (model.DecideSendMove): refused as checkToken refuses one.
+		log.Info("cannot resume from the token", "reason", err)
+		writeError(w, "resume_refused", err)
+		return
 	case err != nil:
 		log.Error("cannot decide a transfer", "error", err)
 		writeError(w, "internal", err)

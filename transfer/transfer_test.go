@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -395,6 +396,11 @@ func TestTransferRefusals(t *testing.T) {
 			}},
 		{name: "a token zfs cannot read", from: ipB, wantErr: transfer.ErrResumeRefused, wantLog: "cannot resume from the token",
 			setup: func(h *harness, req *transfer.Request) { req.ResumeToken = "1-0-2-abcd" }},
+		{name: "a token the source could not decode", from: ipB, wantErr: transfer.ErrResumeRefused, wantLog: "cannot resume from the token",
+			setup: func(h *harness, req *transfer.Request) {
+				req.ResumeToken = "1-0-2-abcd"
+				h.source.set(model.Send{}, fmt.Errorf("%w: decoding the resume token: exit status 255", model.ErrResumeRefused))
+			}},
 		{name: "no data here", from: ipB, wantErr: transfer.ErrNoData, wantLog: "nothing to send",
 			setup: func(h *harness, req *transfer.Request) { h.source.set(model.Send{}, transfer.ErrNoData) }},
 		{name: "an encrypted dataset planned without raw", from: ipB, wantLog: "would go out decrypted",
