@@ -91,6 +91,18 @@ func TestConvertAlloc(t *testing.T) {
 			want: model.Alloc{ID: id(4), ClientStatus: "lost", DesiredStatus: "stop"},
 		},
 		{
+			name: "stopped as lost by the servers, complete since its node came back",
+			in: &api.Allocation{ID: id(8), ClientStatus: "complete", DesiredStatus: "stop",
+				DesiredDescription: "alloc is lost since its node is down"},
+			want: model.Alloc{ID: id(8), ClientStatus: "complete", DesiredStatus: "stop", LostByServers: true},
+		},
+		{
+			name: "stopped for another reason: not lost",
+			in: &api.Allocation{ID: id(9), ClientStatus: "complete", DesiredStatus: "stop",
+				DesiredDescription: "alloc not needed due to job update"},
+			want: model.Alloc{ID: id(9), ClientStatus: "complete", DesiredStatus: "stop"},
+		},
+		{
 			name: "job without type",
 			in:   &api.Allocation{ID: id(5), Job: &api.Job{}},
 			want: model.Alloc{ID: id(5)},

@@ -28,6 +28,11 @@ type Alloc struct {
 	// ClientStatus: pending, running, complete, failed, lost, unknown.
 	// DesiredStatus: run, stop, evict.
 	ClientStatus, DesiredStatus string
+	// LostByServers: the servers stopped it as lost with its node (their
+	// desired description, allocwatch). Its node's client, back, reports
+	// it complete or failed later, which does not undo the loss: a
+	// replacement may have started elsewhere without its last writes.
+	LostByServers bool
 	// Devices come from AllocatedResources.Tasks[*].Devices, in task order.
 	Devices                  []Device
 	ModifyIndex, CreateIndex uint64

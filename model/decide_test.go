@@ -28,6 +28,7 @@ func TestJudge(t *testing.T) {
 		{"failed", alloc("A", 10, "failed", "run", "scratch"), true, model.Ended, model.OutcomeFailed},
 		{"lost: may still run on a cut-off node", alloc("A", 10, "lost", "stop", "scratch"), true, model.AskClient, model.OutcomeLost},
 		{"gone from the servers", model.Alloc{ID: "A"}, false, model.AskClient, model.OutcomeGone},
+		{"lost, then complete as its node came back: ended lost", lostThenComplete(), true, model.Ended, model.OutcomeLost},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,6 +38,15 @@ func TestJudge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lostThenComplete is an allocation the servers stopped as lost with its
+// node, which its client, back, then reported complete (e2e
+// TestReplicaNodeLoss on Nomad 1.6.2).
+func lostThenComplete() model.Alloc {
+	a := alloc("A", 10, "complete", "stop", "scratch")
+	a.LostByServers = true
+	return a
 }
 
 // slotIn is slot id of class c as a scan reads it: held by holder

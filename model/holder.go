@@ -42,13 +42,16 @@ func Judge(a Alloc, found bool) (Liveness, string) {
 	return Ended, OutcomeOf(a)
 }
 
-// OutcomeOf names how a client-terminal allocation ended.
+// OutcomeOf names how a client-terminal allocation ended. One the
+// servers stopped as lost ended lost, whatever its client reported once
+// its node was back (complete, as its tasks were stopped): the class's
+// policy for lost data applies to it (Class.KeepsLost).
 func OutcomeOf(a Alloc) string {
-	switch a.ClientStatus {
-	case "complete":
-		return OutcomeComplete
-	case "lost":
+	switch {
+	case a.ClientStatus == ClientLost || a.LostByServers:
 		return OutcomeLost
+	case a.ClientStatus == ClientComplete:
+		return OutcomeComplete
 	default:
 		return OutcomeFailed
 	}

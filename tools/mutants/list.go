@@ -28,6 +28,10 @@ func list() []bug {
 			why:     "a holder the servers no longer know judged ended, without asking the local client",
 			find:    "case !found:\n\t\treturn AskClient, OutcomeGone",
 			replace: "case !found:\n\t\treturn Ended, OutcomeGone"},
+		{name: "lost-then-complete-is-complete", file: "model/holder.go",
+			why:     "an allocation the servers stopped as lost, reported complete by its node once back, taken as complete: in a class that keeps replicas its last writes go by the policy (e2e TestReplicaNodeLoss)",
+			find:    "case a.ClientStatus == ClientLost || a.LostByServers:",
+			replace: "case a.ClientStatus == ClientLost:"},
 		// model: the Reserve fence.
 		{name: "fence-does-not-wait", file: "model/reserve.go",
 			why:     "Reserve grants the slot while its previous holder is still stopping",
