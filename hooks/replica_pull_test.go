@@ -168,7 +168,7 @@ func newReplicaWorld(t *testing.T) *replicaWorld {
 
 // replicaNode is node id's Manager, its requests on a wire from its
 // address, its view of the node list stubs.
-func (w *replicaWorld) replicaNode(t *testing.T, id string, stubs []nomadapi.NodeStub) (*migrationNode, *wire, *time.Time) {
+func (w *replicaWorld) replicaNode(t *testing.T, id string, stubs []nomadapi.NodeStub) (*migrationNode, *wire, *testClock) {
 	t.Helper()
 	n := newMigrationNode(t, w.c, id, w.class)
 	wr := &wire{srv: w.srv, from: repAddr[id]}
@@ -178,11 +178,35 @@ func (w *replicaWorld) replicaNode(t *testing.T, id string, stubs []nomadapi.Nod
 		t.Fatal(err)
 	}
 	n.m.fetcher, n.m.cluster = client, clusterView{c: w.c, stubs: stubs}
-	now := time.Now()
-	clock := &now
-	n.m.now = func() time.Time { return *clock }
+	clock := &testClock{now: time.Now()}
+	n.m.now = clock.Now
 	n.settle(t, w.c, id)
 	return n, wr, clock
+}
+
+// testClock is a node's clock that a test moves while the node's own
+// goroutines (its migrations and replica pulls) read it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // fixedLocator says every allocation's data is on one node.
@@ -260,7 +284,7 @@ func TestReplicaPulls(t *testing.T) {
 	// Not due before every.
 	write(t, w.a.f, slot, "data", "two")
 	asked := len(wr.reqs)
-	*clock = clock.Add(30 * time.Second)
+	clock.Advance(30 * time.Second)
 	wait, err := b.m.replicaRound(ctx)
 	if err != nil || len(wr.reqs) != asked {
 		t.Fatalf("a round before every: %v, %d requests (was %d)", err, len(wr.reqs), asked)
@@ -268,7 +292,7 @@ func TestReplicaPulls(t *testing.T) {
 	if wait > 31*time.Second || wait < 29*time.Second {
 		t.Errorf("the next round in %v, want when the replica is due (30s)", wait)
 	}
-	*clock = clock.Add(31 * time.Second)
+	clock.Advance(31 * time.Second)
 	if _, err := b.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +312,7 @@ func TestReplicaPulls(t *testing.T) {
 	wr.mu.Lock()
 	wr.cut = 200 << 10
 	wr.mu.Unlock()
-	*clock = clock.Add(61 * time.Second)
+	clock.Advance(61 * time.Second)
 	if _, err := b.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +320,7 @@ func TestReplicaPulls(t *testing.T) {
 		t.Fatalf("no resume token after the cut: %q, %v", tok, err)
 	}
 	replicaHolds(t, b, name, "two") // the cut receive left the replica as it was
-	*clock = clock.Add(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	if _, err := b.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +339,7 @@ func TestReplicaPulls(t *testing.T) {
 	if rows, _ := w.a.c.List(ctx, slot, nil); len(rows) > 1 {
 		t.Fatalf("node A kept A's snapshots or bookmarks: %v", rows)
 	}
-	*clock = clock.Add(time.Second)
+	clock.Advance(time.Second)
 	if _, err := b.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +429,7 @@ func TestReplicaKeptWhileNomadDoesNotAnswer(t *testing.T) {
 	w.c.set() // garbage-collected: no node lists A, and the servers know it no more
 	watcher := b.m.allocs
 	b.m.allocs = failingLookup{Allocs: watcher, err: errors.New("connection refused")}
-	*clock = clock.Add(time.Hour)
+	clock.Advance(time.Hour)
 	if _, err := b.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +498,7 @@ func TestReplicaWholeAgainBeside(t *testing.T) {
 	wr.mu.Lock()
 	wr.cut = 200 << 10
 	wr.mu.Unlock()
-	*clock = clock.Add(61 * time.Second)
+	clock.Advance(61 * time.Second)
 	if _, err := b.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +507,7 @@ func TestReplicaWholeAgainBeside(t *testing.T) {
 	}
 	replicaHolds(t, b, name, "one") // kept while the whole copy comes
 
-	*clock = clock.Add(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	if _, err := b.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +523,7 @@ func TestReplicaWholeAgainBeside(t *testing.T) {
 	}
 	// And on from there, incrementally.
 	write(t, w.a.f, slot, "data", "three")
-	*clock = clock.Add(61 * time.Second)
+	clock.Advance(61 * time.Second)
 	if _, err := b.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}

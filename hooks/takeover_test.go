@@ -24,7 +24,7 @@ func (deadFetcher) Fetch(context.Context, transfer.Request, transfer.Into) (tran
 // time (model.TakeoverAt); c the cluster. unnamed: Nomad places B as it
 // does under stop_after_client_disconnect, naming no predecessor (B's
 // PreviousAllocation, A's NextAllocation empty), under A's name.
-func takeoverWorld(t *testing.T, unnamed ...bool) (n *migrationNode, c *cluster, clock *time.Time, at time.Time, b model.Alloc) {
+func takeoverWorld(t *testing.T, unnamed ...bool) (n *migrationNode, c *cluster, clock *testClock, at time.Time, b model.Alloc) {
 	t.Helper()
 	w := newReplicaWorld(t)
 	ctx := t.Context()
@@ -35,7 +35,7 @@ func takeoverWorld(t *testing.T, unnamed ...bool) (n *migrationNode, c *cluster,
 		t.Fatal(err)
 	}
 	write(t, w.a.f, "tank/nomad/pg/pg-1", "data", "newest")
-	*clock = clock.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	if _, err := n.m.replicaRound(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func takeoverWorld(t *testing.T, unnamed ...bool) (n *migrationNode, c *cluster,
 
 	// A's node is lost: Nomad marks A lost and places B on this node.
 	n.m.fetcher = deadFetcher{}
-	lostAt := *clock
+	lostAt := clock.Now()
 	a := pgAlloc(repAllocA, repNodeA, 10, model.ClientLost, model.DesiredStop)
 	a.NextAllocation = "b0b0b0b0-0000-0000-0000-00000000000b"
 	b = pgAlloc(a.NextAllocation, w.chosen, 20, model.ClientPending, model.DesiredRun)
@@ -79,7 +79,7 @@ func TestReserveTakesOverTheLocalReplica(t *testing.T) {
 // reserveTakesOver is TestReserveTakesOverTheLocalReplica's body.
 func reserveTakesOver(t *testing.T, unnamed bool) {
 	n, _, clock, at, b := takeoverWorld(t, unnamed)
-	*clock = at
+	clock.Set(at)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	grants, err := n.m.Reserve(ctx, []string{"pg-1"})
@@ -113,7 +113,7 @@ func reserveTakesOver(t *testing.T, unnamed bool) {
 // claim: the replica stays as it is, B's slot is not B's.
 func TestReserveBeforeTheTakeoverTimeWaits(t *testing.T) {
 	n, c, clock, at, b := takeoverWorld(t)
-	*clock = at.Add(-time.Second)
+	clock.Set(at.Add(-time.Second))
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	_, err := n.m.Reserve(ctx, []string{"pg-1"})
