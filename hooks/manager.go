@@ -91,6 +91,9 @@ type Manager struct {
 	// the loop's memory (replica_pull.go).
 	cluster  Cluster
 	replicas replicas
+	// paired are the pairings of replacements with lost allocations
+	// Nomad does not link, as last logged (takeover.go).
+	paired pairings
 	// remote are allocations of other nodes looked up because one of this
 	// node's replaces them (model.Snapshot.Others): their data is to come
 	// here (model/migrate.go).

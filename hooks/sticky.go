@@ -56,7 +56,7 @@ func (m *Manager) readPrev(ctx context.Context, c model.Class, s model.Slot, cal
 	if !ok && c.Sticky && c.Migrate.Enabled && c.Replicate.Enabled() && caller.PreviousAllocation == "" && m.cluster != nil {
 		// Nomad may have placed it for a lost allocation without naming
 		// it (model.LostPredecessor): one whose replica is here.
-		if id := m.lostPredecessor(ctx, c, caller); id != "" {
+		if id := m.lostPredecessor(ctx, c, s.ID, caller); id != "" {
 			caller.PreviousAllocation = id
 			if err := m.lookupRemote(ctx, id); err != nil {
 				return nil, "", err

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
@@ -89,7 +92,7 @@ func (m *Manager) takeoverUnsure(ctx context.Context, c model.Class, prev model.
 // c this node holds for caller's group (as the last scan listed them),
 // each as the servers answer for it; "" for none. An answer that fails
 // is no loss (logged, and asked again at the Reserve's next look).
-func (m *Manager) lostPredecessor(ctx context.Context, c model.Class, caller model.Alloc) string {
+func (m *Manager) lostPredecessor(ctx context.Context, c model.Class, slot string, caller model.Alloc) string {
 	v, _ := m.View()
 	if v == nil {
 		return ""
@@ -120,9 +123,38 @@ func (m *Manager) lostPredecessor(ctx context.Context, c model.Class, caller mod
 	if !ok {
 		return ""
 	}
-	m.logger.Info("reserve: replaces a lost allocation Nomad does not name (stop_after_client_disconnect)", "alloc_id", caller.ID,
-		"predecessor", l.ID, "name", caller.Name)
+	level := hclog.Debug
+	if m.paired.note(slot, caller.ID, l.ID) {
+		level = hclog.Info
+	}
+	m.logger.Log(level, "reserve: replaces a lost allocation Nomad does not name (stop_after_client_disconnect)", "alloc_id", caller.ID,
+		"predecessor", l.ID, "name", caller.Name, "slot", slot)
 	return l.ID
+}
+
+// pairings is, for each slot, the pairing of lostPredecessor a Reserve of
+// it last logged (its caller and the lost allocation): a Reserve looks
+// every few seconds until the takeover time, and says a pairing once.
+// One entry per slot, replaced by the slot's next pairing.
+type pairings struct {
+	mu   sync.Mutex
+	last map[string][2]string
+}
+
+// note records caller's pairing with lost on slot and reports whether it
+// is new there.
+func (p *pairings) note(slot, caller, lost string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pair := [2]string{caller, lost}
+	if p.last[slot] == pair {
+		return false
+	}
+	if p.last == nil {
+		p.last = map[string][2]string{}
+	}
+	p.last[slot] = pair
+	return true
 }
 
 // takeover runs a takeover's plan (model.PlanTakeReplica) on replica

@@ -135,3 +135,29 @@ func TestReserveBeforeTheTakeoverTimeWaits(t *testing.T) {
 		t.Errorf("B recorded on pg-1 before the takeover time")
 	}
 }
+
+// TestPairingsSayEachPairingOnce: a Reserve looks again every few seconds
+// until the takeover time; its pairing with a lost allocation Nomad does
+// not name is logged at INFO once (real cluster, docs/node-loss.md
+// finding (b): once per look before).
+func TestPairingsSayEachPairingOnce(t *testing.T) {
+	var p pairings
+	steps := []struct {
+		name               string
+		slot, caller, lost string
+		want               bool
+	}{
+		{name: "the first pairing on a slot", slot: "pg-1", caller: "b", lost: "a", want: true},
+		{name: "the same pairing at the next look", slot: "pg-1", caller: "b", lost: "a"},
+		{name: "and the look after", slot: "pg-1", caller: "b", lost: "a"},
+		{name: "the same pairing on another slot", slot: "pg-2", caller: "b", lost: "a", want: true},
+		{name: "another replacement on the first slot", slot: "pg-1", caller: "c", lost: "a", want: true},
+		{name: "paired with another lost allocation", slot: "pg-1", caller: "c", lost: "b", want: true},
+		{name: "back to a pairing said before it", slot: "pg-1", caller: "b", lost: "a", want: true},
+	}
+	for _, s := range steps {
+		if got := p.note(s.slot, s.caller, s.lost); got != s.want {
+			t.Errorf("%s: note = %v, want %v", s.name, got, s.want)
+		}
+	}
+}

@@ -39,11 +39,11 @@ func LostPredecessor(caller Alloc, lost []LostAlloc) (LostAlloc, bool) {
 	return best, found
 }
 
-// laterLoss orders two losses: the later LostAt, then the higher ID (so
+// laterLoss orders two losses: the later LostSince, then the higher ID (so
 // that the choice does not depend on the order they were read in).
 func laterLoss(a, b LostAlloc) bool {
-	if !a.LostAt.Equal(b.LostAt) {
-		return a.LostAt.After(b.LostAt)
+	if x, y := a.LostSince(), b.LostSince(); !x.Equal(y) {
+		return x.After(y)
 	}
 	return a.ID > b.ID
 }

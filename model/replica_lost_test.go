@@ -40,6 +40,11 @@ func TestLostPredecessor(t *testing.T) {
 		{name: "itself", caller: caller, lost: []LostAlloc{lost("b", nil)}},
 		{name: "the one lost last of two", caller: caller,
 			lost: []LostAlloc{lost("a2", func(l *LostAlloc) { l.LostAt = at.Add(time.Hour) }), lost("a1", nil)}, want: "a2"},
+		{name: "the one lost last of two, by their ModifyTime where Nomad 1.6.2 kept no AllocStates", caller: caller,
+			lost: []LostAlloc{
+				lost("a1", func(l *LostAlloc) { l.LostAt, l.ModifiedAt = time.Time{}, at.Add(time.Hour) }),
+				lost("a2", func(l *LostAlloc) { l.LostAt, l.ModifiedAt = time.Time{}, at }),
+			}, want: "a1"},
 		{name: "the same time of loss: the higher ID, whatever the order", caller: caller,
 			lost: []LostAlloc{lost("a2", nil), lost("a1", nil)}, want: "a2"},
 	}

@@ -27,9 +27,11 @@ import (
 //     10909-10915, called by SetStop and Plan.AppendStoppedAlloc, 12273)
 //     and place B only after WaitClientStop, that time + D + the longest
 //     kill_timeout (structs.go lines 10777-10805; scheduler/reconcile.go
-//     line 470 and reconcile_util.go lines 528-545).
+//     line 470 and reconcile_util.go lines 528-545); but a loss with the
+//     node down loses that record on its way to the state store, and
+//     its ModifyTime stands in for it (LostAlloc.LostSince).
 //
-// The plugin counts the same way from the same recorded time, by its own
+// The plugin counts the same way from the time of loss, by its own
 // clock, and adds what WaitClientStop leaves out: the client's check
 // interval, the shutdown delays, and a margin for the clocks of the
 // servers, A's client and this node (TakeoverMargin).
@@ -72,8 +74,12 @@ type LostAlloc struct {
 	ClientStatus string
 	// LostAt is the Time of A's first AllocStates entry with Field 0
 	// (ClientStatus) and Value "lost" (WaitClientStop reads the same
-	// one); zero when there is none.
+	// one); zero when there is none, as Nomad 1.6.2 keeps none for an
+	// allocation lost with its node down (LostSince).
 	LostAt time.Time
+	// ModifiedAt is A's ModifyTime: when the servers last changed it, by
+	// their clock; never earlier than the stop that marked it lost.
+	ModifiedAt time.Time
 	// WasUnknown: an AllocStates entry says A was "unknown" (its node
 	// disconnected under max_client_disconnect) at some time.
 	WasUnknown bool
@@ -126,16 +132,38 @@ type Takeover struct {
 	Why     string
 }
 
+// LostSince is the time of a's loss the takeover counts from: its
+// AllocStates' record (LostAt) when the servers kept one, else its
+// ModifyTime (ModifiedAt); zero when it has neither.
+//
+// Nomad 1.6.2 keeps no record for an allocation lost with its node down:
+// the plan that stops it is normalized to a diff without AllocStates
+// (nomad/plan_apply.go normalizeStoppedAlloc, lines 383-391) and the state
+// store rebuilds the allocation from its old self
+// (nomad/state/state_store.go DenormalizeAllocationDiffSlice, lines
+// 7126-7170; the servers' own WaitClientStop then counts from "now" at
+// each evaluation). The same diff stamps its ModifyTime with the time of
+// the stop, and a later change only moves it later: a takeover counted
+// from it comes no earlier than one counted from the loss (shown on a real
+// cluster: docs/node-loss.md, finding (b)).
+func (a LostAlloc) LostSince() time.Time {
+	if !a.LostAt.IsZero() {
+		return a.LostAt
+	}
+	return a.ModifiedAt
+}
+
 // TakeoverAt is the earliest time a replica of a may be claimed: the time
-// it turned lost, plus its group's stop_after_client_disconnect, the
+// it turned lost (LostSince), plus its group's stop_after_client_disconnect, the
 // client's check interval, the shutdown delays, the longest kill_timeout
 // (at least Nomad's default) and TakeoverMargin. ok is false when a gives
 // no such time (no stop_after_client_disconnect, or no time of loss).
 func TakeoverAt(a LostAlloc) (at time.Time, ok bool) {
-	if a.StopAfter <= 0 || a.LostAt.IsZero() {
+	since := a.LostSince()
+	if a.StopAfter <= 0 || since.IsZero() {
 		return time.Time{}, false
 	}
-	return a.LostAt.Add(a.StopAfter + min(heartbeatStopInterval, a.StopAfter) + a.ShutdownDelay +
+	return since.Add(a.StopAfter + min(heartbeatStopInterval, a.StopAfter) + a.ShutdownDelay +
 		max(a.KillTimeout, nomadDefaultKillTimeout) + TakeoverMargin), true
 }
 
@@ -169,14 +197,14 @@ func DecideTakeover(a LostAlloc, now time.Time) Takeover {
 	}
 	at, ok := TakeoverAt(a)
 	if !ok {
-		return Takeover{Why: fmt.Sprintf("allocation %s is lost, but Nomad recorded no time of its loss (AllocStates) to count "+
-			"stop_after_client_disconnect from", short(a.ID))}
+		return Takeover{Why: fmt.Sprintf("allocation %s is lost, but Nomad recorded no time of its loss (AllocStates, ModifyTime) "+
+			"to count stop_after_client_disconnect from", short(a.ID))}
 	}
 	if now.Before(at) {
 		return Takeover{Verdict: TakeoverWait, Until: at, Why: fmt.Sprintf("allocation %s was lost at %s; its node stops it within "+
 			"stop_after_client_disconnect %s, its shutdown delay and kill timeout: a replica may be claimed from %s",
-			short(a.ID), a.LostAt.UTC().Format(time.RFC3339), a.StopAfter, at.UTC().Format(time.RFC3339))}
+			short(a.ID), a.LostSince().UTC().Format(time.RFC3339), a.StopAfter, at.UTC().Format(time.RFC3339))}
 	}
 	return Takeover{Verdict: TakeoverClaim, Until: at, Why: fmt.Sprintf("allocation %s was lost at %s and has been stopped by its node "+
-		"since %s at the latest", short(a.ID), a.LostAt.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))}
+		"since %s at the latest", short(a.ID), a.LostSince().UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))}
 }

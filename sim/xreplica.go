@@ -80,9 +80,11 @@ func (x xcluster) NodeAllocations(_ context.Context, node string) ([]model.Alloc
 // AllocStates say lost, whether it was ever unknown, its group's
 // disconnect settings and delays, its place in its job): B's Reserve
 // pairs itself with it (model.LostPredecessor) and decides a takeover from
-// it (model.DecideTakeover). Its time of loss is the world's, as the
-// servers' clock (off by skew) recorded it: Nomad's own record in
-// AllocStates is by the wall clock (scheduler.Cluster.LostSince).
+// it (model.DecideTakeover). As Nomad 1.6.2's servers store an
+// allocation lost with its node down, its answer records no time of loss
+// (no AllocStates: the plan that stopped it was normalized,
+// model.LostAlloc.LostSince) and its ModifyTime is when the servers last
+// changed it, by their clock (off by skew).
 func (x xcluster) Loss(_ context.Context, id string) (model.LostAlloc, error) {
 	if !x.n.connected {
 		return model.LostAlloc{}, errNoServers
@@ -101,11 +103,11 @@ func (x xcluster) Loss(_ context.Context, id string) (model.LostAlloc, error) {
 		return model.LostAlloc{}, err
 	}
 	l := allocwatch.LostAlloc(loss)
-	l.LostAt = time.Time{}
-	if at, ok := x.n.w.tk.lostAt[sa.ID]; ok {
-		// The servers recorded the loss by their clock (Nomad's own
-		// record is by the wall clock: scheduler.Cluster.LostSince).
-		l.LostAt = at.Add(x.n.w.tk.skew)
+	// The harness's own AllocStates are by the wall clock
+	// (scheduler.Cluster.LostSince), and 1.6.2 would have kept none.
+	l.LostAt, l.ModifiedAt = time.Time{}, time.Time{}
+	if m, ok := x.n.w.modified[sa.ID]; ok {
+		l.ModifiedAt = m.at.Add(x.n.w.tk.skew)
 	}
 	return l, nil
 }

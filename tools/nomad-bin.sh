@@ -65,7 +65,10 @@ grep -q 'Mozilla Public License' "$nomad_dir/LICENSE" ||
 } >"$work/go.mod"
 cd "$work"
 GOFLAGS=-mod=mod go mod download github.com/hashicorp/nomad >/dev/null 2>&1 || true
-GOFLAGS=-mod=mod go build -trimpath -o "$work/nomad" github.com/hashicorp/nomad >"$work/build.log" 2>&1 ||
+# With cgo whatever the caller exports (scripts/e2e.sh builds its own
+# binaries static, CGO_ENABLED=0): runc's nsenter, which Nomad's exec
+# drivers link, has no files without it.
+CGO_ENABLED=1 GOFLAGS=-mod=mod go build -trimpath -o "$work/nomad" github.com/hashicorp/nomad >"$work/build.log" 2>&1 ||
 	{ tail -n 40 "$work/build.log" >&2; exit 1; }
 mkdir -p "${bin%/*}"
 mv "$work/nomad" "$bin.tmp" && mv "$bin.tmp" "$bin"

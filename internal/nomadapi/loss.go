@@ -31,7 +31,15 @@ type AllocLoss struct {
 	// LostAt is the Time of the first AllocStates entry of Field 0
 	// (AllocStateFieldClientStatus) and Value "lost", as WaitClientStop
 	// reads it (structs.go lines 10780-10788); zero when there is none.
+	// Nomad 1.6.2 keeps none for an allocation lost with its node down:
+	// the plan that stops it is normalized (plan_apply.go
+	// normalizeStoppedAlloc) and the state store rebuilds the allocation
+	// without it (state_store.go DenormalizeAllocationDiffSlice).
 	LostAt time.Time
+	// ModifiedAt is the allocation's ModifyTime: when the servers last
+	// changed it, by their clock. The stop that marks it lost sets it
+	// (normalizeStoppedAlloc), so it is never earlier than the loss.
+	ModifiedAt time.Time
 	// WasUnknown: an AllocStates entry records the client status
 	// "unknown" (the node disconnected under max_client_disconnect).
 	WasUnknown bool
@@ -54,6 +62,7 @@ type AllocLoss struct {
 type lossAnswer struct {
 	ID, ClientStatus, TaskGroup string
 	Namespace, JobID, Name      string
+	ModifyTime                  int64 // nanoseconds since the epoch
 	AllocStates                 []struct {
 		Field uint8
 		Value string
@@ -110,6 +119,9 @@ func DecodeLoss(body []byte) (AllocLoss, error) {
 // loss maps the answer.
 func (a *lossAnswer) loss() (AllocLoss, error) {
 	out := AllocLoss{ID: a.ID, ClientStatus: a.ClientStatus, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup, Name: a.Name}
+	if a.ModifyTime > 0 {
+		out.ModifiedAt = time.Unix(0, a.ModifyTime).UTC()
+	}
 	for _, s := range a.AllocStates {
 		if s.Field != 0 {
 			continue

@@ -48,6 +48,14 @@ func TestAllocationLoss(t *testing.T) {
 				})},
 			want: AllocLoss{ID: id(1), ClientStatus: "lost", Namespace: "default", JobID: "pg", TaskGroup: "g", Name: "pg.g[0]", LostAt: lostAt, StopAfterClientDisconnect: time.Minute,
 				KillTimeout: 20 * time.Second, ShutdownDelay: 5 * time.Second}},
+		// Nomad 1.6.2 stores the stop that marks an allocation lost with
+		// its node down as a normalized diff: no AllocStates, its
+		// ModifyTime (plan_apply.go normalizeStoppedAlloc).
+		{name: "lost with its node down, as Nomad 1.6.2 stores it",
+			alloc: &structs.Allocation{ID: id(7), TaskGroup: "g", ClientStatus: "lost", ModifyTime: lostAt.UnixNano(),
+				Job: job(func(tg *structs.TaskGroup) { tg.StopAfterClientDisconnect = dur(time.Minute) })},
+			want: AllocLoss{ID: id(7), ClientStatus: "lost", TaskGroup: "g", ModifiedAt: lostAt, StopAfterClientDisconnect: time.Minute,
+				KillTimeout: 20 * time.Second, ShutdownDelay: 3 * time.Second}},
 		{name: "unknown then lost, under max_client_disconnect",
 			alloc: &structs.Allocation{ID: id(2), TaskGroup: "g", ClientStatus: "lost",
 				AllocStates: []*structs.AllocState{state("unknown", lostAt.Add(-time.Hour)), state("lost", lostAt)},
@@ -110,7 +118,11 @@ func TestAllocationLoss(t *testing.T) {
 			if !got.LostAt.Equal(tc.want.LostAt) {
 				t.Errorf("LostAt %s, want %s", got.LostAt, tc.want.LostAt)
 			}
+			if !got.ModifiedAt.Equal(tc.want.ModifiedAt) {
+				t.Errorf("ModifiedAt %s, want %s", got.ModifiedAt, tc.want.ModifiedAt)
+			}
 			got.LostAt, tc.want.LostAt = time.Time{}, time.Time{}
+			got.ModifiedAt, tc.want.ModifiedAt = time.Time{}, time.Time{}
 			if got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", got, tc.want)
 			}
