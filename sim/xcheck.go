@@ -143,7 +143,16 @@ func (w *XWorld) check() {
 // replacement has not started yet, is still to run and may still get it
 // (sticky_wait has not passed) exists whole: on its node, or as a
 // complete copy (a received snapshot holding it) on a node.
+//
+// Data whose node is lost for good, pool and all, before any other node
+// held a whole copy of it is owed no more (docs/node-loss.md: what a
+// replica cannot do): its allocation ended on that node, so it was never
+// replicated as it ended. Once another node held such a copy, that copy
+// is owed as before (copied).
 func (w *XWorld) checkOwed() {
+	if w.copied == nil {
+		w.copied = map[string]bool{}
+	}
 	listed := make([][]zfs.Dataset, len(w.nodes))
 	for id, d := range w.data {
 		if !d.ended || len(d.final) == 0 || w.now.Sub(d.endedAt) >= w.cfg.Class("pg").StickyWait {
@@ -175,8 +184,12 @@ func (w *XWorld) checkOwed() {
 				if strings.Contains(s.Name, "@") && w.snapContent[s.GUID] == want ||
 					!strings.Contains(s.Name, "@") && s.Mounted && strings.Join(n.filesAt(s.Mountpoint), ",") == want {
 					found = true
+					w.copied[id] = w.copied[id] || n.name != d.node
 				}
 			}
+		}
+		if !found && !w.copied[id] && slices.ContainsFunc(w.lost, func(n *xnode) bool { return n.name == d.node }) {
+			continue // gone with its node before any copy: owed no more
 		}
 		if !found {
 			w.violate("X2", "%s's final data (%d tokens, on %s) is gone from every node while its replacement %s waits for it",

@@ -229,6 +229,17 @@ func TestTwoNodeRegressions(t *testing.T) {
 			keep: []int{0, 4, 9, 17, 19, 25, 33, 44, 51},
 		},
 		{
+			// The harness's own bug: 0001 failed on node 3 two seconds
+			// after it started, and node 3 was lost for good, pool and
+			// all, before 0001's replacement 0002 could pull its final
+			// data; X2 wanted that data somewhere. Data gone with its node
+			// before any other node held a whole copy is owed no more
+			// (what a replica cannot do, docs/node-loss.md).
+			name: "final data lost with its node before any copy is owed no more",
+			seed: 9760092,
+			keep: []int{4, 9, 14, 20, 24},
+		},
+		{
 			// A lying holder (node 3) sent foreign data as 0001's first
 			// replica snapshot while node 2's pool was full: the receive
 			// was cut, and its resume token named the liar's snapshot,

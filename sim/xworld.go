@@ -58,6 +58,9 @@ type XWorld struct {
 	replicas bool
 	// lost are the nodes gone for good, pool and all.
 	lost []*xnode
+	// copied are the ended allocations whose final data X2 has seen
+	// whole on a node other than their own (checkOwed).
+	copied map[string]bool
 	// snapAt is when each snapshot was taken, by guid: a replica's age
 	// (XR6) is measured from it, not from the plugin's own marks.
 	snapAt map[string]time.Time
