@@ -56,6 +56,10 @@ func cloneSnapshot(s model.Snapshot) model.Snapshot {
 // (nomad/state: a client's update copies its own status only).
 const nomadAllocLost = "alloc is lost since its node is down"
 
+// StoppedAsLost reports whether an allocation's desired description says
+// the servers stopped it as lost with its node (model.Alloc.LostByServers).
+func StoppedAsLost(desiredDescription string) bool { return desiredDescription == nomadAllocLost }
+
 // convertAlloc keeps what the lifecycle needs from a full allocation.
 func convertAlloc(a *api.Allocation) model.Alloc {
 	out := model.Alloc{
@@ -67,7 +71,7 @@ func convertAlloc(a *api.Allocation) model.Alloc {
 		NodeID:             a.NodeID,
 		ClientStatus:       a.ClientStatus,
 		DesiredStatus:      a.DesiredStatus,
-		LostByServers:      a.DesiredDescription == nomadAllocLost,
+		LostByServers:      StoppedAsLost(a.DesiredDescription),
 		ModifyIndex:        a.ModifyIndex,
 		CreateIndex:        a.CreateIndex,
 		PreviousAllocation: a.PreviousAllocation,

@@ -1,11 +1,16 @@
 package allocwatch
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -182,5 +187,63 @@ func TestHoldsDevice(t *testing.T) {
 				t.Errorf("HoldsDevice(%q, %q, %q) = %t, want %t", tc.vendor, tc.typ, tc.inst, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestConvertAllocReadsWhatTheNodeListKeeps: the node's allocation list
+// is decoded by nomadapi's own decoder, which keeps only some of an
+// allocation's fields; whatever convertAlloc reads must be among them.
+// Every scalar field of an allocation is set (by reflection, so a field
+// convertAlloc reads later is covered too), served as the agent serves
+// the list, read back through nomadapi, and converted: the same as the
+// allocation converted directly. (The decoder dropped DesiredDescription,
+// so a holder the servers stopped as lost ended "complete" on its node:
+// e2e TestReplicaNodeLoss, 2026-11-28.)
+func TestConvertAllocReadsWhatTheNodeListKeeps(t *testing.T) {
+	full := &api.Allocation{}
+	v := reflect.ValueOf(full).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(v.Type().Field(i).Name + "-value")
+		case reflect.Uint64, reflect.Uint32, reflect.Uint:
+			f.SetUint(uint64(i + 1))
+		case reflect.Int64, reflect.Int32, reflect.Int:
+			f.SetInt(int64(i + 1))
+		case reflect.Bool:
+			f.SetBool(true)
+		}
+	}
+	full.ID, full.NodeID = id(1), id(2)
+	full.DesiredDescription = nomadAllocLost
+	full.ClientStatus, full.DesiredStatus = api.AllocClientStatusComplete, api.AllocDesiredStatusStop
+	typ := "service"
+	full.Job = &api.Job{Type: &typ}
+	full.TaskStates = map[string]*api.TaskState{"t": {State: "dead", FinishedAt: time.Date(2026, 11, 28, 17, 0, 0, 0, time.UTC)}}
+	full.AllocatedResources = &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{
+		"t": {Devices: []*api.AllocatedDeviceResource{{Vendor: "zfs", Type: "dataset", Name: "pg", DeviceIDs: []string{"pg-1"}}}}}}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/node/{id}/allocations", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Nomad-Index", "7")
+		_ = json.NewEncoder(w).Encode([]*api.Allocation{full})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, err := nomadapi.New(nomadapi.Config{Address: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := c.NodeAllocations(t.Context(), full.NodeID, 0, 0)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("NodeAllocations = %v, %v", list, err)
+	}
+	want, got := convertAlloc(full), convertAlloc(list[0])
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("converted from the node's list:\n%+v\nconverted from the allocation:\n%+v", got, want)
+	}
+	if !got.LostByServers {
+		t.Errorf("LostByServers lost on the way: %+v", got)
 	}
 }

@@ -377,10 +377,8 @@ func (p PullLoop) fetched() Move {
 		if mv, refused := p.refuseShape(rows); refused {
 			return mv
 		}
-		for _, r := range rows {
-			if why := CopyOverLimits(c, r); r.Name == mg.ParkedName && why != "" {
-				return p.dropRefused(why, rows)
-			}
+		if mv, refused := p.overLimits(rows); refused {
+			return mv
 		}
 		at := last.Step.Fetch.At
 		plan := PlanReceived(mg.ParkedName, p.SlotDataset, at, at.Add(c.StickyWait))
@@ -459,11 +457,31 @@ func (p PullLoop) received(rows []zfs.Dataset) Move {
 // else a pause of the pre-copy's pace.
 func (p PullLoop) increment(rows []zfs.Dataset) Move {
 	if HoldsFinal(p.Mig.ParkedName, rows) {
+		// That request tells the sender this node holds its final
+		// snapshot, and the sender then releases its data: a copy this
+		// node will refuse is refused first (seed 9760098: a final copy
+		// over the class's refquota, refused after the sender had
+		// destroyed its own).
+		if mv, refused := p.overLimits(rows); refused {
+			return mv
+		}
 		return p.fetch(rows, "")
 	}
 	// A Reserve waiting for the copy ends this pause (Move.Kick): its
 	// predecessor has ended, and the final increment may be ready.
 	return Move{Kind: MoveWait, Phase: PullNext, For: PullEvery, Awaits: AwaitsIncrement}
+}
+
+// overLimits refuses the copy, as listed (rows), when it references more
+// than the class's limits (CopyOverLimits): its replacement would start
+// over them, unable to write.
+func (p PullLoop) overLimits(rows []zfs.Dataset) (Move, bool) {
+	for _, r := range rows {
+		if why := CopyOverLimits(p.Class, r); r.Name == p.Mig.ParkedName && why != "" {
+			return p.dropRefused(why, rows), true
+		}
+	}
+	return Move{}, false
 }
 
 // failed ends a round that failed with err: a busy sender is asked again

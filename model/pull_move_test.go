@@ -338,6 +338,16 @@ func TestDecidePullMove(t *testing.T) {
 				}
 			}},
 		})},
+		// The request after the final increment tells the sender this
+		// node holds it, and the sender then releases its data: a copy
+		// this node will refuse is refused before it (sim seed 9760098).
+		{name: "a final increment over the class's quota is refused before the sender hears of it", class: quota, beats: seq(look,
+			round(moveBeat{want: "fetch fetch", rows: big}),
+			[]moveBeat{{want: "run drop-refused"}, {want: "fail refused", check: func(t *testing.T, mv model.Move) {
+				if !strings.Contains(mv.Reason, "more than the class's quota 1M") {
+					t.Errorf("reason %q, want the quota", mv.Reason)
+				}
+			}}})},
 		{name: "a refused copy whose drop fails: the round fails and is tried again", class: quota, beats: seq(look, []moveBeat{
 			{want: "list list", rows: big},
 			{want: "fetch fetch", complete: true},

@@ -229,6 +229,20 @@ func TestTwoNodeRegressions(t *testing.T) {
 			keep: []int{0, 4, 9, 17, 19, 25, 33, 44, 51},
 		},
 		{
+			// A hostile sender's final increment of 0002 made node 1's
+			// copy reference 3 MB, over the class's refquota (1 MB).
+			// Node 1 asked for the sender's "complete" first, naming the
+			// final snapshot, and only then refused the copy: node 2 had
+			// heard its final copy was held and released its own parked
+			// data. Both gone, 0005 still waiting (X2). A copy over the
+			// class's limits is now refused before that request
+			// (model.PullLoop.increment; mutant
+			// copy-limits-after-the-sender-is-told).
+			name: "a final copy over the class's limits is refused before the sender releases its data",
+			seed: 9760098,
+			keep: []int{13, 22, 23, 36, 37, 38, 39, 41, 43, 44, 45, 46, 48, 51, 53, 56, 57, 58},
+		},
+		{
 			// The harness's own bug: 0001 failed on node 3 two seconds
 			// after it started, and node 3 was lost for good, pool and
 			// all, before 0001's replacement 0002 could pull its final
