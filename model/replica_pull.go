@@ -121,7 +121,8 @@ const besideSuffix = ".whole"
 
 // ReplicaBeside is where a whole stream for replica name is received
 // while the replica is kept (the holder no longer has its base:
-// ReplicaSend.StartOver), until the round swaps them (PlanSwapReplica).
+// ReplicaSend.StartOver), and its first snapshot, until the round that
+// verified it swaps them (PlanSwapReplica).
 // The suffix makes no slot's ID (<class>-<n>), so no replica's name.
 func ReplicaBeside(name string) string { return name + besideSuffix }
 
@@ -230,6 +231,12 @@ const (
 	// and kept: the next round asks for the increment again.
 	ReplicaPullRebase
 	ReplicaPullRollback
+	// ReplicaPullDiscard: a complete copy beside the replica that no
+	// check of this round verified (a crash came between its receive and
+	// the check, or the check failed), or a first receive into the
+	// replica's own name, dropped; the round goes on from the listing
+	// beside.
+	ReplicaPullDiscard
 )
 
 // ReplicaPullLoop is what one replica's round decides its next step from
@@ -266,7 +273,13 @@ func (p ReplicaPullLoop) After(last Result) ReplicaPullLoop {
 //   - a holder that no longer has that base sends the whole, which is
 //     received beside the replica (the replica kept meanwhile: the newest
 //     there is here), resumed there, and once complete put in its place
-//     (PlanSwapReplica);
+//     (PlanSwapReplica); so is a replica's first snapshot (fetch);
+//   - the replica's own name only ever holds what a check of the guid
+//     passed: a complete copy beside is put in its place only in the
+//     round whose fetch verified it (or once its swap began, the copy
+//     marked for the replica: only a verified copy is); any other, found
+//     by a round's first listing, is discarded, and pulled again
+//     (settleBeside);
 //   - every receive sets ReplicaProps (-o) and takes none of the plugin's
 //     own properties nor readonly from the stream (-x, ReceiveExclude);
 //     the transport adds the host's (transfer.HostProps);
@@ -319,7 +332,9 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			}
 			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDrop, Plan: &plan})
 		case len(brows) > 0 && NewestReplica(beside, brows) != 0:
-			return p.swap(rows, brows)
+			// Verified only just now: the relisting follows only a fetch
+			// that passed its check.
+			return p.settleBeside(rows, brows, last.Step.Phase == ReplicaPullRelistBeside)
 		case last.Step.Phase == ReplicaPullRelistBeside:
 			if older := OlderReplicas(name, rows); len(older) > 0 {
 				plan := PlanDropSnapshots(older)
@@ -330,6 +345,10 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			// A whole copy coming beside: resumed from its token, which
 			// its listing carries (zfs.Dataset.ResumeToken).
 			return p.fetch(rows, resumeToken(beside, brows))
+		case len(rows) > 0 && NewestReplica(name, rows) == 0:
+			// A first receive into the replica's own name (a plugin
+			// before first snapshots went beside): no base to keep.
+			return p.discard(name, rows, nil)
 		case len(rows) == 0:
 			return p.fetch(nil, "")
 		}
@@ -351,6 +370,11 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
 		return Move{Kind: MoveFail, Err: last.Step.Retry}
+	case ReplicaPullDiscard:
+		if last.Err != nil {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		return Move{Kind: MoveList, Phase: ReplicaPullListBeside, Dataset: beside, Volumes: true, Class: p.Class, Rows: last.Step.Rows}
 	case ReplicaPullRecount:
 		if last.Err != nil {
 			return Move{Kind: MoveFail, Err: last.Err}
@@ -410,13 +434,26 @@ func (p ReplicaPullLoop) move(mv Move) Move {
 // fetch asks the holder's node for the increment from the replica's
 // newest snapshot (rows), resuming token if any (the replica's, or the
 // whole copy's beside it); a whole stream goes beside the replica.
+//
+// So does the replica's first snapshot (no base: Target is the copy
+// beside). Received into the replica's own name, a crash between the
+// receive and the check of its guid (transfer.Client.Fetch's verify)
+// left a lying holder's data standing as the replica, marked as the
+// plugin's, for a takeover to claim (seed 9730813). Beside, what a crash
+// leaves is no replica: settleBeside discards it. That rule is in one
+// place, and the swap is already crash-safe; recording the guid the
+// sender named (-o) instead would have every reader of a replica (the
+// round, ReplicasIn, the takeover, status) check it.
 func (p ReplicaPullLoop) fetch(rows []zfs.Dataset, token string) Move {
 	t := p.Target
-	beside := ReplicaBeside(t.Name)
-	props := ReplicaProps(p.Class, t.Name, t.Source, t.Slot, p.Now)
+	have, into, beside := NewestReplica(t.Name, rows), t.Name, ReplicaBeside(t.Name)
+	if have == 0 {
+		into = beside
+	}
+	props := ReplicaProps(p.Class, into, t.Source, t.Slot, p.Now)
 	besideProps := ReplicaProps(p.Class, beside, t.Source, t.Slot, p.Now)
-	f := Fetch{Replica: true, Alloc: t.Source.ID, Slot: t.Slot, HaveGUID: NewestReplica(t.Name, rows), ResumeToken: token,
-		Target: t.Name, Props: props, Exclude: ReceiveExclude(props), At: p.Now,
+	f := Fetch{Replica: true, Alloc: t.Source.ID, Slot: t.Slot, HaveGUID: have, ResumeToken: token,
+		Target: into, Props: props, Exclude: ReceiveExclude(props), At: p.Now,
 		Beside: beside, BesideProps: besideProps, BesideExclude: ReceiveExclude(besideProps)}
 	return p.move(Move{Kind: MoveFetch, Phase: ReplicaPullFetch, Fetch: &f, Rows: rows})
 }
@@ -440,6 +477,10 @@ func (p ReplicaPullLoop) fetched() Move {
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullAbort, Plan: &plan, Retry: err})
 	case errors.Is(err, ErrStartOver) && !errors.Is(err, zfs.ErrIncrementalMismatch) && NewestReplica(p.Target.Name, p.Last.Step.Rows) != 0:
 		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRebase, Rows: p.Last.Step.Rows, Retry: err})
+	case errors.Is(err, ErrStartOver) && NewestReplica(p.Target.Name, p.Last.Step.Rows) == 0:
+		// A first snapshot, received beside (fetch): the next round's
+		// first listing discards what came (settleBeside).
+		return Move{Kind: MoveFail, Err: err}
 	case errors.Is(err, ErrStartOver):
 		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRecount, Retry: err})
 	}
@@ -490,22 +531,53 @@ func (p ReplicaPullLoop) refuseShape(name string, rows []zfs.Dataset) (Move, boo
 	return Move{Kind: MoveFail, Refused: true, Reason: why}, true
 }
 
-// swap puts the whole copy beside the replica (brows: complete, its
-// newest snapshot in) in the replica's place (rows), once it is one
-// filesystem.
-func (p ReplicaPullLoop) swap(rows, brows []zfs.Dataset) Move {
-	beside := ReplicaBeside(p.Target.Name)
+// settleBeside decides on the whole copy beside the replica (brows:
+// complete, its newest snapshot in), once it is one filesystem: put in
+// the replica's place (rows) when this round's fetch verified it
+// (verified), or when its swap began (marked for the replica, which
+// PlanSwapReplica does only to a verified copy); else discarded
+// unverified, and the round goes on without it. A crash between a
+// receive and its check thus never leaves unchecked data in the
+// replica's name (fetch).
+func (p ReplicaPullLoop) settleBeside(rows, brows []zfs.Dataset, verified bool) Move {
+	name, beside := p.Target.Name, ReplicaBeside(p.Target.Name)
 	if mv, refused := p.refuseShape(beside, brows); refused {
 		return mv
 	}
-	plan := PlanSwapReplica(p.Target.Name, rows)
+	if !verified && !swapBegun(name, brows) {
+		return p.discard(beside, brows, rows)
+	}
+	plan := PlanSwapReplica(name, rows)
 	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullSwap, Plan: &plan})
 }
 
-// PlanSwapReplica puts the whole copy received beside replica name in its
-// place: the copy marked for name first (so that a crash after the
-// rename leaves it the plugin's, and before it leaves it still
-// recognised, besideOurs), the replica as last listed (rows) dropped,
+// swapBegun reports whether the copy beside replica name (brows) is
+// marked for name: PlanSwapReplica's first step.
+func swapBegun(name string, brows []zfs.Dataset) bool {
+	for i := range brows {
+		if brows[i].Name == ReplicaBeside(name) {
+			return brows[i].User.Get(PropOwner) == name
+		}
+	}
+	return false
+}
+
+// discard drops copy what (as listed: drop), received but never
+// verified, then lists the copy beside the replica again (rows: the
+// replica as the round goes on with it).
+func (p ReplicaPullLoop) discard(what string, drop, rows []zfs.Dataset) Move {
+	plan := PlanDropCopy(what, drop)
+	if len(plan.Ops) == 0 {
+		return Move{Kind: MoveFail, Err: fmt.Errorf("%s, received unverified, is not the plugin's to drop", what)}
+	}
+	plan.Doing = "discarding " + what + ", received but never verified"
+	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDiscard, Plan: &plan, Rows: rows})
+}
+
+// PlanSwapReplica puts the whole copy received beside replica name, once
+// verified, in its place: the copy marked for name first (so that a
+// crash after the rename leaves it the plugin's, and before it leaves it
+// still recognised, besideOurs), the replica as last listed (rows) dropped,
 // then the copy renamed. Each step a crash interrupts is done again by
 // the next round's swap.
 func PlanSwapReplica(name string, rows []zfs.Dataset) Plan {
@@ -516,7 +588,7 @@ func PlanSwapReplica(name string, rows []zfs.Dataset) Plan {
 	}
 	ops = append(ops, renameOp(beside, name))
 	return Plan{Doing: "putting the whole copy " + beside + " in the place of the replica " + name, Ops: ops,
-		Done: Note{Msg: "a replica received whole again (its holder no longer had its base)", KV: []any{"dataset", name}}}
+		Done: Note{Msg: "a replica received whole (its first snapshot, or its holder no longer had its base)", KV: []any{"dataset", name}}}
 }
 
 // NewestReplica is the guid of replica name's newest @replica-<n> (rows,
