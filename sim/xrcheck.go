@@ -99,10 +99,14 @@ func (w *XWorld) lineage(id string) map[string]bool {
 // pulls' turns (pulled).
 //
 // XR1, lineage: every snapshot of a replica (or of the whole copy beside
-// it) is one a plugin took (by guid), and holds only tokens of its source
-// allocation's lineage (what it and its predecessors inherited and wrote:
-// a replacement not started yet holds its predecessor's data): never
-// another lineage's data, nor data no allocation wrote.
+// it, once its swap began: marked for the replica) is one a plugin took
+// (by guid), and holds only tokens of its source allocation's lineage
+// (what it and its predecessors inherited and wrote: a replacement not
+// started yet holds its predecessor's data): never another lineage's
+// data, nor data no allocation wrote. A copy beside marked for itself is
+// a receive not yet verified, which no reader takes for the replica: the
+// round that finds it complete and unchecked discards it
+// (model.DecideReplicaPullMove).
 //
 // XR2: a replica is never mounted, nor offered as a slot (the node
 // fingerprints pg-1 and pg-2 alone).
@@ -184,8 +188,11 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 // checkLineage is XR1 for replica r on n.
 func (w *XWorld) checkLineage(n *xnode, r model.Replica, rows []zfs.Dataset) {
 	allowed := w.lineage(r.Source)
+	swapping := slices.ContainsFunc(rows, func(d zfs.Dataset) bool {
+		return d.Name == r.Dataset+".whole" && d.User.Get(model.PropOwner) == r.Dataset
+	})
 	for _, d := range rows {
-		if !d.IsSnapshot() || !(strings.HasPrefix(d.Name, r.Dataset+"@") || strings.HasPrefix(d.Name, r.Dataset+".whole@")) {
+		if !d.IsSnapshot() || !(strings.HasPrefix(d.Name, r.Dataset+"@") || swapping && strings.HasPrefix(d.Name, r.Dataset+".whole@")) {
 			continue
 		}
 		content, ok := w.snapContent[d.GUID]
@@ -314,9 +321,12 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 		return
 	}
 	name := w.cfg.ReplicaName("pg", a.id, a.slot)
-	if slices.ContainsFunc(rows, func(d zfs.Dataset) bool { return strings.HasPrefix(d.Name, name+"/") }) {
-		// A hostile stream brought a dataset below it: refused, left for
-		// the operator (XR4), and pulled no more (seed 9720780).
+	if slices.ContainsFunc(rows, func(d zfs.Dataset) bool {
+		return strings.HasPrefix(d.Name, name+"/") || strings.HasPrefix(d.Name, name+".whole/")
+	}) {
+		// A hostile stream brought a dataset below it (or below the copy
+		// beside it, where a first snapshot comes): refused, left for the
+		// operator (XR4), and pulled no more (seed 9720780).
 		return
 	}
 	var newest, arrived time.Time
@@ -342,7 +352,8 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 // is kept only of an allocation that runs, or that Nomad still knows as
 // unknown (kept as it is; a lost one's is kept sticky_wait), or that a hostile stream brought a
 // dataset below (refused: left for the operator, as a migration's copy,
-// forOperator), and no whole copy waits beside one;
+// forOperator; below the copy beside it, for a first snapshot), and no
+// whole copy waits beside one but such a refused one;
 // what the quiescent X4 allows of replicas (replicaKept) is only that.
 func (w *XWorld) checkReplicasQuiescent() {
 	if !w.replicas {
@@ -355,7 +366,9 @@ func (w *XWorld) checkReplicasQuiescent() {
 			return
 		}
 		for _, r := range reps {
-			below := slices.ContainsFunc(rows, func(d zfs.Dataset) bool { return strings.HasPrefix(d.Name, r.Dataset+"/") })
+			below := slices.ContainsFunc(rows, func(d zfs.Dataset) bool {
+				return strings.HasPrefix(d.Name, r.Dataset+"/") || strings.HasPrefix(d.Name, r.Dataset+".whole/")
+			})
 			if !below && !w.replicaKept(r.Source) {
 				sa := w.cluster.Alloc(r.Source)
 				st := "unknown to Nomad"
@@ -366,7 +379,7 @@ func (w *XWorld) checkReplicasQuiescent() {
 			}
 		}
 		for _, d := range rows {
-			if strings.HasSuffix(d.Name, ".whole") {
+			if strings.HasSuffix(d.Name, ".whole") && !slices.ContainsFunc(rows, func(b zfs.Dataset) bool { return strings.HasPrefix(b.Name, d.Name+"/") }) {
 				w.violate("XR4", "%s: a whole copy %s still waits beside its replica at quiescence", n.name, d.Name)
 			}
 		}

@@ -272,6 +272,23 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9730078,
 			keep: []int{2, 8, 18, 42, 55, 58, 61, 68},
 		},
+		{
+			// A lying holder (node 3) sent foreign data as the first
+			// snapshot of 0001's replica on node 1: the receive completed
+			// into the replica's own name, and node 1's plugin died
+			// before its check of the guid (a zfs list of the replica).
+			// The foreign snapshot stood as the replica's newest, with
+			// the plugin's marks, until a later pull replaced it, and a
+			// takeover meanwhile would have claimed it (XR1). A first
+			// snapshot is now received beside the replica, as a whole
+			// stream is, and put in its place only by the round whose
+			// check passed; a complete copy beside that no check passed
+			// is discarded by the next round (model.DecideReplicaPullMove:
+			// fetch, settleBeside; mutant replica-beside-swapped-unverified).
+			name: "a liar's first replica snapshot, then the receiving plugin's death before its check",
+			seed: 9730813,
+			keep: []int{5, 9, 15, 16, 17, 19},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
