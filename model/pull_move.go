@@ -137,7 +137,8 @@ var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", P
 	ReplicaPullDropOlder: "drop-older", ReplicaPullAbort: "abort", ReplicaPullRecount: "recount",
 	ReplicaPullStartOver: "start-over", ReplicaPullDropRefused: "drop-refused", ReplicaPullDrop: "drop",
 	ReplicaPullListBeside: "list-beside", ReplicaPullRelistBeside: "relist-beside", ReplicaPullSwap: "swap",
-	ReplicaPullRebase: "rebase", ReplicaPullRollback: "rollback", ReplicaPullDiscard: "discard"}
+	ReplicaPullRebase: "rebase", ReplicaPullRollback: "rollback", ReplicaPullDiscard: "discard",
+	ReplicaPullUnverified: "unverified"}
 
 func (p Phase) String() string {
 	if n, ok := phaseNames[p]; ok {

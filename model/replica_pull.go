@@ -233,10 +233,14 @@ const (
 	ReplicaPullRollback
 	// ReplicaPullDiscard: a complete copy beside the replica that no
 	// check of this round verified (a crash came between its receive and
-	// the check, or the check failed), or a first receive into the
-	// replica's own name, dropped; the round goes on from the listing
-	// beside.
+	// the check), or a first receive into the replica's own name,
+	// dropped; the round goes on from the listing beside.
 	ReplicaPullDiscard
+	// ReplicaPullUnverified: a fetch's check failed (or its receive met
+	// the replica changed); the copy beside listed, and what the fetch
+	// received there dropped (ReplicaPullDiscard) before the replica is
+	// rebased or started over.
+	ReplicaPullUnverified
 )
 
 // ReplicaPullLoop is what one replica's round decides its next step from
@@ -279,7 +283,8 @@ func (p ReplicaPullLoop) After(last Result) ReplicaPullLoop {
 //     round whose fetch verified it (or once its swap began, the copy
 //     marked for the replica: only a verified copy is); any other, found
 //     by a round's first listing, is discarded, and pulled again
-//     (settleBeside);
+//     (settleBeside), and what a fetch whose check failed received
+//     beside is discarded in that round;
 //   - every receive sets ReplicaProps (-o) and takes none of the plugin's
 //     own properties nor readonly from the stream (-x, ReceiveExclude);
 //     the transport adds the host's (transfer.HostProps);
@@ -348,7 +353,7 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 		case len(rows) > 0 && NewestReplica(name, rows) == 0:
 			// A first receive into the replica's own name (a plugin
 			// before first snapshots went beside): no base to keep.
-			return p.discard(name, rows, nil)
+			return p.discard(name, rows, nil, nil)
 		case len(rows) == 0:
 			return p.fetch(nil, "")
 		}
@@ -370,9 +375,20 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
 		return Move{Kind: MoveFail, Err: last.Step.Retry}
+	case ReplicaPullUnverified:
+		if last.Err != nil && !errors.Is(last.Err, zfs.ErrNotExist) {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		if len(last.Rows) > 0 {
+			return p.discard(beside, last.Rows, last.Step.Rows, last.Step.Retry)
+		}
+		return p.startOver(last.Step.Rows, last.Step.Retry)
 	case ReplicaPullDiscard:
 		if last.Err != nil {
 			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		if last.Step.Retry != nil {
+			return p.startOver(last.Step.Rows, last.Step.Retry)
 		}
 		return Move{Kind: MoveList, Phase: ReplicaPullListBeside, Dataset: beside, Volumes: true, Class: p.Class, Rows: last.Step.Rows}
 	case ReplicaPullRecount:
@@ -475,16 +491,29 @@ func (p ReplicaPullLoop) fetched() Move {
 		plan := PlanAbortReceive(p.Target.Name)
 		plan.Ops = append(plan.Ops, abortReceiveOp(ReplicaBeside(p.Target.Name)))
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullAbort, Plan: &plan, Retry: err})
-	case errors.Is(err, ErrStartOver) && !errors.Is(err, zfs.ErrIncrementalMismatch) && NewestReplica(p.Target.Name, p.Last.Step.Rows) != 0:
-		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRebase, Rows: p.Last.Step.Rows, Retry: err})
-	case errors.Is(err, ErrStartOver) && NewestReplica(p.Target.Name, p.Last.Step.Rows) == 0:
-		// A first snapshot, received beside (fetch): the next round's
-		// first listing discards what came (settleBeside).
-		return Move{Kind: MoveFail, Err: err}
 	case errors.Is(err, ErrStartOver):
-		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRecount, Retry: err})
+		// What the fetch received beside (a first snapshot, a whole
+		// stream), unverified, goes in this round: a replica no longer
+		// chosen, or whose allocation ended, has no round to discard it.
+		return Move{Kind: MoveList, Phase: ReplicaPullUnverified, Dataset: ReplicaBeside(p.Target.Name), Volumes: true,
+			Class: p.Class, Rows: p.Last.Step.Rows, Retry: err}
 	}
 	return Move{Kind: MoveFail, Err: err}
+}
+
+// startOver decides on the replica (before: as listed before the fetch)
+// once a fetch that failed its check (why, ErrStartOver) left nothing
+// beside it: an increment undone over its base (rebase); a replica that
+// had no snapshot kept as it was; one that no longer lines up with the
+// holder's stream (zfs.ErrIncrementalMismatch) dropped whole.
+func (p ReplicaPullLoop) startOver(before []zfs.Dataset, why error) Move {
+	switch have := NewestReplica(p.Target.Name, before); {
+	case have != 0 && !errors.Is(why, zfs.ErrIncrementalMismatch):
+		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRebase, Rows: before, Retry: why})
+	case have == 0:
+		return Move{Kind: MoveFail, Err: why}
+	}
+	return p.move(Move{Kind: MoveList, Phase: ReplicaPullRecount, Retry: why})
 }
 
 // rebase undoes what an increment left on the replica (rows, listed after
@@ -545,7 +574,7 @@ func (p ReplicaPullLoop) settleBeside(rows, brows []zfs.Dataset, verified bool) 
 		return mv
 	}
 	if !verified && !swapBegun(name, brows) {
-		return p.discard(beside, brows, rows)
+		return p.discard(beside, brows, rows, nil)
 	}
 	plan := PlanSwapReplica(name, rows)
 	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullSwap, Plan: &plan})
@@ -563,15 +592,16 @@ func swapBegun(name string, brows []zfs.Dataset) bool {
 }
 
 // discard drops copy what (as listed: drop), received but never
-// verified, then lists the copy beside the replica again (rows: the
-// replica as the round goes on with it).
-func (p ReplicaPullLoop) discard(what string, drop, rows []zfs.Dataset) Move {
+// verified; then, the round goes on with the replica as listed (rows):
+// after a failed check (why), to startOver; else from a new listing of
+// the copy beside.
+func (p ReplicaPullLoop) discard(what string, drop, rows []zfs.Dataset, why error) Move {
 	plan := PlanDropCopy(what, drop)
 	if len(plan.Ops) == 0 {
 		return Move{Kind: MoveFail, Err: fmt.Errorf("%s, received unverified, is not the plugin's to drop", what)}
 	}
 	plan.Doing = "discarding " + what + ", received but never verified"
-	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDiscard, Plan: &plan, Rows: rows})
+	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDiscard, Plan: &plan, Rows: rows, Retry: why})
 }
 
 // PlanSwapReplica puts the whole copy received beside replica name, once

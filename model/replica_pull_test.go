@@ -283,9 +283,20 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "run drop-older"},
 			{want: "done"},
 		}},
-		{name: "a first snapshot that came unverified (a lie): the round fails, the next discards it", beats: []moveBeat{
+		{name: "a first snapshot that came unverified (a lie): discarded in the round, which fails", beats: []moveBeat{
 			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, errors.New("not verified"))},
+			{want: "list unverified", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run discard", check: discarded},
+			{want: "fail", check: isErr(model.ErrStartOver)},
+		}},
+		{name: "a whole stream that came unverified beside: discarded, the replica rolled back to its base and kept", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch", err: model.ErrStartOver},
+			{want: "list unverified", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run discard", check: discarded},
+			{want: "list rebase", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "run rollback", check: planIs("rollback " + name + "@replica-2")},
 			{want: "fail", check: isErr(model.ErrStartOver)},
 		}},
 		{name: "a first snapshot cut beside: resumed there", beats: []moveBeat{
@@ -370,6 +381,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		{name: "an increment that came unverified (a lie): rolled back to the base, the replica kept", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: model.ErrStartOver},
+			{want: "list unverified", err: zfs.ErrNotExist},
 			{want: "list rebase", rows: []zfs.Dataset{ours, snap(2), {Name: name + "@" + model.ReplicaSnapshot(3), Type: zfs.DatasetSnapshot, GUID: "77"}}},
 			{want: "run rollback", check: planIs("release "+name+"@replica-3 nomad-device-zfs", "destroy "+name+"@replica-3",
 				"rollback "+name+"@replica-2")},
@@ -378,6 +390,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		{name: "an increment into a replica changed here: rolled back to the base, kept", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, zfs.ErrDestinationModified)},
+			{want: "list unverified", err: zfs.ErrNotExist},
 			{want: "list rebase", rows: []zfs.Dataset{ours, snap(2)}},
 			{want: "run rollback", check: planIs("rollback " + name + "@replica-2")},
 			{want: "fail", check: isErr(zfs.ErrDestinationModified)},
@@ -385,6 +398,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		{name: "the base gone after an unverified increment: dropped whole", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: model.ErrStartOver},
+			{want: "list unverified", err: zfs.ErrNotExist},
 			{want: "list rebase", rows: []zfs.Dataset{ours}},
 			{want: "run start-over"},
 			{want: "fail", check: isErr(model.ErrStartOver)},
@@ -392,6 +406,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		{name: "no longer lined up: dropped whole, pulled whole next round", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, zfs.ErrIncrementalMismatch)},
+			{want: "list unverified", err: zfs.ErrNotExist},
 			{want: "list recount", rows: []zfs.Dataset{ours, snap(2)}},
 			{want: "run start-over"},
 			{want: "fail", check: isErr(model.ErrStartOver)},

@@ -289,6 +289,21 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9730813,
 			keep: []int{5, 9, 15, 16, 17, 19},
 		},
+		{
+			// Found on branch xr1 by its own first cut of the rule above,
+			// which left a first snapshot whose check failed (a forged
+			// guid) beside the replica for the next round to discard:
+			// node 1 came back, the rendezvous then chose it for 0002's
+			// replica, and node 2, no longer chosen, keeps what it holds
+			// while the allocation runs: no round of node 2 pulled it
+			// again, and the liar's copy waited beside for good (XR4). What
+			// a fetch whose check failed received beside is now dropped
+			// in that round (model.DecideReplicaPullMove,
+			// ReplicaPullUnverified).
+			name: "a first replica snapshot that failed its check, then the node no longer chosen",
+			seed: 18,
+			keep: []int{47, 48, 68, 69, 72, 74, 77},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
