@@ -353,7 +353,8 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 // unknown (kept as it is; a lost one's is kept sticky_wait), or that a hostile stream brought a
 // dataset below (refused: left for the operator, as a migration's copy,
 // forOperator; below the copy beside it, for a first snapshot), and no
-// whole copy waits beside one but such a refused one;
+// whole copy waits beside one but such a refused one (a copy beside no
+// replica is a first receive, judged as the replica);
 // what the quiescent X4 allows of replicas (replicaKept) is only that.
 func (w *XWorld) checkReplicasQuiescent() {
 	if !w.replicas {
@@ -379,7 +380,11 @@ func (w *XWorld) checkReplicasQuiescent() {
 			}
 		}
 		for _, d := range rows {
-			if strings.HasSuffix(d.Name, ".whole") && !slices.ContainsFunc(rows, func(b zfs.Dataset) bool { return strings.HasPrefix(b.Name, d.Name+"/") }) {
+			// Without its replica, a copy beside is the replica's first
+			// receive, judged as the replica above (model.ReplicasIn).
+			replica := strings.TrimSuffix(d.Name, ".whole")
+			if strings.HasSuffix(d.Name, ".whole") && slices.ContainsFunc(rows, func(b zfs.Dataset) bool { return b.Name == replica }) &&
+				!slices.ContainsFunc(rows, func(b zfs.Dataset) bool { return strings.HasPrefix(b.Name, d.Name+"/") }) {
 				w.violate("XR4", "%s: a whole copy %s still waits beside its replica at quiescence", n.name, d.Name)
 			}
 		}
