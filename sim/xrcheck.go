@@ -137,6 +137,9 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 		now := map[string]string{}
 		for _, d := range rows {
 			ds, _, _ := strings.Cut(d.Name, "@")
+			if main, beside := strings.CutSuffix(ds, ".whole"); beside && !swapBegun(rows, main) {
+				continue // not yet verified: it may be discarded, and come again (seed 9740356)
+			}
 			if k := arrivalKey(n, ds, d.GUID); d.IsSnapshot() && strings.HasPrefix(path.Base(d.Name), "replica-") && w.rx.arrived[k].IsZero() {
 				w.rx.arrived[k] = w.now
 			}
@@ -188,9 +191,7 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 // checkLineage is XR1 for replica r on n.
 func (w *XWorld) checkLineage(n *xnode, r model.Replica, rows []zfs.Dataset) {
 	allowed := w.lineage(r.Source)
-	swapping := slices.ContainsFunc(rows, func(d zfs.Dataset) bool {
-		return d.Name == r.Dataset+".whole" && d.User.Get(model.PropOwner) == r.Dataset
-	})
+	swapping := swapBegun(rows, r.Dataset)
 	for _, d := range rows {
 		if !d.IsSnapshot() || !(strings.HasPrefix(d.Name, r.Dataset+"@") || swapping && strings.HasPrefix(d.Name, r.Dataset+".whole@")) {
 			continue
@@ -206,6 +207,17 @@ func (w *XWorld) checkLineage(n *xnode, r model.Replica, rows []zfs.Dataset) {
 			}
 		}
 	}
+}
+
+// swapBegun reports whether the copy beside replica (in rows) is marked
+// for it: its swap began, which only a verified copy's does
+// (model.PlanSwapReplica). Until then it is a receive no check has
+// passed, which nothing reads as the replica, and which a round may
+// discard.
+func swapBegun(rows []zfs.Dataset, replica string) bool {
+	return slices.ContainsFunc(rows, func(d zfs.Dataset) bool {
+		return d.Name == replica+".whole" && d.User.Get(model.PropOwner) == replica
+	})
 }
 
 // checkBases is XR3 on n.
@@ -244,7 +256,9 @@ func (w *XWorld) checkBases(n *xnode, rows []zfs.Dataset) {
 }
 
 // arrivalKey names snapshot guid's arrival on n in replica ds (or the
-// whole copy beside it, which becomes it: ReplicaBeside). Per replica,
+// whole copy beside it once its swap began, which becomes it:
+// ReplicaBeside; not before: an unverified copy beside may be discarded
+// and the same snapshot pulled again, seed 9740356). Per replica,
 // not per node: the holder sends a snapshot it took for another pull
 // again (model.DecideReplicaSend), and a node may hold the same guid in
 // another allocation's replica long before this one's receive brings it
@@ -330,8 +344,9 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 		return
 	}
 	var newest, arrived time.Time
+	swapping := swapBegun(rows, name)
 	for _, d := range rows {
-		if d.IsSnapshot() && (strings.HasPrefix(d.Name, name+"@") || strings.HasPrefix(d.Name, name+".whole@")) {
+		if d.IsSnapshot() && (strings.HasPrefix(d.Name, name+"@") || swapping && strings.HasPrefix(d.Name, name+".whole@")) {
 			if at, ok := w.snapAt[d.GUID]; ok && at.After(newest) {
 				newest, arrived = at, w.rx.arrived[arrivalKey(r, name, d.GUID)]
 			}
