@@ -331,7 +331,7 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 		switch {
 		case p.Drop:
 			plan := Plan{Doing: "dropping the replica " + name,
-				Ops: slices.Concat(PlanDropCopy(beside, brows).Ops, PlanDropCopy(name, rows).Ops)}
+				Ops: slices.Concat(planDropBeside(name, brows).Ops, PlanDropCopy(name, rows).Ops)}
 			if len(rows)+len(brows) == 0 {
 				return Move{Kind: MoveDone}
 			}
@@ -404,6 +404,15 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 		return Move{Kind: MoveFail, Refused: true, Reason: last.Step.Reason}
 	}
 	return Move{Kind: MoveFail, Err: fmt.Errorf("replica pull: no move after %s", last.Step.Kind)}
+}
+
+// planDropBeside drops the copy beside replica name (brows): the
+// plugin's marked for itself, or for the replica once its swap began
+// (besideOurs), which PlanDropCopy alone would leave: a crash before the
+// swap's rename, then the replica's drop, kept it for good (seed
+// 9740435).
+func planDropBeside(name string, brows []zfs.Dataset) Plan {
+	return dropCopy(ReplicaBeside(name), brows, func(d *zfs.Dataset) bool { return besideOurs(name, d) })
 }
 
 // notOurs says why the dataset at the replica's name is not the plugin's

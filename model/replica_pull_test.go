@@ -459,6 +459,14 @@ func TestDecideReplicaPullMove(t *testing.T) {
 				"release "+name+"@replica-2 nomad-device-zfs", "destroy "+name+"@replica-2", "destroy "+name)},
 			{want: "done"},
 		}},
+		{name: "a drop of a copy beside whose swap a crash cut before its rename: destroyed", drop: true, beats: []moveBeat{
+			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list-beside", rows: []zfs.Dataset{{Name: beside, Type: zfs.DatasetFilesystem, User: zfs.UserPropsOf(map[string]string{
+				model.PropOwner: name, model.PropState: string(model.StateReplica), model.PropHolder: "A"})}, besideSnap}},
+			{want: "run drop", check: planIs("receive -A "+beside, "release "+beside+"@replica-1 nomad-device-zfs",
+				"destroy "+beside+"@replica-1", "destroy "+beside, "receive -A "+name, "destroy "+name)},
+			{want: "done"},
+		}},
 		{name: "a drop of nothing there", drop: true, beats: []moveBeat{
 			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "done"},
