@@ -254,11 +254,17 @@ type ReplicaPullLoop struct {
 	// Now is the time of the decision: the replica's marks.
 	Now  time.Time
 	Last Result
+	// aborted: this round discarded a refused resume token already (kept
+	// by After); a second refusal ends the round.
+	aborted bool
 }
 
 // After is the loop once last has been done.
 func (p ReplicaPullLoop) After(last Result) ReplicaPullLoop {
 	p.Last = last
+	if last.Step.Phase == ReplicaPullAbort {
+		p.aborted = true
+	}
 	return p
 }
 
@@ -273,7 +279,7 @@ func (p ReplicaPullLoop) After(last Result) ReplicaPullLoop {
 //     into nor destroyed;
 //   - the increment is from the replica's newest @replica-<n>; a partial
 //     receive is resumed from its token; a token the holder refuses is
-//     discarded, and the next round starts from the newest snapshot;
+//     discarded, and the round asks again, from the newest snapshot;
 //   - a holder that no longer has that base sends the whole, which is
 //     received beside the replica (the replica kept meanwhile: the newest
 //     there is here), resumed there, and once complete put in its place
@@ -370,7 +376,16 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
 		return p.rebase(last.Step.Rows, last.Rows, last.Step.Retry)
-	case ReplicaPullAbort, ReplicaPullStartOver, ReplicaPullRollback:
+	case ReplicaPullAbort:
+		if last.Err != nil {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		// The token went with the partial receive: asked again at once,
+		// without it. The next round may come late, and the holder's
+		// bases move on meanwhile (seed 9740540: a first stream cut,
+		// its token refused, and no replica for another round).
+		return p.move(Move{Kind: MoveList, Phase: ReplicaPullList})
+	case ReplicaPullStartOver, ReplicaPullRollback:
 		if last.Err != nil {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
@@ -493,6 +508,8 @@ func (p ReplicaPullLoop) fetched() Move {
 		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRelist})
 	case errors.Is(err, ErrNotFilesystem):
 		return Move{Kind: MoveFail, Refused: true, Reason: "the holder's stream is not of a filesystem (a volume?): " + err.Error()}
+	case errors.Is(err, ErrResumeRefused) && p.aborted:
+		return Move{Kind: MoveFail, Err: err}
 	case errors.Is(err, ErrResumeRefused):
 		// The token was the replica's, or the whole copy's beside it
 		// (only one of them is ever partial: a whole stream goes beside

@@ -337,10 +337,22 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "run drop-older"},
 			{want: "done"},
 		}},
-		{name: "a token the holder refuses: the partial receive discarded", beats: []moveBeat{
+		{name: "a token the holder refuses: the partial receive discarded, asked again at once", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}}, none,
 			{want: "fetch fetch", err: model.ErrResumeRefused},
 			{want: "run abort", check: planIs("receive -A "+name, "receive -A "+beside)},
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch", check: fetches(102, "")},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}}, noneAfter,
+			{want: "run drop-older"},
+			{want: "done"},
+		}},
+		{name: "a second refusal in the round ends it", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}}, none,
+			{want: "fetch fetch", err: model.ErrResumeRefused},
+			{want: "run abort"},
+			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}}, none,
+			{want: "fetch fetch", err: model.ErrResumeRefused},
 			{want: "fail", check: isErr(model.ErrResumeRefused)},
 		}},
 		{name: "the holder lost the base: the whole stream comes beside, then takes the replica's place", beats: []moveBeat{

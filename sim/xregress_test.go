@@ -334,6 +334,20 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9740435,
 			keep: []int{12, 21, 23, 50, 51, 57, 64},
 		},
+		{
+			// Node 2's first pull of 0001's replica was cut by the
+			// holder's plugin death; node 2's loop had no turn for 83 s
+			// (a tick), and meanwhile node 1's pulls made node 3 drop
+			// @replica-1, which node 2's token named. At its next turn
+			// node 2's resume was refused, it discarded the partial
+			// receive and ended the round: no replica past XR6's bound
+			// (and on main's code as well). The round now asks again at
+			// once without the token (model.DecideReplicaPullMove,
+			// ReplicaPullAbort; a second refusal ends it).
+			name: "a refused resume token is discarded and the replica asked again in the same round",
+			seed: 9740540,
+			keep: []int{3, 5, 6, 9, 14, 29, 30, 33, 34},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
