@@ -445,10 +445,16 @@ func PlanAbortReceive(name string) Plan {
 // receive left, its snapshots, then the dataset; so that the next pull
 // starts over with a whole copy. Nothing for what is not the plugin's.
 func PlanDropCopy(name string, rows []zfs.Dataset) Plan {
+	return dropCopy(name, rows, Owned)
+}
+
+// dropCopy is PlanDropCopy with ours saying whether the copy's dataset
+// is the plugin's.
+func dropCopy(name string, rows []zfs.Dataset, ours func(*zfs.Dataset) bool) Plan {
 	p := Plan{Doing: "dropping the copy " + name}
 	var snaps []string
 	for i := range rows {
-		if rows[i].Name == name && !Owned(&rows[i]) {
+		if rows[i].Name == name && !ours(&rows[i]) {
 			return Plan{}
 		}
 		if strings.HasPrefix(rows[i].Name, name+"@") {

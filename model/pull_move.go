@@ -137,7 +137,8 @@ var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", P
 	ReplicaPullDropOlder: "drop-older", ReplicaPullAbort: "abort", ReplicaPullRecount: "recount",
 	ReplicaPullStartOver: "start-over", ReplicaPullDropRefused: "drop-refused", ReplicaPullDrop: "drop",
 	ReplicaPullListBeside: "list-beside", ReplicaPullRelistBeside: "relist-beside", ReplicaPullSwap: "swap",
-	ReplicaPullRebase: "rebase", ReplicaPullRollback: "rollback"}
+	ReplicaPullRebase: "rebase", ReplicaPullRollback: "rollback", ReplicaPullDiscard: "discard",
+	ReplicaPullUnverified: "unverified"}
 
 func (p Phase) String() string {
 	if n, ok := phaseNames[p]; ok {
@@ -151,7 +152,8 @@ func (p Phase) String() string {
 type Fetch struct {
 	// Replica: a replica's pull (transfer.KindReplica): no Replacement.
 	// Beside, with its BesideProps and BesideExclude, is where a whole
-	// stream answering a request from a base goes (transfer.Into.Beside).
+	// stream answering a request from a base goes (transfer.Into.Beside);
+	// a replica's first snapshot is asked for with Target beside already.
 	Replica                  bool
 	Beside                   string
 	BesideProps              map[string]string

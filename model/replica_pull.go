@@ -121,7 +121,8 @@ const besideSuffix = ".whole"
 
 // ReplicaBeside is where a whole stream for replica name is received
 // while the replica is kept (the holder no longer has its base:
-// ReplicaSend.StartOver), until the round swaps them (PlanSwapReplica).
+// ReplicaSend.StartOver), and its first snapshot, until the round that
+// verified it swaps them (PlanSwapReplica).
 // The suffix makes no slot's ID (<class>-<n>), so no replica's name.
 func ReplicaBeside(name string) string { return name + besideSuffix }
 
@@ -230,6 +231,16 @@ const (
 	// and kept: the next round asks for the increment again.
 	ReplicaPullRebase
 	ReplicaPullRollback
+	// ReplicaPullDiscard: a complete copy beside the replica that no
+	// check of this round verified (a crash came between its receive and
+	// the check), or a first receive into the replica's own name,
+	// dropped; the round goes on from the listing beside.
+	ReplicaPullDiscard
+	// ReplicaPullUnverified: a fetch's check failed (or its receive met
+	// the replica changed); the copy beside listed, and what the fetch
+	// received there dropped (ReplicaPullDiscard) before the replica is
+	// rebased or started over.
+	ReplicaPullUnverified
 )
 
 // ReplicaPullLoop is what one replica's round decides its next step from
@@ -243,11 +254,17 @@ type ReplicaPullLoop struct {
 	// Now is the time of the decision: the replica's marks.
 	Now  time.Time
 	Last Result
+	// aborted: this round discarded a refused resume token already (kept
+	// by After); a second refusal ends the round.
+	aborted bool
 }
 
 // After is the loop once last has been done.
 func (p ReplicaPullLoop) After(last Result) ReplicaPullLoop {
 	p.Last = last
+	if last.Step.Phase == ReplicaPullAbort {
+		p.aborted = true
+	}
 	return p
 }
 
@@ -262,11 +279,18 @@ func (p ReplicaPullLoop) After(last Result) ReplicaPullLoop {
 //     into nor destroyed;
 //   - the increment is from the replica's newest @replica-<n>; a partial
 //     receive is resumed from its token; a token the holder refuses is
-//     discarded, and the next round starts from the newest snapshot;
+//     discarded, and the round asks again, from the newest snapshot;
 //   - a holder that no longer has that base sends the whole, which is
 //     received beside the replica (the replica kept meanwhile: the newest
 //     there is here), resumed there, and once complete put in its place
-//     (PlanSwapReplica);
+//     (PlanSwapReplica); so is a replica's first snapshot (fetch);
+//   - the replica's own name only ever holds what a check of the guid
+//     passed: a complete copy beside is put in its place only in the
+//     round whose fetch verified it (or once its swap began, the copy
+//     marked for the replica: only a verified copy is); any other, found
+//     by a round's first listing, is discarded, and pulled again
+//     (settleBeside), and what a fetch whose check failed received
+//     beside is discarded in that round;
 //   - every receive sets ReplicaProps (-o) and takes none of the plugin's
 //     own properties nor readonly from the stream (-x, ReceiveExclude);
 //     the transport adds the host's (transfer.HostProps);
@@ -313,13 +337,15 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 		switch {
 		case p.Drop:
 			plan := Plan{Doing: "dropping the replica " + name,
-				Ops: slices.Concat(PlanDropCopy(beside, brows).Ops, PlanDropCopy(name, rows).Ops)}
+				Ops: slices.Concat(planDropBeside(name, brows).Ops, PlanDropCopy(name, rows).Ops)}
 			if len(rows)+len(brows) == 0 {
 				return Move{Kind: MoveDone}
 			}
 			return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDrop, Plan: &plan})
 		case len(brows) > 0 && NewestReplica(beside, brows) != 0:
-			return p.swap(rows, brows)
+			// Verified only just now: the relisting follows only a fetch
+			// that passed its check.
+			return p.settleBeside(rows, brows, last.Step.Phase == ReplicaPullRelistBeside)
 		case last.Step.Phase == ReplicaPullRelistBeside:
 			if older := OlderReplicas(name, rows); len(older) > 0 {
 				plan := PlanDropSnapshots(older)
@@ -330,6 +356,10 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			// A whole copy coming beside: resumed from its token, which
 			// its listing carries (zfs.Dataset.ResumeToken).
 			return p.fetch(rows, resumeToken(beside, brows))
+		case len(rows) > 0 && NewestReplica(name, rows) == 0:
+			// A first receive into the replica's own name (a plugin
+			// before first snapshots went beside): no base to keep.
+			return p.discard(name, rows, nil, nil)
 		case len(rows) == 0:
 			return p.fetch(nil, "")
 		}
@@ -346,11 +376,36 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
 		return p.rebase(last.Step.Rows, last.Rows, last.Step.Retry)
-	case ReplicaPullAbort, ReplicaPullStartOver, ReplicaPullRollback:
+	case ReplicaPullAbort:
+		if last.Err != nil {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		// The token went with the partial receive: asked again at once,
+		// without it. The next round may come late, and the holder's
+		// bases move on meanwhile (seed 9740540: a first stream cut,
+		// its token refused, and no replica for another round).
+		return p.move(Move{Kind: MoveList, Phase: ReplicaPullList})
+	case ReplicaPullStartOver, ReplicaPullRollback:
 		if last.Err != nil {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
 		return Move{Kind: MoveFail, Err: last.Step.Retry}
+	case ReplicaPullUnverified:
+		if last.Err != nil && !errors.Is(last.Err, zfs.ErrNotExist) {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		if len(last.Rows) > 0 {
+			return p.discard(beside, last.Rows, last.Step.Rows, last.Step.Retry)
+		}
+		return p.startOver(last.Step.Rows, last.Step.Retry)
+	case ReplicaPullDiscard:
+		if last.Err != nil {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		if last.Step.Retry != nil {
+			return p.startOver(last.Step.Rows, last.Step.Retry)
+		}
+		return Move{Kind: MoveList, Phase: ReplicaPullListBeside, Dataset: beside, Volumes: true, Class: p.Class, Rows: last.Step.Rows}
 	case ReplicaPullRecount:
 		if last.Err != nil {
 			return Move{Kind: MoveFail, Err: last.Err}
@@ -364,6 +419,15 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 		return Move{Kind: MoveFail, Refused: true, Reason: last.Step.Reason}
 	}
 	return Move{Kind: MoveFail, Err: fmt.Errorf("replica pull: no move after %s", last.Step.Kind)}
+}
+
+// planDropBeside drops the copy beside replica name (brows): the
+// plugin's marked for itself, or for the replica once its swap began
+// (besideOurs), which PlanDropCopy alone would leave: a crash before the
+// swap's rename, then the replica's drop, kept it for good (seed
+// 9740435).
+func planDropBeside(name string, brows []zfs.Dataset) Plan {
+	return dropCopy(ReplicaBeside(name), brows, func(d *zfs.Dataset) bool { return besideOurs(name, d) })
 }
 
 // notOurs says why the dataset at the replica's name is not the plugin's
@@ -410,13 +474,26 @@ func (p ReplicaPullLoop) move(mv Move) Move {
 // fetch asks the holder's node for the increment from the replica's
 // newest snapshot (rows), resuming token if any (the replica's, or the
 // whole copy's beside it); a whole stream goes beside the replica.
+//
+// So does the replica's first snapshot (no base: Target is the copy
+// beside). Received into the replica's own name, a crash between the
+// receive and the check of its guid (transfer.Client.Fetch's verify)
+// left a lying holder's data standing as the replica, marked as the
+// plugin's, for a takeover to claim (seed 9730813). Beside, what a crash
+// leaves is no replica: settleBeside discards it. That rule is in one
+// place, and the swap is already crash-safe; recording the guid the
+// sender named (-o) instead would have every reader of a replica (the
+// round, ReplicasIn, the takeover, status) check it.
 func (p ReplicaPullLoop) fetch(rows []zfs.Dataset, token string) Move {
 	t := p.Target
-	beside := ReplicaBeside(t.Name)
-	props := ReplicaProps(p.Class, t.Name, t.Source, t.Slot, p.Now)
+	have, into, beside := NewestReplica(t.Name, rows), t.Name, ReplicaBeside(t.Name)
+	if have == 0 {
+		into = beside
+	}
+	props := ReplicaProps(p.Class, into, t.Source, t.Slot, p.Now)
 	besideProps := ReplicaProps(p.Class, beside, t.Source, t.Slot, p.Now)
-	f := Fetch{Replica: true, Alloc: t.Source.ID, Slot: t.Slot, HaveGUID: NewestReplica(t.Name, rows), ResumeToken: token,
-		Target: t.Name, Props: props, Exclude: ReceiveExclude(props), At: p.Now,
+	f := Fetch{Replica: true, Alloc: t.Source.ID, Slot: t.Slot, HaveGUID: have, ResumeToken: token,
+		Target: into, Props: props, Exclude: ReceiveExclude(props), At: p.Now,
 		Beside: beside, BesideProps: besideProps, BesideExclude: ReceiveExclude(besideProps)}
 	return p.move(Move{Kind: MoveFetch, Phase: ReplicaPullFetch, Fetch: &f, Rows: rows})
 }
@@ -431,6 +508,8 @@ func (p ReplicaPullLoop) fetched() Move {
 		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRelist})
 	case errors.Is(err, ErrNotFilesystem):
 		return Move{Kind: MoveFail, Refused: true, Reason: "the holder's stream is not of a filesystem (a volume?): " + err.Error()}
+	case errors.Is(err, ErrResumeRefused) && p.aborted:
+		return Move{Kind: MoveFail, Err: err}
 	case errors.Is(err, ErrResumeRefused):
 		// The token was the replica's, or the whole copy's beside it
 		// (only one of them is ever partial: a whole stream goes beside
@@ -438,12 +517,29 @@ func (p ReplicaPullLoop) fetched() Move {
 		plan := PlanAbortReceive(p.Target.Name)
 		plan.Ops = append(plan.Ops, abortReceiveOp(ReplicaBeside(p.Target.Name)))
 		return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullAbort, Plan: &plan, Retry: err})
-	case errors.Is(err, ErrStartOver) && !errors.Is(err, zfs.ErrIncrementalMismatch) && NewestReplica(p.Target.Name, p.Last.Step.Rows) != 0:
-		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRebase, Rows: p.Last.Step.Rows, Retry: err})
 	case errors.Is(err, ErrStartOver):
-		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRecount, Retry: err})
+		// What the fetch received beside (a first snapshot, a whole
+		// stream), unverified, goes in this round: a replica no longer
+		// chosen, or whose allocation ended, has no round to discard it.
+		return Move{Kind: MoveList, Phase: ReplicaPullUnverified, Dataset: ReplicaBeside(p.Target.Name), Volumes: true,
+			Class: p.Class, Rows: p.Last.Step.Rows, Retry: err}
 	}
 	return Move{Kind: MoveFail, Err: err}
+}
+
+// startOver decides on the replica (before: as listed before the fetch)
+// once a fetch that failed its check (why, ErrStartOver) left nothing
+// beside it: an increment undone over its base (rebase); a replica that
+// had no snapshot kept as it was; one that no longer lines up with the
+// holder's stream (zfs.ErrIncrementalMismatch) dropped whole.
+func (p ReplicaPullLoop) startOver(before []zfs.Dataset, why error) Move {
+	switch have := NewestReplica(p.Target.Name, before); {
+	case have != 0 && !errors.Is(why, zfs.ErrIncrementalMismatch):
+		return p.move(Move{Kind: MoveList, Phase: ReplicaPullRebase, Rows: before, Retry: why})
+	case have == 0:
+		return Move{Kind: MoveFail, Err: why}
+	}
+	return p.move(Move{Kind: MoveList, Phase: ReplicaPullRecount, Retry: why})
 }
 
 // rebase undoes what an increment left on the replica (rows, listed after
@@ -490,22 +586,54 @@ func (p ReplicaPullLoop) refuseShape(name string, rows []zfs.Dataset) (Move, boo
 	return Move{Kind: MoveFail, Refused: true, Reason: why}, true
 }
 
-// swap puts the whole copy beside the replica (brows: complete, its
-// newest snapshot in) in the replica's place (rows), once it is one
-// filesystem.
-func (p ReplicaPullLoop) swap(rows, brows []zfs.Dataset) Move {
-	beside := ReplicaBeside(p.Target.Name)
+// settleBeside decides on the whole copy beside the replica (brows:
+// complete, its newest snapshot in), once it is one filesystem: put in
+// the replica's place (rows) when this round's fetch verified it
+// (verified), or when its swap began (marked for the replica, which
+// PlanSwapReplica does only to a verified copy); else discarded
+// unverified, and the round goes on without it. A crash between a
+// receive and its check thus never leaves unchecked data in the
+// replica's name (fetch).
+func (p ReplicaPullLoop) settleBeside(rows, brows []zfs.Dataset, verified bool) Move {
+	name, beside := p.Target.Name, ReplicaBeside(p.Target.Name)
 	if mv, refused := p.refuseShape(beside, brows); refused {
 		return mv
 	}
-	plan := PlanSwapReplica(p.Target.Name, rows)
+	if !verified && !swapBegun(name, brows) {
+		return p.discard(beside, brows, rows, nil)
+	}
+	plan := PlanSwapReplica(name, rows)
 	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullSwap, Plan: &plan})
 }
 
-// PlanSwapReplica puts the whole copy received beside replica name in its
-// place: the copy marked for name first (so that a crash after the
-// rename leaves it the plugin's, and before it leaves it still
-// recognised, besideOurs), the replica as last listed (rows) dropped,
+// swapBegun reports whether the copy beside replica name (brows) is
+// marked for name: PlanSwapReplica's first step.
+func swapBegun(name string, brows []zfs.Dataset) bool {
+	for i := range brows {
+		if brows[i].Name == ReplicaBeside(name) {
+			return brows[i].User.Get(PropOwner) == name
+		}
+	}
+	return false
+}
+
+// discard drops copy what (as listed: drop), received but never
+// verified; then, the round goes on with the replica as listed (rows):
+// after a failed check (why), to startOver; else from a new listing of
+// the copy beside.
+func (p ReplicaPullLoop) discard(what string, drop, rows []zfs.Dataset, why error) Move {
+	plan := PlanDropCopy(what, drop)
+	if len(plan.Ops) == 0 {
+		return Move{Kind: MoveFail, Err: fmt.Errorf("%s, received unverified, is not the plugin's to drop", what)}
+	}
+	plan.Doing = "discarding " + what + ", received but never verified"
+	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDiscard, Plan: &plan, Rows: rows, Retry: why})
+}
+
+// PlanSwapReplica puts the whole copy received beside replica name, once
+// verified, in its place: the copy marked for name first (so that a
+// crash after the rename leaves it the plugin's, and before it leaves it
+// still recognised, besideOurs), the replica as last listed (rows) dropped,
 // then the copy renamed. Each step a crash interrupts is done again by
 // the next round's swap.
 func PlanSwapReplica(name string, rows []zfs.Dataset) Plan {
@@ -516,7 +644,7 @@ func PlanSwapReplica(name string, rows []zfs.Dataset) Plan {
 	}
 	ops = append(ops, renameOp(beside, name))
 	return Plan{Doing: "putting the whole copy " + beside + " in the place of the replica " + name, Ops: ops,
-		Done: Note{Msg: "a replica received whole again (its holder no longer had its base)", KV: []any{"dataset", name}}}
+		Done: Note{Msg: "a replica received whole (its first snapshot, or its holder no longer had its base)", KV: []any{"dataset", name}}}
 }
 
 // NewestReplica is the guid of replica name's newest @replica-<n> (rows,

@@ -208,15 +208,17 @@ func TestDecideReplicaPullMove(t *testing.T) {
 	snap := func(n int) zfs.Dataset {
 		return zfs.Dataset{Name: name + "@" + model.ReplicaSnapshot(n), Type: zfs.DatasetSnapshot, GUID: replicaGUID(n)}
 	}
-	fetches := func(have uint64, token string) func(*testing.T, model.Move) {
+	// fetchesInto checks a fetch into target: the replica, or the copy
+	// beside it for a first snapshot.
+	fetchesInto := func(target string, have uint64, token string) func(*testing.T, model.Move) {
 		return func(t *testing.T, mv model.Move) {
 			f := mv.Fetch
-			if !f.Replica || f.Alloc != "A" || f.Replacement != "" || f.Slot != "pg-1" || f.Target != name ||
+			if !f.Replica || f.Alloc != "A" || f.Replacement != "" || f.Slot != "pg-1" || f.Target != target ||
 				f.HaveGUID != have || f.ResumeToken != token {
-				t.Fatalf("fetch %+v, want from %d, token %q", f, have, token)
+				t.Fatalf("fetch %+v, want into %s from %d, token %q", f, target, have, token)
 			}
 			if f.Props[model.PropState] != string(model.StateReplica) || f.Props["canmount"] != "noauto" ||
-				f.Props[model.PropHolder] != "A" || f.Props[model.PropReplicaSlot] != "pg-1" {
+				f.Props[model.PropHolder] != "A" || f.Props[model.PropReplicaSlot] != "pg-1" || f.Props[model.PropOwner] != target {
 				t.Errorf("props %v", f.Props)
 			}
 			for _, p := range []string{model.PropGeneration, model.PropHolderIndex, "readonly"} {
@@ -226,6 +228,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			}
 		}
 	}
+	fetches := func(have uint64, token string) func(*testing.T, model.Move) { return fetchesInto(name, have, token) }
 	planIs := func(want ...string) func(*testing.T, model.Move) {
 		return func(t *testing.T, mv model.Move) {
 			var got []string
@@ -244,6 +247,8 @@ func TestDecideReplicaPullMove(t *testing.T) {
 	besideSnap := zfs.Dataset{Name: beside + "@replica-1", Type: zfs.DatasetSnapshot, GUID: "201"}
 	swapped := planIs("set "+beside+" {nomad-device-zfs:owner}", "receive -A "+name, "release "+name+"@replica-2 nomad-device-zfs",
 		"destroy "+name+"@replica-2", "destroy "+name, "rename "+beside+" "+name)
+	discarded := planIs("receive -A "+beside, "release "+beside+"@replica-1 nomad-device-zfs", "destroy "+beside+"@replica-1",
+		"destroy "+beside)
 	none := moveBeat{want: "list list-beside", err: zfs.ErrNotExist}
 	noneAfter := moveBeat{want: "list relist-beside", err: zfs.ErrNotExist}
 	cases := []struct {
@@ -251,10 +256,66 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		drop  bool
 		beats []moveBeat
 	}{
-		{name: "the first pull: whole, no token read", beats: []moveBeat{
+		{name: "the first pull: whole, beside, no token read; swapped in once verified", beats: []moveBeat{
 			{want: "list list", err: zfs.ErrNotExist}, none,
-			{want: "fetch fetch", check: fetches(0, "")},
-			{want: "list relist", rows: []zfs.Dataset{ours, snap(1)}}, noneAfter,
+			{want: "fetch fetch", check: fetchesInto(beside, 0, "")},
+			{want: "list relist", err: zfs.ErrNotExist},
+			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run swap", check: planIs("set "+beside+" {nomad-device-zfs:owner}", "rename "+beside+" "+name)},
+			{want: "done"},
+		}},
+		{name: "a first snapshot beside a crash left unverified: discarded, pulled again", beats: []moveBeat{
+			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run discard", check: discarded}, none,
+			{want: "fetch fetch", check: fetchesInto(beside, 0, "")},
+			{want: "list relist", err: zfs.ErrNotExist},
+			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run swap", check: planIs("set "+beside+" {nomad-device-zfs:owner}", "rename "+beside+" "+name)},
+			{want: "done"},
+		}},
+		{name: "a whole copy beside a crash left unverified: discarded, the increment pulled", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "list list-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run discard", check: discarded}, none,
+			{want: "fetch fetch", check: fetches(102, "")},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}}, noneAfter,
+			{want: "run drop-older"},
+			{want: "done"},
+		}},
+		{name: "a first snapshot that came unverified (a lie): discarded in the round, which fails", beats: []moveBeat{
+			{want: "list list", err: zfs.ErrNotExist}, none,
+			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, errors.New("not verified"))},
+			{want: "list unverified", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run discard", check: discarded},
+			{want: "fail", check: isErr(model.ErrStartOver)},
+		}},
+		{name: "a whole stream that came unverified beside: discarded, the replica rolled back to its base and kept", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch", err: model.ErrStartOver},
+			{want: "list unverified", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run discard", check: discarded},
+			{want: "list rebase", rows: []zfs.Dataset{ours, snap(2)}},
+			{want: "run rollback", check: planIs("rollback " + name + "@replica-2")},
+			{want: "fail", check: isErr(model.ErrStartOver)},
+		}},
+		{name: "a first snapshot cut beside: resumed there", beats: []moveBeat{
+			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list-beside", rows: []zfs.Dataset{withToken(besideRow, "1-def")}},
+			{want: "fetch fetch", check: fetchesInto(beside, 0, "1-def")},
+			{want: "list relist", err: zfs.ErrNotExist},
+			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run swap", check: planIs("set "+beside+" {nomad-device-zfs:owner}", "rename "+beside+" "+name)},
+			{want: "done"},
+		}},
+		{name: "a first receive into the replica's own name (an older plugin's): discarded, pulled beside", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc")}},
+			{want: "list list-beside", err: zfs.ErrNotExist},
+			{want: "run discard", check: planIs("receive -A "+name, "destroy "+name)}, none,
+			{want: "fetch fetch", check: fetchesInto(beside, 0, "")},
+			{want: "list relist", err: zfs.ErrNotExist},
+			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run swap", check: planIs("set "+beside+" {nomad-device-zfs:owner}", "rename "+beside+" "+name)},
 			{want: "done"},
 		}},
 		{name: "an increment from the newest, the older dropped after", beats: []moveBeat{
@@ -276,10 +337,22 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "run drop-older"},
 			{want: "done"},
 		}},
-		{name: "a token the holder refuses: the partial receive discarded", beats: []moveBeat{
+		{name: "a token the holder refuses: the partial receive discarded, asked again at once", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}}, none,
 			{want: "fetch fetch", err: model.ErrResumeRefused},
 			{want: "run abort", check: planIs("receive -A "+name, "receive -A "+beside)},
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch", check: fetches(102, "")},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}}, noneAfter,
+			{want: "run drop-older"},
+			{want: "done"},
+		}},
+		{name: "a second refusal in the round ends it", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}}, none,
+			{want: "fetch fetch", err: model.ErrResumeRefused},
+			{want: "run abort"},
+			{want: "list list", rows: []zfs.Dataset{withToken(ours, "1-abc"), snap(2)}}, none,
+			{want: "fetch fetch", err: model.ErrResumeRefused},
 			{want: "fail", check: isErr(model.ErrResumeRefused)},
 		}},
 		{name: "the holder lost the base: the whole stream comes beside, then takes the replica's place", beats: []moveBeat{
@@ -320,6 +393,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		{name: "an increment that came unverified (a lie): rolled back to the base, the replica kept", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: model.ErrStartOver},
+			{want: "list unverified", err: zfs.ErrNotExist},
 			{want: "list rebase", rows: []zfs.Dataset{ours, snap(2), {Name: name + "@" + model.ReplicaSnapshot(3), Type: zfs.DatasetSnapshot, GUID: "77"}}},
 			{want: "run rollback", check: planIs("release "+name+"@replica-3 nomad-device-zfs", "destroy "+name+"@replica-3",
 				"rollback "+name+"@replica-2")},
@@ -328,6 +402,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		{name: "an increment into a replica changed here: rolled back to the base, kept", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, zfs.ErrDestinationModified)},
+			{want: "list unverified", err: zfs.ErrNotExist},
 			{want: "list rebase", rows: []zfs.Dataset{ours, snap(2)}},
 			{want: "run rollback", check: planIs("rollback " + name + "@replica-2")},
 			{want: "fail", check: isErr(zfs.ErrDestinationModified)},
@@ -335,6 +410,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		{name: "the base gone after an unverified increment: dropped whole", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: model.ErrStartOver},
+			{want: "list unverified", err: zfs.ErrNotExist},
 			{want: "list rebase", rows: []zfs.Dataset{ours}},
 			{want: "run start-over"},
 			{want: "fail", check: isErr(model.ErrStartOver)},
@@ -342,6 +418,7 @@ func TestDecideReplicaPullMove(t *testing.T) {
 		{name: "no longer lined up: dropped whole, pulled whole next round", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
 			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, zfs.ErrIncrementalMismatch)},
+			{want: "list unverified", err: zfs.ErrNotExist},
 			{want: "list recount", rows: []zfs.Dataset{ours, snap(2)}},
 			{want: "run start-over"},
 			{want: "fail", check: isErr(model.ErrStartOver)},
@@ -352,9 +429,16 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "fail refused"},
 		}},
 		{name: "datasets below the replica after a receive: refused, left to the operator", beats: []moveBeat{
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch"},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3), {Name: name + "/child", Type: zfs.DatasetFilesystem}}},
+			{want: "fail refused"},
+		}},
+		{name: "datasets below a first snapshot beside: refused, left to the operator", beats: []moveBeat{
 			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "fetch fetch"},
-			{want: "list relist", rows: []zfs.Dataset{ours, snap(1), {Name: name + "/child", Type: zfs.DatasetFilesystem}}},
+			{want: "list relist", err: zfs.ErrNotExist},
+			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap, {Name: beside + "/child", Type: zfs.DatasetFilesystem}}},
 			{want: "fail refused"},
 		}},
 		{name: "a volume at the name: dropped, refused", beats: []moveBeat{
@@ -385,6 +469,14 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "list list-beside", rows: []zfs.Dataset{besideRow}},
 			{want: "run drop", check: planIs("receive -A "+beside, "destroy "+beside, "receive -A "+name,
 				"release "+name+"@replica-2 nomad-device-zfs", "destroy "+name+"@replica-2", "destroy "+name)},
+			{want: "done"},
+		}},
+		{name: "a drop of a copy beside whose swap a crash cut before its rename: destroyed", drop: true, beats: []moveBeat{
+			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list-beside", rows: []zfs.Dataset{{Name: beside, Type: zfs.DatasetFilesystem, User: zfs.UserPropsOf(map[string]string{
+				model.PropOwner: name, model.PropState: string(model.StateReplica), model.PropHolder: "A"})}, besideSnap}},
+			{want: "run drop", check: planIs("receive -A "+beside, "release "+beside+"@replica-1 nomad-device-zfs",
+				"destroy "+beside+"@replica-1", "destroy "+beside, "receive -A "+name, "destroy "+name)},
 			{want: "done"},
 		}},
 		{name: "a drop of nothing there", drop: true, beats: []moveBeat{

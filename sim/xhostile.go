@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -114,10 +115,16 @@ func (w *XWorld) hostile(from *xnode, target string, h http.Header, body []byte)
 // check of the copy, and its next pull received the increment into the
 // same copy: seed 7740581), the increment updates it.
 func (n *xnode) replicate(target string) {
-	if !n.w.replicating[target] {
+	// A replica's first snapshot, and a whole stream when the holder lost
+	// its base, are received beside it (model.ReplicaBeside).
+	key := target
+	if !n.w.replicating[key] {
+		key = strings.TrimSuffix(target, ".whole")
+	}
+	if !n.w.replicating[key] {
 		return
 	}
-	delete(n.w.replicating, target)
+	delete(n.w.replicating, key)
 	child := target + "/from-a-peer"
 	if _, err := n.fake.Run(context.Background(), "zfs", "list", "-H", "-o", "name", child); err == nil {
 		n.replicated[target] = true

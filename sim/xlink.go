@@ -174,6 +174,7 @@ func (f xfetcher) Fetch(ctx context.Context, req transfer.Request, into transfer
 	res, err := f.c.Fetch(ctx, req, into)
 	if err != nil {
 		delete(f.w.replicating, into.Target)
+		delete(f.w.replicating, strings.TrimSuffix(into.Target, ".whole"))
 	}
 	switch told := f.w.link.told; {
 	case told != lieNone && errors.Is(err, transfer.ErrNotVerified):

@@ -99,10 +99,14 @@ func (w *XWorld) lineage(id string) map[string]bool {
 // pulls' turns (pulled).
 //
 // XR1, lineage: every snapshot of a replica (or of the whole copy beside
-// it) is one a plugin took (by guid), and holds only tokens of its source
-// allocation's lineage (what it and its predecessors inherited and wrote:
-// a replacement not started yet holds its predecessor's data): never
-// another lineage's data, nor data no allocation wrote.
+// it, once its swap began: marked for the replica) is one a plugin took
+// (by guid), and holds only tokens of its source allocation's lineage
+// (what it and its predecessors inherited and wrote: a replacement not
+// started yet holds its predecessor's data): never another lineage's
+// data, nor data no allocation wrote. A copy beside marked for itself is
+// a receive not yet verified, which no reader takes for the replica: the
+// round that finds it complete and unchecked discards it
+// (model.DecideReplicaPullMove).
 //
 // XR2: a replica is never mounted, nor offered as a slot (the node
 // fingerprints pg-1 and pg-2 alone).
@@ -133,6 +137,9 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 		now := map[string]string{}
 		for _, d := range rows {
 			ds, _, _ := strings.Cut(d.Name, "@")
+			if main, beside := strings.CutSuffix(ds, ".whole"); beside && !swapBegun(rows, main) {
+				continue // not yet verified: it may be discarded, and come again (seed 9740356)
+			}
 			if k := arrivalKey(n, ds, d.GUID); d.IsSnapshot() && strings.HasPrefix(path.Base(d.Name), "replica-") && w.rx.arrived[k].IsZero() {
 				w.rx.arrived[k] = w.now
 			}
@@ -184,8 +191,9 @@ func (w *XWorld) checkReplicas(pulled []*xnode) {
 // checkLineage is XR1 for replica r on n.
 func (w *XWorld) checkLineage(n *xnode, r model.Replica, rows []zfs.Dataset) {
 	allowed := w.lineage(r.Source)
+	swapping := swapBegun(rows, r.Dataset)
 	for _, d := range rows {
-		if !d.IsSnapshot() || !(strings.HasPrefix(d.Name, r.Dataset+"@") || strings.HasPrefix(d.Name, r.Dataset+".whole@")) {
+		if !d.IsSnapshot() || !(strings.HasPrefix(d.Name, r.Dataset+"@") || swapping && strings.HasPrefix(d.Name, r.Dataset+".whole@")) {
 			continue
 		}
 		content, ok := w.snapContent[d.GUID]
@@ -199,6 +207,17 @@ func (w *XWorld) checkLineage(n *xnode, r model.Replica, rows []zfs.Dataset) {
 			}
 		}
 	}
+}
+
+// swapBegun reports whether the copy beside replica (in rows) is marked
+// for it: its swap began, which only a verified copy's does
+// (model.PlanSwapReplica). Until then it is a receive no check has
+// passed, which nothing reads as the replica, and which a round may
+// discard.
+func swapBegun(rows []zfs.Dataset, replica string) bool {
+	return slices.ContainsFunc(rows, func(d zfs.Dataset) bool {
+		return d.Name == replica+".whole" && d.User.Get(model.PropOwner) == replica
+	})
 }
 
 // checkBases is XR3 on n.
@@ -237,7 +256,9 @@ func (w *XWorld) checkBases(n *xnode, rows []zfs.Dataset) {
 }
 
 // arrivalKey names snapshot guid's arrival on n in replica ds (or the
-// whole copy beside it, which becomes it: ReplicaBeside). Per replica,
+// whole copy beside it once its swap began, which becomes it:
+// ReplicaBeside; not before: an unverified copy beside may be discarded
+// and the same snapshot pulled again, seed 9740356). Per replica,
 // not per node: the holder sends a snapshot it took for another pull
 // again (model.DecideReplicaSend), and a node may hold the same guid in
 // another allocation's replica long before this one's receive brings it
@@ -314,14 +335,18 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 		return
 	}
 	name := w.cfg.ReplicaName("pg", a.id, a.slot)
-	if slices.ContainsFunc(rows, func(d zfs.Dataset) bool { return strings.HasPrefix(d.Name, name+"/") }) {
-		// A hostile stream brought a dataset below it: refused, left for
-		// the operator (XR4), and pulled no more (seed 9720780).
+	if slices.ContainsFunc(rows, func(d zfs.Dataset) bool {
+		return strings.HasPrefix(d.Name, name+"/") || strings.HasPrefix(d.Name, name+".whole/")
+	}) {
+		// A hostile stream brought a dataset below it (or below the copy
+		// beside it, where a first snapshot comes): refused, left for the
+		// operator (XR4), and pulled no more (seed 9720780).
 		return
 	}
 	var newest, arrived time.Time
+	swapping := swapBegun(rows, name)
 	for _, d := range rows {
-		if d.IsSnapshot() && (strings.HasPrefix(d.Name, name+"@") || strings.HasPrefix(d.Name, name+".whole@")) {
+		if d.IsSnapshot() && (strings.HasPrefix(d.Name, name+"@") || swapping && strings.HasPrefix(d.Name, name+".whole@")) {
 			if at, ok := w.snapAt[d.GUID]; ok && at.After(newest) {
 				newest, arrived = at, w.rx.arrived[arrivalKey(r, name, d.GUID)]
 			}
@@ -342,7 +367,9 @@ func (w *XWorld) checkNewest(r *xnode, a *xalloc, every time.Duration) {
 // is kept only of an allocation that runs, or that Nomad still knows as
 // unknown (kept as it is; a lost one's is kept sticky_wait), or that a hostile stream brought a
 // dataset below (refused: left for the operator, as a migration's copy,
-// forOperator), and no whole copy waits beside one;
+// forOperator; below the copy beside it, for a first snapshot), and no
+// whole copy waits beside one but such a refused one (a copy beside no
+// replica is a first receive, judged as the replica);
 // what the quiescent X4 allows of replicas (replicaKept) is only that.
 func (w *XWorld) checkReplicasQuiescent() {
 	if !w.replicas {
@@ -355,7 +382,9 @@ func (w *XWorld) checkReplicasQuiescent() {
 			return
 		}
 		for _, r := range reps {
-			below := slices.ContainsFunc(rows, func(d zfs.Dataset) bool { return strings.HasPrefix(d.Name, r.Dataset+"/") })
+			below := slices.ContainsFunc(rows, func(d zfs.Dataset) bool {
+				return strings.HasPrefix(d.Name, r.Dataset+"/") || strings.HasPrefix(d.Name, r.Dataset+".whole/")
+			})
 			if !below && !w.replicaKept(r.Source) {
 				sa := w.cluster.Alloc(r.Source)
 				st := "unknown to Nomad"
@@ -366,7 +395,11 @@ func (w *XWorld) checkReplicasQuiescent() {
 			}
 		}
 		for _, d := range rows {
-			if strings.HasSuffix(d.Name, ".whole") {
+			// Without its replica, a copy beside is the replica's first
+			// receive, judged as the replica above (model.ReplicasIn).
+			replica := strings.TrimSuffix(d.Name, ".whole")
+			if strings.HasSuffix(d.Name, ".whole") && slices.ContainsFunc(rows, func(b zfs.Dataset) bool { return b.Name == replica }) &&
+				!slices.ContainsFunc(rows, func(b zfs.Dataset) bool { return strings.HasPrefix(b.Name, d.Name+"/") }) {
 				w.violate("XR4", "%s: a whole copy %s still waits beside its replica at quiescence", n.name, d.Name)
 			}
 		}

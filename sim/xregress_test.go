@@ -297,6 +297,82 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9730078,
 			keep: []int{2, 8, 18, 42, 55, 58, 61, 68},
 		},
+		{
+			// A lying holder (node 3) sent foreign data as the first
+			// snapshot of 0001's replica on node 1: the receive completed
+			// into the replica's own name, and node 1's plugin died
+			// before its check of the guid (a zfs list of the replica).
+			// The foreign snapshot stood as the replica's newest, with
+			// the plugin's marks, until a later pull replaced it, and a
+			// takeover meanwhile would have claimed it (XR1). A first
+			// snapshot is now received beside the replica, as a whole
+			// stream is, and put in its place only by the round whose
+			// check passed; a complete copy beside that no check passed
+			// is discarded by the next round (model.DecideReplicaPullMove:
+			// fetch, settleBeside; mutant replica-beside-swapped-unverified).
+			name: "a liar's first replica snapshot, then the receiving plugin's death before its check",
+			seed: 9730813,
+			keep: []int{5, 9, 15, 16, 17, 19},
+		},
+		{
+			// Found on branch xr1 by its own first cut of the rule above,
+			// which left a first snapshot whose check failed (a forged
+			// guid) beside the replica for the next round to discard:
+			// node 1 came back, the rendezvous then chose it for 0002's
+			// replica, and node 2, no longer chosen, keeps what it holds
+			// while the allocation runs: no round of node 2 pulled it
+			// again, and the liar's copy waited beside for good (XR4). What
+			// a fetch whose check failed received beside is now dropped
+			// in that round (model.DecideReplicaPullMove,
+			// ReplicaPullUnverified).
+			name: "a first replica snapshot that failed its check, then the node no longer chosen",
+			seed: 18,
+			keep: []int{47, 48, 68, 69, 72, 74, 77},
+		},
+		{
+			// The harness's own bug, once first snapshots came beside:
+			// node 1's first pull of 0005's replica stalled, then came in
+			// whole beside it as node 1's plugin died before its check;
+			// the next round discarded that copy and pulled the same
+			// snapshot again (the holder sends its newest again). XR6
+			// took the snapshot's arrival from the discarded copy (10 s
+			// early), and held the replica to a transfer shorter than
+			// its own. A snapshot beside a replica arrives, for XR6 (and
+			// counts, for XR1 and XR6), only once its swap began.
+			name: "a first snapshot discarded unverified and pulled again: its transfer ends when it is verified",
+			seed: 9740356,
+			keep: []int{5, 17, 18, 20, 22, 23, 27, 29, 35, 41, 43, 44, 51, 52, 56, 59, 63, 64, 66, 68, 75, 76, 79},
+		},
+		{
+			// Node 1's plugin died before the rename of a swap that put
+			// 0001's first replica snapshot in place: the copy beside
+			// was marked for the replica, none there yet. 0001 was lost
+			// with node 3; past sticky_wait node 1 dropped the replica
+			// every round, but the drop's plan for the copy beside
+			// (PlanDropCopy) took only a copy marked for itself as the
+			// plugin's, and left it: XR4 at quiescence. A gap of the
+			// whole stream beside before branch xr1, met once first
+			// snapshots came beside too. The drop now takes a copy
+			// beside marked for its replica as well
+			// (model.planDropBeside, besideOurs).
+			name: "a replica dropped after a crash inside its first swap takes the copy beside",
+			seed: 9740435,
+			keep: []int{12, 21, 23, 50, 51, 57, 64},
+		},
+		{
+			// Node 2's first pull of 0001's replica was cut by the
+			// holder's plugin death; node 2's loop had no turn for 83 s
+			// (a tick), and meanwhile node 1's pulls made node 3 drop
+			// @replica-1, which node 2's token named. At its next turn
+			// node 2's resume was refused, it discarded the partial
+			// receive and ended the round: no replica past XR6's bound
+			// (and on main's code as well). The round now asks again at
+			// once without the token (model.DecideReplicaPullMove,
+			// ReplicaPullAbort; a second refusal ends it).
+			name: "a refused resume token is discarded and the replica asked again in the same round",
+			seed: 9740540,
+			keep: []int{3, 5, 6, 9, 14, 29, 30, 33, 34},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
