@@ -45,6 +45,30 @@ func TestLostPredecessor(t *testing.T) {
 				lost("a1", func(l *LostAlloc) { l.LostAt, l.ModifiedAt = time.Time{}, at.Add(time.Hour) }),
 				lost("a2", func(l *LostAlloc) { l.LostAt, l.ModifiedAt = time.Time{}, at }),
 			}, want: "a1"},
+		{name: "stopped as lost by the servers, then complete: its node came back and ended it", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers = ClientComplete, true })}, want: "a"},
+		{name: "stopped as lost by the servers, then failed on its node back", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers = ClientFailed, true })}, want: "a"},
+		{name: "complete, not stopped as lost: an allocation that ended, which Nomad would have linked", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus = ClientComplete })}},
+		{name: "stopped as lost by the servers, running again: not ended", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers = ClientRunning, true })}},
+		{name: "stopped as lost and complete, of another name", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers, l.Name = ClientComplete, true, "pg.db[1]" })}},
+		{name: "stopped as lost and complete, its group without stop_after_client_disconnect", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers, l.StopAfter = ClientComplete, true, 0 })}},
+		{name: "created after the caller", caller: func() Alloc { c := caller; c.CreateIndex = 10; return c }(),
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.CreateIndex = 11 })}},
+		{name: "created before the caller", caller: func() Alloc { c := caller; c.CreateIndex = 10; return c }(),
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.CreateIndex = 9 })}, want: "a"},
+		{name: "the newest of two: a replacement lost in its turn, though its predecessor's node reported later", caller: caller,
+			lost: []LostAlloc{
+				lost("a1", func(l *LostAlloc) {
+					l.CreateIndex, l.ClientStatus, l.LostByServers = 5, ClientComplete, true
+					l.LostAt, l.ModifiedAt = time.Time{}, at.Add(2*time.Hour)
+				}),
+				lost("a2", func(l *LostAlloc) { l.CreateIndex = 8 }),
+			}, want: "a2"},
 		{name: "the same time of loss: the higher ID, whatever the order", caller: caller,
 			lost: []LostAlloc{lost("a2", nil), lost("a1", nil)}, want: "a2"},
 	}
