@@ -133,3 +133,38 @@ func TestPlanTakeReplicaAbortsAPartialReceive(t *testing.T) {
 		})
 	}
 }
+
+// TestLinked: the links this node's Reserves found name the predecessor of
+// a replacement that names none, in a copy of the snapshot; a link Nomad
+// made itself stands, and the snapshot read is left as it was.
+func TestLinked(t *testing.T) {
+	snap := &Snapshot{NodeID: "n2", Allocs: []Alloc{{ID: "b"}, {ID: "c", PreviousAllocation: "x"}, {ID: "d"}}}
+	tests := []struct {
+		name  string
+		links map[string]string
+		want  map[string]string // ID → PreviousAllocation in the answer
+	}{
+		{name: "no links: the snapshot itself", want: map[string]string{"b": "", "c": "x", "d": ""}},
+		{name: "an unlinked replacement names its predecessor", links: map[string]string{"b": "a"},
+			want: map[string]string{"b": "a", "c": "x", "d": ""}},
+		{name: "Nomad's own link stands", links: map[string]string{"c": "a"}, want: map[string]string{"b": "", "c": "x", "d": ""}},
+		{name: "a link of an allocation not listed changes nothing", links: map[string]string{"z": "a"},
+			want: map[string]string{"b": "", "c": "x", "d": ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Linked(snap, tc.links)
+			for _, a := range got.Allocs {
+				if a.PreviousAllocation != tc.want[a.ID] {
+					t.Errorf("%s names %q, want %q", a.ID, a.PreviousAllocation, tc.want[a.ID])
+				}
+			}
+			if snap.Allocs[0].PreviousAllocation != "" {
+				t.Fatal("Linked changed the snapshot it read")
+			}
+		})
+	}
+	if Linked(nil, map[string]string{"b": "a"}) != nil {
+		t.Error("Linked of no snapshot is not nil")
+	}
+}
