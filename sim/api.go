@@ -249,7 +249,7 @@ func (a *api) json(rw http.ResponseWriter, f apiFaults, v any) {
 func toAPI(sa *structs.Allocation) *napi.Allocation {
 	out := &napi.Allocation{
 		ID: sa.ID, Namespace: sa.Namespace, NodeID: sa.NodeID, JobID: sa.JobID, TaskGroup: sa.TaskGroup,
-		Name: sa.Name, ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus,
+		Name: sa.Name, ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus, DesiredDescription: sa.DesiredDescription,
 		CreateIndex: sa.CreateIndex, ModifyIndex: sa.ModifyIndex, ModifyTime: sa.ModifyTime,
 		PreviousAllocation: sa.PreviousAllocation, NextAllocation: sa.NextAllocation,
 		TaskStates: map[string]*napi.TaskState{},
