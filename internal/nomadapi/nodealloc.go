@@ -22,6 +22,7 @@ type nodeAlloc struct {
 	ID, Namespace, JobID, TaskGroup, NodeID string
 	Name                                    string
 	ClientStatus, DesiredStatus             string
+	DesiredDescription                      string
 	ModifyIndex, CreateIndex                uint64
 	PreviousAllocation, NextAllocation      string
 	ModifyTime                              int64
@@ -42,7 +43,7 @@ type nodeAlloc struct {
 func (n *nodeAlloc) allocation() *api.Allocation {
 	a := &api.Allocation{
 		ID: n.ID, Namespace: n.Namespace, JobID: n.JobID, TaskGroup: n.TaskGroup, NodeID: n.NodeID, Name: n.Name,
-		ClientStatus: n.ClientStatus, DesiredStatus: n.DesiredStatus,
+		ClientStatus: n.ClientStatus, DesiredStatus: n.DesiredStatus, DesiredDescription: n.DesiredDescription,
 		ModifyIndex: n.ModifyIndex, CreateIndex: n.CreateIndex,
 		PreviousAllocation: n.PreviousAllocation, NextAllocation: n.NextAllocation,
 		ModifyTime: n.ModifyTime,
