@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 )
 
@@ -50,16 +51,6 @@ func cloneSnapshot(s model.Snapshot) model.Snapshot {
 	return c
 }
 
-// nomadAllocLost is the desired description Nomad's scheduler gives an
-// allocation it stops as lost with its node (scheduler/generic_sched.go
-// allocLost, v1.6.2, through v1.11); the client's later updates keep it
-// (nomad/state: a client's update copies its own status only).
-const nomadAllocLost = "alloc is lost since its node is down"
-
-// StoppedAsLost reports whether an allocation's desired description says
-// the servers stopped it as lost with its node (model.Alloc.LostByServers).
-func StoppedAsLost(desiredDescription string) bool { return desiredDescription == nomadAllocLost }
-
 // convertAlloc keeps what the lifecycle needs from a full allocation.
 func convertAlloc(a *api.Allocation) model.Alloc {
 	out := model.Alloc{
@@ -71,7 +62,7 @@ func convertAlloc(a *api.Allocation) model.Alloc {
 		NodeID:             a.NodeID,
 		ClientStatus:       a.ClientStatus,
 		DesiredStatus:      a.DesiredStatus,
-		LostByServers:      StoppedAsLost(a.DesiredDescription),
+		LostByServers:      nomadapi.LostByServers(a.DesiredDescription),
 		ModifyIndex:        a.ModifyIndex,
 		CreateIndex:        a.CreateIndex,
 		PreviousAllocation: a.PreviousAllocation,

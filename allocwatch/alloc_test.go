@@ -216,7 +216,7 @@ func TestConvertAllocReadsWhatTheNodeListKeeps(t *testing.T) {
 		}
 	}
 	full.ID, full.NodeID = id(1), id(2)
-	full.DesiredDescription = nomadAllocLost
+	full.DesiredDescription = "alloc is lost since its node is down"
 	full.ClientStatus, full.DesiredStatus = api.AllocClientStatusComplete, api.AllocDesiredStatusStop
 	typ := "service"
 	full.Job = &api.Job{Type: &typ}

@@ -18,7 +18,7 @@ import (
 // (nomadapi.AllocationLoss) into what model.DecideTakeover reads.
 func LostAlloc(l nomadapi.AllocLoss) model.LostAlloc {
 	return model.LostAlloc{ID: l.ID, Namespace: l.Namespace, JobID: l.JobID, TaskGroup: l.TaskGroup, Name: l.Name,
-		ClientStatus: l.ClientStatus, LostAt: l.LostAt, ModifiedAt: l.ModifiedAt, WasUnknown: l.WasUnknown,
+		ClientStatus: l.ClientStatus, LostByServers: l.LostByServers, CreateIndex: l.CreateIndex, LostAt: l.LostAt, ModifiedAt: l.ModifiedAt, WasUnknown: l.WasUnknown,
 		StopAfter: l.StopAfterClientDisconnect, MaxClientDisconnect: l.MaxClientDisconnect, KillTimeout: l.KillTimeout,
 		ShutdownDelay: l.ShutdownDelay}
 }

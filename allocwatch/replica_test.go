@@ -59,9 +59,9 @@ func TestReplicaNodesConversion(t *testing.T) {
 
 func TestLostAllocConversion(t *testing.T) {
 	at := time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC)
-	l := nomadapi.AllocLoss{ID: "a", ClientStatus: "lost", LostAt: at, WasUnknown: true, StopAfterClientDisconnect: time.Minute,
+	l := nomadapi.AllocLoss{ID: "a", ClientStatus: "lost", LostByServers: true, CreateIndex: 7, LostAt: at, WasUnknown: true, StopAfterClientDisconnect: time.Minute,
 		MaxClientDisconnect: true, KillTimeout: 20 * time.Second, ShutdownDelay: 5 * time.Second}
-	want := model.LostAlloc{ID: "a", ClientStatus: "lost", LostAt: at, WasUnknown: true, StopAfter: time.Minute,
+	want := model.LostAlloc{ID: "a", ClientStatus: "lost", LostByServers: true, CreateIndex: 7, LostAt: at, WasUnknown: true, StopAfter: time.Minute,
 		MaxClientDisconnect: true, KillTimeout: 20 * time.Second, ShutdownDelay: 5 * time.Second}
 	if got := LostAlloc(l); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
@@ -104,12 +104,17 @@ func TestHTTPLoss(t *testing.T) {
 	a.Job.TaskGroups = []*api.TaskGroup{{Name: new("g"), StopAfterClientDisconnect: new(time.Minute),
 		Tasks: []*api.Task{{Name: "db", KillTimeout: new(20 * time.Second)}}}}
 	a.Name = "web.g[0]"
+	a.DesiredStatus, a.DesiredDescription = "stop", "alloc is lost since its node is down"
 	f.Upsert(a)
 	w := overHTTP(t, f, Config{NodeID: id(9)}, nil)
 	ctx := t.Context()
 	want := model.LostAlloc{ID: id(1), Namespace: "default", JobID: "web", TaskGroup: "g", Name: "web.g[0]", ClientStatus: "lost",
-		StopAfter: time.Minute, KillTimeout: 20 * time.Second}
-	if l, err := w.Loss(ctx, id(1)); err != nil || l != want {
+		LostByServers: true, StopAfter: time.Minute, KillTimeout: 20 * time.Second}
+	l, err := w.Loss(ctx, id(1))
+	if err == nil && l.CreateIndex == 0 {
+		t.Errorf("Loss = %+v: no create index", l)
+	}
+	if l.CreateIndex = 0; err != nil || l != want {
 		t.Errorf("Loss = %+v, %v; want %+v", l, err, want)
 	}
 	if _, err := w.Loss(ctx, id(2)); err == nil {

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,9 +70,13 @@ func replicaCluster(t *testing.T, name string) *testCluster {
 // <alloc> <n> <unix time>", the newest write there, or "found: "), writes
 // its token, then every second writes "<alloc> <n> <unix seconds>" (the
 // guest's busybox date has no fractions) to the slot's file last (a rename: a replica holds one whole line) and the same
-// to data.log in its alloc dir, which the test reads on the host whatever
-// the node's agent does. A raw_exec task: the slot is ZFS_STATE_HOST_PATH.
-const replicaScript = `trap 'exit 0' INT TERM; d=$ZFS_STATE_HOST_PATH; log=$NOMAD_ALLOC_DIR/data.log; ` +
+// to <alloc>.data.log beside its alloc dir, which the test reads whatever
+// the node's agent does. Beside it, not in it: a client that stops an
+// allocation under stop_after_client_disconnect destroys its alloc dir
+// (client/heartbeatstop.go stopAlloc → allocRunner.Destroy), and the test
+// reads A's last write after that (TestReplicaPartitionHealed read none,
+// 2026-11-28). A raw_exec task: the slot is ZFS_STATE_HOST_PATH.
+const replicaScript = `trap 'exit 0' INT TERM; d=$ZFS_STATE_HOST_PATH; log=$NOMAD_ALLOC_DIR/../../$NOMAD_ALLOC_ID.data.log; ` +
 	`echo "found: $(cat "$d/last" 2>/dev/null)" >> "$log"; ` +
 	`echo "$NOMAD_ALLOC_ID" > "$d/token-$NOMAD_ALLOC_ID" && echo "wrote token" >> "$log"; n=0; ` +
 	`while :; do n=$((n+1)); w="$NOMAD_ALLOC_ID $n $(date +%s)"; ` +
@@ -156,9 +161,9 @@ func (r replicaRun) String() string {
 	return fmt.Sprintf("%s (%s on %s)", r.alloc.ID[:8], r.ds, r.node.Pool.Name)
 }
 
-// log is the allocation's data.log.
+// log is the allocation's data log (replicaScript): <data dir>/alloc/<alloc>.data.log.
 func (r replicaRun) log() string {
-	b, _ := os.ReadFile(allocFile(r.node.Agent, r.alloc.ID, "data.log"))
+	b, _ := os.ReadFile(filepath.Join(r.node.Agent.DataDir(), "alloc", r.alloc.ID+".data.log"))
 	return string(b)
 }
 
@@ -456,8 +461,17 @@ func TestReplicaPartitionHealed(t *testing.T) {
 	if al := allocInfo(t, c.Server, a.alloc.ID); al.ClientStatus != api.AllocClientStatusRunning {
 		t.Fatalf("A is %s after a 3 s cut", al.ClientStatus)
 	}
-	if w, ok := a.lastWrite(); !ok || w.n <= before.n {
-		t.Errorf("A stopped writing after a 3 s cut: data.log:\n%s", a.log())
+	// @replica-3 may have come before the thaw: A's next write may be a
+	// second away still (TestReplicaPartitionHealed read the same write
+	// twice, 2026-11-28).
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if w, ok := a.lastWrite(); ok && w.n > before.n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("A stopped writing after a 3 s cut: data.log:\n%s", a.log())
+			break
+		}
 	}
 	if stubs, _, err := c.Server.Client().Jobs().Allocations(job, true, nil); err != nil || len(stubs) != 1 {
 		t.Errorf("after a 3 s cut the job has %d allocations (%v), want A alone", len(stubs), err)

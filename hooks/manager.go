@@ -94,6 +94,9 @@ type Manager struct {
 	// paired are the pairings of replacements with lost allocations
 	// Nomad does not link, as last logged (takeover.go).
 	paired pairings
+	// unlinked are the replacements of those pairings whose predecessor
+	// has ended on its node since: their data is pulled (takeover.go).
+	unlinked links
 	// remote are allocations of other nodes looked up because one of this
 	// node's replaces them (model.Snapshot.Others): their data is to come
 	// here (model/migrate.go).
@@ -277,6 +280,7 @@ func (m *Manager) storeSnapshot(s model.Snapshot) {
 		m.snap = &s
 	}
 	m.rememberEnded(s)
+	m.unlinked.keepListed(s)
 	m.forgetRemote(s)
 }
 
@@ -315,6 +319,9 @@ func (m *Manager) forgetRemote(s model.Snapshot) {
 	wanted := map[string]bool{}
 	for _, a := range s.Allocs {
 		wanted[a.PreviousAllocation] = true
+	}
+	for _, a := range m.unlinked.all() {
+		wanted[a] = true
 	}
 	for id := range m.remote {
 		if !wanted[id] {

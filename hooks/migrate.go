@@ -130,7 +130,7 @@ func (m *Manager) driveMigrations(ctx context.Context) {
 		return
 	}
 	m.lookupPredecessors(ctx)
-	migs, _ := model.Migrations(m.cfg, m.snapshot())
+	migs, _ := model.Migrations(m.cfg, m.linkedSnapshot())
 	m.pulls.mu.Lock()
 	defer m.pulls.mu.Unlock()
 	if m.pulls.running == nil {
@@ -178,12 +178,19 @@ func (m *Manager) lookupPredecessors(ctx context.Context) {
 	if m.allocs == nil || !m.cfg.Migrates() {
 		return
 	}
-	_, need := model.Migrations(m.cfg, m.snapshot())
+	_, need := model.Migrations(m.cfg, m.linkedSnapshot())
 	for _, id := range need {
 		if err := m.lookupRemote(ctx, id); err != nil {
 			m.logger.Warn("cannot look up an allocation whose data is to come here; next pass", "alloc_id", id, "error", err)
 		}
 	}
+}
+
+// linkedSnapshot is the snapshot with the links Nomad does not record
+// that this node's Reserves found (model.Linked): the migrations pull an
+// unlinked replacement's data as a linked one's.
+func (m *Manager) linkedSnapshot() *model.Snapshot {
+	return model.Linked(m.snapshot(), m.unlinked.all())
 }
 
 // waitPulls waits for the pulls to stop (Run's end).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -123,6 +124,11 @@ func (m *Manager) lostPredecessor(ctx context.Context, c model.Class, slot strin
 	if !ok {
 		return ""
 	}
+	if model.PulledUnlinked(l) {
+		// Its node is back and ended it: the migrations pull its final
+		// data for caller (driveMigrations).
+		m.unlinked.set(caller.ID, l.ID)
+	}
 	level := hclog.Debug
 	if m.paired.note(slot, caller.ID, l.ID) {
 		level = hclog.Info
@@ -155,6 +161,52 @@ func (p *pairings) note(slot, caller, lost string) bool {
 	}
 	p.last[slot] = pair
 	return true
+}
+
+// links are the replacements this node's Reserves paired with an
+// allocation Nomad does not link them to, once that allocation has ended
+// on its node (model.PulledUnlinked): the replacement's ID → the
+// predecessor's. The migrations pull by them (model.Linked), and the
+// predecessor looked up is kept (forgetRemote). An entry goes once the
+// watcher no longer lists its replacement.
+type links struct {
+	mu sync.Mutex
+	of map[string]string
+}
+
+// set links replacement b to predecessor a.
+func (l *links) set(b, a string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.of == nil {
+		l.of = map[string]string{}
+	}
+	l.of[b] = a
+}
+
+// all is a copy of the links.
+func (l *links) all() map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.of)
+}
+
+// keepListed drops the links of replacements s does not list.
+func (l *links) keepListed(s model.Snapshot) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.of) == 0 {
+		return
+	}
+	listed := make(map[string]bool, len(s.Allocs))
+	for _, a := range s.Allocs {
+		listed[a.ID] = true
+	}
+	for b := range l.of {
+		if !listed[b] {
+			delete(l.of, b)
+		}
+	}
 }
 
 // takeover runs a takeover's plan (model.PlanTakeReplica) on replica

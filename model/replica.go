@@ -275,9 +275,9 @@ type ReplicaInput struct {
 //   - once the allocation has ended, it is kept for sticky_wait from the
 //     later of its end and its takeover time for a replacement to claim
 //     (a claim renames it away), then dropped; at once when no replacement
-//     can come (the holder completed, nothing replaces it: its own node
-//     releases the original by the class's policy), or when Nomad no
-//     longer knows the allocation.
+//     can come (the holder completed, not lost, nothing replaces it: its
+//     own node releases the original by the class's policy), or when
+//     Nomad no longer knows the allocation.
 func DecideReplica(r Replica, in ReplicaInput) ReplicaDecision {
 	a := in.Source
 	switch {
@@ -319,9 +319,12 @@ func DecideReplica(r Replica, in ReplicaInput) ReplicaDecision {
 }
 
 // replaceable reports whether Nomad may still place a replacement for a,
-// which ended and names none yet: it failed or was lost, and a reschedule
+// which ended and names none yet: it failed or was lost (OutcomeOf: one the
+// servers stopped as lost, though its node reported it complete since,
+// whose replacement Nomad 1.6.2 does not name), and a reschedule
 // (reconcile.go's lost placements, the reschedule policy) may come. A
 // completed allocation is not replaced; its node releases its data.
 func replaceable(a Alloc) bool {
-	return a.ClientStatus == ClientFailed || a.ClientStatus == ClientLost
+	o := OutcomeOf(a)
+	return o == OutcomeFailed || o == OutcomeLost
 }

@@ -1,5 +1,7 @@
 package model
 
+import "slices"
+
 // A replacement that names no predecessor. Nomad 1.6.2 places the
 // replacement of an allocation lost with its node, when the group sets
 // stop_after_client_disconnect, without linking the two: the first
@@ -15,12 +17,22 @@ package model
 // same namespace, job, task group and name ("<job>.<group>[<index>]").
 
 // LostPredecessor picks, among the allocations whose replicas this node
-// holds (lost, as the servers answered for each), the one caller replaces
-// though it names none: lost, in caller's namespace, job, group and name,
-// in a group that sets stop_after_client_disconnect and not
-// max_client_disconnect (Nomad links every other replacement itself); the
-// one lost last when there are several (a replacement lost in its turn).
-// ok is false when caller names a predecessor or none fits.
+// holds (as the servers answered for each), the one caller replaces
+// though it names none: in caller's namespace, job, group and name, in a
+// group that sets stop_after_client_disconnect and not
+// max_client_disconnect (Nomad links every other replacement itself),
+// created before caller, and either lost, or stopped as lost by the
+// servers and ended since by its node, back (complete or failed,
+// LostByServers: its client stops a lost allocation when it reconnects,
+// docs/node-loss.md finding (c)); the newest of them when there are
+// several (a replacement lost in its turn). ok is false when caller names
+// a predecessor or none fits.
+//
+// Paired with an ended one, caller's Reserve takes no replica over
+// (DecideTakeover: its final data is on its node) and waits for the
+// migration of that data, which its node keeps parked for caller
+// (Class.Parks, PlanParked) and sends to caller's node
+// (transfer.Decide's unlinked case).
 func LostPredecessor(caller Alloc, lost []LostAlloc) (LostAlloc, bool) {
 	var best LostAlloc
 	found := false
@@ -28,22 +40,72 @@ func LostPredecessor(caller Alloc, lost []LostAlloc) (LostAlloc, bool) {
 		return best, false
 	}
 	for _, l := range lost {
-		if l.ID == caller.ID || l.ClientStatus != ClientLost || l.StopAfter <= 0 || l.MaxClientDisconnect ||
+		if l.ID == caller.ID || !lostOrEndedLost(l) || l.StopAfter <= 0 || l.MaxClientDisconnect ||
 			l.Namespace != caller.Namespace || l.JobID != caller.JobID || l.TaskGroup != caller.TaskGroup || l.Name != caller.Name {
 			continue
 		}
-		if !found || laterLoss(l, best) {
+		if l.CreateIndex != 0 && caller.CreateIndex != 0 && l.CreateIndex >= caller.CreateIndex {
+			continue // placed after caller: not one caller can replace
+		}
+		if !found || newerLoss(l, best) {
 			best, found = l, true
 		}
 	}
 	return best, found
 }
 
-// laterLoss orders two losses: the later LostSince, then the higher ID (so
+// lostOrEndedLost reports whether l is lost, or was stopped as lost by the
+// servers and has ended on its node since (complete, failed).
+func lostOrEndedLost(l LostAlloc) bool {
+	switch l.ClientStatus {
+	case ClientLost:
+		return true
+	case ClientComplete, ClientFailed:
+		return l.LostByServers
+	}
+	return false
+}
+
+// newerLoss orders two losses: the one created later (a replacement lost
+// in its turn is created after the allocation it replaced, whatever its
+// node reported since), then the later LostSince, then the higher ID (so
 // that the choice does not depend on the order they were read in).
-func laterLoss(a, b LostAlloc) bool {
+func newerLoss(a, b LostAlloc) bool {
+	if a.CreateIndex != 0 && b.CreateIndex != 0 && a.CreateIndex != b.CreateIndex {
+		return a.CreateIndex > b.CreateIndex
+	}
 	if x, y := a.LostSince(), b.LostSince(); !x.Equal(y) {
 		return x.After(y)
 	}
 	return a.ID > b.ID
+}
+
+// PulledUnlinked reports whether the replacement LostPredecessor paired
+// with l pulls l's data from l's node as a linked replacement does: l has
+// ended on its node, back (complete, failed, having been lost), so its
+// final data is there, parked for the replacement (Class.Parks). While l
+// is lost, a replica is taken over instead (DecideTakeover) and nothing
+// is pulled: l's node does not answer.
+func PulledUnlinked(l LostAlloc) bool {
+	return l.ClientStatus == ClientComplete || l.ClientStatus == ClientFailed
+}
+
+// Linked is snap with the links Nomad does not record that this node's
+// Reserves found (links: a replacement's ID → the ID of the allocation it
+// replaces, by LostPredecessor and PulledUnlinked): each replacement in
+// snap that names no predecessor names its own, so that Migrations pulls
+// the data as a linked predecessor's. snap itself is left as it is.
+func Linked(snap *Snapshot, links map[string]string) *Snapshot {
+	if snap == nil || len(links) == 0 {
+		return snap
+	}
+	cp := *snap
+	cp.Allocs = slices.Clone(snap.Allocs)
+	for i := range cp.Allocs {
+		if prev, ok := links[cp.Allocs[i].ID]; ok && cp.Allocs[i].PreviousAllocation == "" {
+			cp.Allocs[i].PreviousAllocation = prev
+		}
+	}
+	// The index (Indexed) holds positions and slots, which are unchanged.
+	return &cp
 }

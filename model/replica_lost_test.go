@@ -45,6 +45,30 @@ func TestLostPredecessor(t *testing.T) {
 				lost("a1", func(l *LostAlloc) { l.LostAt, l.ModifiedAt = time.Time{}, at.Add(time.Hour) }),
 				lost("a2", func(l *LostAlloc) { l.LostAt, l.ModifiedAt = time.Time{}, at }),
 			}, want: "a1"},
+		{name: "stopped as lost by the servers, then complete: its node came back and ended it", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers = ClientComplete, true })}, want: "a"},
+		{name: "stopped as lost by the servers, then failed on its node back", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers = ClientFailed, true })}, want: "a"},
+		{name: "complete, not stopped as lost: an allocation that ended, which Nomad would have linked", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus = ClientComplete })}},
+		{name: "stopped as lost by the servers, running again: not ended", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers = ClientRunning, true })}},
+		{name: "stopped as lost and complete, of another name", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers, l.Name = ClientComplete, true, "pg.db[1]" })}},
+		{name: "stopped as lost and complete, its group without stop_after_client_disconnect", caller: caller,
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.ClientStatus, l.LostByServers, l.StopAfter = ClientComplete, true, 0 })}},
+		{name: "created after the caller", caller: func() Alloc { c := caller; c.CreateIndex = 10; return c }(),
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.CreateIndex = 11 })}},
+		{name: "created before the caller", caller: func() Alloc { c := caller; c.CreateIndex = 10; return c }(),
+			lost: []LostAlloc{lost("a", func(l *LostAlloc) { l.CreateIndex = 9 })}, want: "a"},
+		{name: "the newest of two: a replacement lost in its turn, though its predecessor's node reported later", caller: caller,
+			lost: []LostAlloc{
+				lost("a1", func(l *LostAlloc) {
+					l.CreateIndex, l.ClientStatus, l.LostByServers = 5, ClientComplete, true
+					l.LostAt, l.ModifiedAt = time.Time{}, at.Add(2*time.Hour)
+				}),
+				lost("a2", func(l *LostAlloc) { l.CreateIndex = 8 }),
+			}, want: "a2"},
 		{name: "the same time of loss: the higher ID, whatever the order", caller: caller,
 			lost: []LostAlloc{lost("a2", nil), lost("a1", nil)}, want: "a2"},
 	}
@@ -107,5 +131,40 @@ func TestPlanTakeReplicaAbortsAPartialReceive(t *testing.T) {
 				t.Fatalf("first op %+v; want the partial receive abandoned first: %v", first, tc.abort)
 			}
 		})
+	}
+}
+
+// TestLinked: the links this node's Reserves found name the predecessor of
+// a replacement that names none, in a copy of the snapshot; a link Nomad
+// made itself stands, and the snapshot read is left as it was.
+func TestLinked(t *testing.T) {
+	snap := &Snapshot{NodeID: "n2", Allocs: []Alloc{{ID: "b"}, {ID: "c", PreviousAllocation: "x"}, {ID: "d"}}}
+	tests := []struct {
+		name  string
+		links map[string]string
+		want  map[string]string // ID → PreviousAllocation in the answer
+	}{
+		{name: "no links: the snapshot itself", want: map[string]string{"b": "", "c": "x", "d": ""}},
+		{name: "an unlinked replacement names its predecessor", links: map[string]string{"b": "a"},
+			want: map[string]string{"b": "a", "c": "x", "d": ""}},
+		{name: "Nomad's own link stands", links: map[string]string{"c": "a"}, want: map[string]string{"b": "", "c": "x", "d": ""}},
+		{name: "a link of an allocation not listed changes nothing", links: map[string]string{"z": "a"},
+			want: map[string]string{"b": "", "c": "x", "d": ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Linked(snap, tc.links)
+			for _, a := range got.Allocs {
+				if a.PreviousAllocation != tc.want[a.ID] {
+					t.Errorf("%s names %q, want %q", a.ID, a.PreviousAllocation, tc.want[a.ID])
+				}
+			}
+			if snap.Allocs[0].PreviousAllocation != "" {
+				t.Fatal("Linked changed the snapshot it read")
+			}
+		})
+	}
+	if Linked(nil, map[string]string{"b": "a"}) != nil {
+		t.Error("Linked of no snapshot is not nil")
 	}
 }

@@ -72,6 +72,15 @@ type LostAlloc struct {
 	Namespace, JobID, TaskGroup, Name string
 	// ClientStatus as the servers have it: "lost" once they marked it so.
 	ClientStatus string
+	// CreateIndex is the servers' index at its creation: a replacement
+	// is created after the allocation it replaces (LostPredecessor).
+	CreateIndex uint64
+	// LostByServers: the servers stopped it as lost with its node (their
+	// desired description, as Alloc.LostByServers). Its node, back,
+	// reports it complete or failed later: it is then no longer lost, but
+	// still the allocation an unlinked replacement replaces
+	// (LostPredecessor).
+	LostByServers bool
 	// LostAt is the Time of A's first AllocStates entry with Field 0
 	// (ClientStatus) and Value "lost" (WaitClientStop reads the same
 	// one); zero when there is none, as Nomad 1.6.2 keeps none for an

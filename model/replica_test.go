@@ -134,6 +134,13 @@ func TestDecideReplica(t *testing.T) {
 			in: in(ended(model.ClientComplete, "b", now.Add(-time.Minute)), nil), fate: model.ReplicaKeep, at: now.Add(59 * time.Minute)},
 		{name: "complete, nothing replaces it: drop at once (its node releases the data)", replica: r,
 			in: in(ended(model.ClientComplete, "", now), nil), fate: model.ReplicaDrop, why: "nothing replaces it"},
+		{name: "stopped as lost, complete on its node back, nothing named (Nomad 1.6.2): kept for sticky_wait", replica: r,
+			in: in(func() model.Alloc {
+				a := ended(model.ClientComplete, "", now.Add(-time.Minute))
+				a.LostByServers = true
+				return a
+			}(), nil),
+			fate: model.ReplicaKeep, at: now.Add(59 * time.Minute)},
 		{name: "Nomad no longer knows it: drop", replica: r,
 			in: in(running, func(i *model.ReplicaInput) { i.Found = false }), fate: model.ReplicaDrop, why: "no longer knows"},
 	}

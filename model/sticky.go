@@ -31,7 +31,8 @@ const parkedPrefix = "parked-"
 // Parks reports whether releasing slot s of class c for holder, which
 // ended with outcome, parks the data for a replacement instead: the class
 // is sticky, the slot still configured, and Nomad has replaced the holder
-// or may still reschedule it (it failed or was lost, and is not stopped).
+// or may still reschedule it (it failed or was lost, and is not stopped),
+// or may have replaced it without naming it (awaitsUnlinked).
 // An operator's release, a holder gone from Nomad (no record of a
 // replacement) and a completed one that nothing replaces get the policy.
 //
@@ -59,7 +60,25 @@ func (c Class) Parks(s Slot, holder Alloc, outcome string, snap *Snapshot, slot 
 		_, awaits := c.awaitsClaim(holder, next, s.ID, slot)
 		return awaits
 	}
+	if outcome == OutcomeLost && c.awaitsUnlinked(holder) {
+		return true
+	}
 	return (outcome == OutcomeFailed || outcome == OutcomeLost) && !holder.ServerTerminal()
+}
+
+// awaitsUnlinked reports whether holder's data, in class c, waits for a
+// replacement Nomad does not name: the servers stopped holder as lost
+// with its node (LostByServers) and name no replacement, in a sticky class
+// that migrates and keeps replicas. Nomad 1.6.2 places the replacement B
+// of such an allocation under stop_after_client_disconnect without
+// linking the two (replica_lost.go); B's Reserve pairs itself with it
+// (LostPredecessor), and once this node, back, has ended it, waits for
+// its final data from here rather than a replica (docs/node-loss.md,
+// finding (c)). Parked, that data is sent to B's node (transfer.Decide's
+// unlinked case) and kept until B's node confirms the copy, or
+// sticky_wait; then aside (KeepsLost), never destroyed unconfirmed.
+func (c Class) awaitsUnlinked(holder Alloc) bool {
+	return c.Sticky && c.Migrate.Enabled && c.KeepsLost(OutcomeLost) && holder.LostByServers && holder.NextAllocation == ""
 }
 
 // awaitsClaim reports whether next, the replacement of prev, may still
@@ -386,6 +405,13 @@ func PlanParked(c Class, p Retained, slots []Slot, snap *Snapshot, looked map[st
 		return ParkedStep{Kind: ParkedLookup, Lookup: p.Holder}
 	case !found:
 		return release("%s is gone from Nomad", short(p.Holder))
+	case c.awaitsUnlinked(prev) && p.Migrated():
+		return release("the replacement Nomad does not name for %s (lost with its node) holds its final copy", short(prev.ID))
+	case c.awaitsUnlinked(prev):
+		// Here, A's own data, which B's node pulls; on B's node, the copy
+		// B's Reserve claims. sticky_wait bounds both (above).
+		return ParkedStep{Kind: ParkedKeep, Reason: "waiting for the replacement Nomad does not name for " + short(prev.ID) +
+			" (stopped as lost with its node; stop_after_client_disconnect) to copy or claim it, within sticky_wait"}
 	case prev.NextAllocation == "" && prev.ServerTerminal():
 		return release("%s was stopped and nothing replaces it", short(prev.ID))
 	case prev.NextAllocation == "":

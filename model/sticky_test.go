@@ -19,6 +19,16 @@ func stickyAlloc(id, client, desired, prev, next, slot string) Alloc {
 func TestParks(t *testing.T) {
 	sticky := Class{Name: "pg", Sticky: true}
 	held := Slot{ID: "pg-1"} // A's, as the holder names it
+	migrating := sticky
+	migrating.Migrate = Migrate{Enabled: true, Timeout: time.Minute, OnTimeout: MigrateFail}
+	replicating := migrating
+	replicating.Replicate = Replicate{Copies: 1, Every: time.Minute}
+	replicatingHere := replicating
+	replicatingHere.Migrate = Migrate{}
+	// A, stopped as lost by the servers, ended by its node back (complete),
+	// its replacement placed without a link (Nomad 1.6.2).
+	lostByServers := stickyAlloc("A", "complete", "stop", "", "", "pg-1")
+	lostByServers.LostByServers = true
 	cases := []struct {
 		name    string
 		class   Class
@@ -48,6 +58,13 @@ func TestParks(t *testing.T) {
 		{"another allocation on the named slot", sticky, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete,
 			[]Slot{{ID: "pg-2", Exists: true, State: StateHeld, Holder: "C"}}, true},
 		{"not sticky", Class{Name: "pg"}, held, stickyAlloc("A", "complete", "stop", "", "B", "pg-1"), OutcomeComplete, nil, false},
+		{"stopped as lost, no replacement named, replicas kept: for the one Nomad does not name", replicating, held, lostByServers,
+			OutcomeLost, nil, true},
+		{"stopped as lost, no replacement named, no replicas: the policy", migrating, held, lostByServers, OutcomeLost, nil, false},
+		{"stopped as lost, no replacement named, replicas kept but no migrate", replicatingHere, held, lostByServers, OutcomeLost, nil, false},
+		{"stopped, not as lost, no replacement named, replicas kept: the policy", replicating, held,
+			stickyAlloc("A", "complete", "stop", "", "", "pg-1"), OutcomeComplete, nil, false},
+		{"stopped as lost, an operator's release", replicating, held, lostByServers, OutcomeOperator, nil, false},
 	}
 	// B, the replacement, names pg-2; named are the slots as last read.
 	snap := &Snapshot{NodeID: "node", Allocs: []Alloc{stickyAlloc("B", "pending", "run", "A", "", "pg-2")}}
@@ -83,6 +100,10 @@ func TestPlanParked(t *testing.T) {
 	replicating := migrating
 	replicating.Replicate = Replicate{Copies: 1, Every: time.Minute}
 	lostA := stickyAlloc("A", "lost", "stop", "", "B", "pg-1") // A, lost with this node, which is back
+	// A, stopped as lost by the servers and ended by this node, back; its
+	// replacement placed without a link (Nomad 1.6.2).
+	unlinkedA := stickyAlloc("A", "complete", "stop", "", "", "pg-1")
+	unlinkedA.LostByServers = true
 	withSnap := func(snap string) Retained { q := p; q.OwnSnapshots = []string{p.Dataset + "@" + snap}; return q }
 	cases := []struct {
 		name   string
@@ -171,6 +192,22 @@ func TestPlanParked(t *testing.T) {
 		{name: "migrate without replicas: the replacement started elsewhere: keep until sticky_wait", class: migrating, p: p,
 			snap:   snapOf(lostA),
 			looked: map[string]Alloc{"B": {ID: "B", NodeID: "other", ClientStatus: "running"}}, want: ParkedKeep},
+		{name: "replicate: stopped as lost, no replacement named: keep for the replacement Nomad does not name", class: replicating, p: p,
+			snap: snapOf(unlinkedA), want: ParkedKeep},
+		{name: "replicate: stopped as lost, no replacement named, the final copy sent: keep for the confirmation", class: replicating,
+			p: withSnap(MigrateFinal), snap: snapOf(unlinkedA), want: ParkedKeep},
+		{name: "replicate: stopped as lost, no replacement named, its node holds the final copy: release", class: replicating,
+			p: withSnap(Migrated), snap: snapOf(unlinkedA), want: ParkedRelease},
+		{name: "replicate: stopped as lost, no replacement named, past sticky_wait: release (kept aside by KeepsLost)", class: replicating,
+			p: func() Retained { q := p; q.Expires = now.Add(-time.Second); return q }(), snap: snapOf(unlinkedA), want: ParkedRelease},
+		{name: "replicate: a copy here for the replacement Nomad does not name: keep for its claim", class: replicating,
+			p:      Retained{Dataset: p.Dataset, State: StateParked, Holder: "A", Outcome: OutcomeMigrated, Expires: now.Add(time.Hour)},
+			snap:   snapOf(stickyAlloc("B", "pending", "run", "", "", "pg-2")),
+			looked: map[string]Alloc{"A": func() Alloc { a := unlinkedA; a.NodeID = "other"; return a }()}, want: ParkedKeep},
+		{name: "migrate without replicas: stopped as lost, no replacement named: release", class: migrating, p: p,
+			snap: snapOf(unlinkedA), want: ParkedRelease},
+		{name: "replicate: stopped, not as lost, no replacement named: release", class: replicating, p: p,
+			snap: snapOf(stickyAlloc("A", "complete", "stop", "", "", "pg-1")), want: ParkedRelease},
 		{name: "a park a crash interrupted is finished", class: class,
 			p:    Retained{Dataset: p.Dataset, State: StateReleasing, Holder: "A"},
 			snap: snapOf(), want: ParkedFinish},

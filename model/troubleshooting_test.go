@@ -43,6 +43,8 @@ var notShown = map[string]string{
 	"waiting for Nomad to reschedule " + wild:                            "ParkedKeep",
 	"waiting for node " + wild + ", where " + wild + " runs, to copy it": "ParkedKeep",
 	"waiting for " + wild + " to start":                                  "ParkedKeep",
+	"waiting for the replacement Nomad does not name for " + wild +
+		" (stopped as lost with its node; stop_after_client_disconnect) to copy or claim it, within sticky_wait": "ParkedKeep",
 }
 
 // wild stands for what a text takes from its arguments.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/nomad/nomad/structs"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
@@ -57,6 +58,9 @@ func (w *XWorld) checkStart(n *xnode, a *xalloc, waited time.Duration) {
 		w.logf("  %s started with a replica taken over (XR7 checked it)", a.short())
 		return
 	}
+	if len(got) > 0 && a.prev == "" && w.handedOverUnlinked(n, a, got) {
+		return
+	}
 	switch {
 	case len(got) > 0 && gotS == wantS && prev.ended:
 		w.counts.HandedOver++
@@ -88,6 +92,51 @@ func (w *XWorld) checkStart(n *xnode, a *xalloc, waited time.Duration) {
 	default:
 		w.violate("X1", "%s on %s found a partial copy of %s's data: %d of %d tokens, missing %v", a.short(), n.name, shortID(a.prev), len(got), len(want), missing)
 	}
+}
+
+// handedOverUnlinked is X1 for a replacement Nomad placed without naming
+// its predecessor (docs/node-loss.md, finding (c)): it may find the final
+// data of the allocation it replaces under its name, one the servers
+// stopped as lost with its node and whose node ended it since (the
+// newest that started, placed before it; its data came from that node,
+// not a replica: tookOver is checked first). Anything else in its slot is
+// left to checkStart's violation.
+func (w *XWorld) handedOverUnlinked(n *xnode, a *xalloc, got []string) bool {
+	sb := w.cluster.Alloc(a.id)
+	if sb == nil {
+		return false
+	}
+	var cands []*structs.Allocation
+	for _, o := range append(slices.Clone(w.nodes), w.lost...) {
+		for _, sa := range w.cluster.Allocs(o.id) {
+			if sa.ID != sb.ID && sa.Namespace == sb.Namespace && sa.JobID == sb.JobID && sa.TaskGroup == sb.TaskGroup &&
+				sa.Name == sb.Name && sa.CreateIndex < sb.CreateIndex && sa.NextAllocation == "" &&
+				nomadapi.LostByServers(sa.DesiredDescription) {
+				cands = append(cands, sa)
+			}
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].CreateIndex > cands[j].CreateIndex })
+	for _, sa := range cands {
+		d := w.data[sa.ID]
+		if d == nil || !d.started {
+			continue
+		}
+		final, have := slices.Clone(d.final), slices.Clone(got)
+		sort.Strings(final)
+		sort.Strings(have)
+		if !d.ended || strings.Join(have, ",") != strings.Join(final, ",") {
+			return false
+		}
+		w.counts.HandedOver++
+		w.counts.HandedOverUnlinked++
+		if d.node != n.name {
+			w.counts.HandedOverRemote++
+		}
+		w.logf("  %s started with the final data of %s, which Nomad stopped as lost and does not name", a.short(), shortID(sa.ID))
+		return true
+	}
+	return false
 }
 
 // diffSets returns what want has and got lacks, and what got has beyond want.

@@ -93,8 +93,9 @@ func (x xnomad) Allocation(_ context.Context, id string) (transfer.Alloc, error)
 	if sa == nil {
 		return transfer.Alloc{}, fmt.Errorf("allocation %s: %w", id, transfer.ErrUnknown)
 	}
-	return transfer.Alloc{ID: sa.ID, NodeID: sa.NodeID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup,
-		PreviousAllocation: sa.PreviousAllocation, DesiredStatus: sa.DesiredStatus, ClientStatus: sa.ClientStatus}, nil
+	return transfer.Alloc{ID: sa.ID, NodeID: sa.NodeID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, Name: sa.Name,
+		PreviousAllocation: sa.PreviousAllocation, NextAllocation: sa.NextAllocation, DesiredStatus: sa.DesiredStatus,
+		ClientStatus: sa.ClientStatus, LostByServers: nomadapi.LostByServers(sa.DesiredDescription), CreateIndex: sa.CreateIndex}, nil
 }
 
 func (x xnomad) Node(_ context.Context, id string) (transfer.Node, error) {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/hashicorp/nomad/nomad/structs"
 
-	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	devplugin "github.com/nomad-device-zfs/nomad-device-zfs/plugin"
 	"github.com/nomad-device-zfs/nomad-device-zfs/scheduler"
@@ -294,7 +294,7 @@ func (w *XWorld) toModel(sa *structs.Allocation) model.Alloc {
 
 func toModel(sa *structs.Allocation) model.Alloc {
 	a := model.Alloc{ID: sa.ID, Namespace: sa.Namespace, JobID: sa.JobID, TaskGroup: sa.TaskGroup, NodeID: sa.NodeID, Name: sa.Name,
-		ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus, LostByServers: allocwatch.StoppedAsLost(sa.DesiredDescription),
+		ClientStatus: sa.ClientStatus, DesiredStatus: sa.DesiredStatus, LostByServers: nomadapi.LostByServers(sa.DesiredDescription),
 		ModifyIndex: sa.ModifyIndex, CreateIndex: sa.CreateIndex,
 		PreviousAllocation: sa.PreviousAllocation, NextAllocation: sa.NextAllocation, TaskStates: map[string]string{}}
 	if sa.Job != nil {

@@ -12,8 +12,10 @@ func TestTwoNodeRegressions(t *testing.T) {
 		name string
 		seed uint64
 		keep []int
-		// takeovers: at least this many replicas are taken over.
-		takeovers int
+		// takeovers: at least this many replicas are taken over;
+		// unlinked: at least this many replacements Nomad placed without
+		// naming their predecessor got its final data (handedOverUnlinked).
+		takeovers, unlinked int
 	}{
 		{
 			// A claim of a copy from another node renamed it onto the slot,
@@ -373,6 +375,23 @@ func TestTwoNodeRegressions(t *testing.T) {
 			seed: 9740540,
 			keep: []int{3, 5, 6, 9, 14, 29, 30, 33, 34},
 		},
+		{
+			// docs/node-loss.md, finding (c): node 1, cut off, is back
+			// as the servers place 0004 (without naming 0003, lost under
+			// stop_after_client_disconnect) on node 2, which holds
+			// 0003's replica; node 1's client reports 0003 complete 20 s
+			// later, before the takeover time. 0004 started empty after
+			// migrate.timeout: its Reserve paired only with a lost 0003,
+			// node 1 kept 0003's data aside rather than parked, and its
+			// sender would have refused an unlinked 0004. It now pairs
+			// with 0003 ended, node 1 parks the data, node 2 pulls it,
+			// and 0004 starts with 0003's final data. (The world saw it
+			// only once its watcher read the servers' desired
+			// description, as allocwatch does.)
+			name:     "a partition healed before the takeover: the unlinked replacement gets the final data",
+			seed:     9750031,
+			unlinked: 1,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -386,6 +405,10 @@ func TestTwoNodeRegressions(t *testing.T) {
 			}
 			if c.Takeovers < tc.takeovers {
 				t.Fatalf("%d replicas taken over, want %d\n%s", c.Takeovers, tc.takeovers, strings.Join(r.Timeline, "\n"))
+			}
+			if c.HandedOverUnlinked < tc.unlinked {
+				t.Fatalf("%d hand-overs to a replacement Nomad does not name, want %d\n%s", c.HandedOverUnlinked, tc.unlinked,
+					strings.Join(r.Timeline, "\n"))
 			}
 		})
 	}

@@ -100,6 +100,10 @@ type xtakeovers struct {
 	// claims are the replicas taken over, by node + "/" + dataset.
 	claims map[string]xclaim
 	skew   time.Duration
+	// endedBack are the allocations lost under
+	// stop_after_client_disconnect that their node, back, ended since
+	// (complete, failed: docs/node-loss.md, finding (c)), counted once.
+	endedBack map[string]bool
 }
 
 // xfollowUp is a follow-up evaluation Nomad's reconciler created.
@@ -140,6 +144,17 @@ func (w *XWorld) noteLosses() {
 	}
 	for _, n := range append(slices.Clone(w.nodes), w.lost...) {
 		for _, sa := range w.cluster.Allocs(n.id) {
+			if !tk.lostAt[sa.ID].IsZero() && !tk.endedBack[sa.ID] &&
+				(sa.ClientStatus == structs.AllocClientStatusComplete || sa.ClientStatus == structs.AllocClientStatusFailed) {
+				if tk.endedBack == nil {
+					tk.endedBack = map[string]bool{}
+				}
+				tk.endedBack[sa.ID] = true
+				if j := w.jobs[sa.JobID]; j != nil && j.stopAfter > 0 {
+					w.counts.LostEndedBack++
+					w.logf("  %s, lost, is %s: its node is back", shortID(sa.ID), sa.ClientStatus)
+				}
+			}
 			if sa.ClientStatus != structs.AllocClientStatusLost || !tk.lostAt[sa.ID].IsZero() {
 				continue
 			}

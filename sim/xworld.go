@@ -125,6 +125,12 @@ type XCounts struct {
 	Hostile, Stalls                                                                                          int
 	ReplicaStreams, ReplicaCuts, ReplicaResumes, ReplicaWorlds, NodesLost                                    int
 	LostStopAfter, LostReplicated, Takeovers                                                                 int
+	// HandedOverUnlinked are hand-overs to a replacement Nomad does not
+	// link, from a lost allocation's node back (handedOverUnlinked).
+	HandedOverUnlinked int
+	// LostEndedBack are allocations lost under
+	// stop_after_client_disconnect that their node, back, ended since.
+	LostEndedBack int
 }
 
 func (c *XCounts) add(o XCounts) {
@@ -156,6 +162,8 @@ func (c *XCounts) add(o XCounts) {
 	c.LostStopAfter += o.LostStopAfter
 	c.Takeovers += o.Takeovers
 	c.LostReplicated += o.LostReplicated
+	c.HandedOverUnlinked += o.HandedOverUnlinked
+	c.LostEndedBack += o.LostEndedBack
 }
 
 func (c XCounts) String() string {
@@ -164,11 +172,12 @@ func (c XCounts) String() string {
 		"%d hand-overs (%d across nodes), %d started empty, %d starts failed, %d plugin kills, %d pools full, %d nodes down, "+
 		"%d parked data held busy, %d hostile streams, %d stalled; "+
 		"%d worlds of three nodes keeping replicas: %d replica pulls streamed (%d cut, %d resumed), %d nodes lost for good, "+
-		"%d allocations lost under stop_after_client_disconnect (%d with a replica), %d replicas taken over",
+		"%d allocations lost under stop_after_client_disconnect (%d with a replica, %d ended by their node back), "+
+		"%d replicas taken over, %d hand-overs to a replacement Nomad does not name",
 		c.Streams, c.Cuts, c.PeerKills, c.Resumes, c.TokensRefused, c.Lies, c.LiesCaught, c.Forged, c.ForgedRefused,
 		c.Complete, c.HandedOver, c.HandedOverRemote, c.StartedEmpty, c.StartFailed, c.PluginKills, c.PoolFull, c.NodeDown, c.Busy,
 		c.Hostile, c.Stalls, c.ReplicaWorlds, c.ReplicaStreams, c.ReplicaCuts, c.ReplicaResumes, c.NodesLost,
-		c.LostStopAfter, c.LostReplicated, c.Takeovers)
+		c.LostStopAfter, c.LostReplicated, c.LostEndedBack, c.Takeovers, c.HandedOverUnlinked)
 }
 
 // xjob is a submitted job: one group of one task asking one slot of pg,

@@ -102,7 +102,8 @@ func (a *NomadAuthorizer) Authorize(ctx context.Context, req Request, peer Peer)
 //
 //   - a is on self (this node holds the data),
 //   - b is a's replacement: b.PreviousAllocation is a, in the same
-//     namespace, job and group,
+//     namespace, job and group; or b is the replacement Nomad 1.6.2
+//     places without naming a (replaces),
 //   - b is still to run (desired run, not yet terminal),
 //   - the request comes from b's node: from is one of the addresses Nomad
 //     lists for the node b is placed on.
@@ -125,8 +126,8 @@ func Decide(self string, req Request, a, b Alloc, nodeB Node, from netip.Addr) e
 		return refuse("the lookups answered for other allocations (%s, %s)", a.ID, b.ID)
 	case a.NodeID != self:
 		return refuse("allocation %s is on node %s, not on this node %s", a.ID, a.NodeID, self)
-	case b.PreviousAllocation != a.ID:
-		return refuse("allocation %s does not replace %s (its previous allocation is %q)", b.ID, a.ID, b.PreviousAllocation)
+	case replaces(a, b) != "":
+		return refuse("%s", replaces(a, b))
 	case b.Namespace != a.Namespace || b.JobID != a.JobID || b.TaskGroup != a.TaskGroup:
 		return refuse("allocation %s (%s/%s/%s) is not of %s's job and group (%s/%s/%s)", b.ID,
 			b.Namespace, b.JobID, b.TaskGroup, a.ID, a.Namespace, a.JobID, a.TaskGroup)
@@ -143,4 +144,39 @@ func Decide(self string, req Request, a, b Alloc, nodeB Node, from netip.Addr) e
 			from, nodeB.ID, nodeB.Name, b.ID, nodeB.Addresses)
 	}
 	return nil
+}
+
+// replaces says why b is not a's replacement, "" when it is: b names a
+// (PreviousAllocation), or b is the one replacement Nomad 1.6.2 places
+// without naming it. Under stop_after_client_disconnect, an allocation
+// lost with its node is stopped by the servers and its replacement placed
+// as a new allocation under its name, the two unlinked both ways
+// (model.LostPredecessor; scheduler.TestStopAfterClientDisconnectNamesNoPredecessor).
+// When a's node comes back before the takeover and ends a, its data is
+// parked here for that replacement (model.Class.Parks), which pulls it.
+// So b naming nothing is a's replacement only when: a names no
+// replacement, the servers stopped a as lost with its node (its desired
+// status stop, its desired description allocLost), b has a's name
+// (Decide checks the namespace, job and group), and b was created after
+// a. Decide's other rules (b to run, from b's node) hold as for a link.
+func replaces(a, b Alloc) string {
+	switch {
+	case b.PreviousAllocation == a.ID:
+		return ""
+	case b.PreviousAllocation != "":
+		return fmt.Sprintf("allocation %s does not replace %s (its previous allocation is %q)", b.ID, a.ID, b.PreviousAllocation)
+	case a.NextAllocation != "":
+		return fmt.Sprintf("allocation %s does not replace %s: it names no previous allocation, and %s names its replacement %s",
+			b.ID, a.ID, a.ID, a.NextAllocation)
+	case !a.LostByServers || a.DesiredStatus != api.AllocDesiredStatusStop:
+		return fmt.Sprintf("allocation %s does not replace %s: it names no previous allocation, and %s was not stopped as lost "+
+			"with its node (desired status %q)", b.ID, a.ID, a.ID, a.DesiredStatus)
+	case b.Name == "" || b.Name != a.Name:
+		return fmt.Sprintf("allocation %s does not replace %s: it names no previous allocation, and its name %q is not %s's (%q)",
+			b.ID, a.ID, b.Name, a.ID, a.Name)
+	case b.CreateIndex <= a.CreateIndex:
+		return fmt.Sprintf("allocation %s does not replace %s: it names no previous allocation, and was not created after it "+
+			"(create index %d, %s's %d)", b.ID, a.ID, b.CreateIndex, a.ID, a.CreateIndex)
+	}
+	return ""
 }

@@ -38,6 +38,21 @@ func world() (a, b transfer.Alloc, nb transfer.Node) {
 func TestDecide(t *testing.T) {
 	req := transfer.Request{Alloc: allocA, Replacement: allocB, Slot: "data-1"}
 	from := netip.MustParseAddr(addrOfB)
+	// unlinked is Nomad 1.6.2's replacement of an allocation lost under
+	// stop_after_client_disconnect: B names no predecessor, A no
+	// replacement; the servers stopped A as lost, and its node, back,
+	// ended it. then changes it further.
+	unlinked := func(then func(a, b *transfer.Alloc)) func(a, b *transfer.Alloc, nb *transfer.Node) {
+		return func(a, b *transfer.Alloc, nb *transfer.Node) {
+			b.PreviousAllocation = ""
+			a.Name, b.Name = "pg.db[0]", "pg.db[0]"
+			a.ClientStatus, a.LostByServers = "complete", true
+			a.CreateIndex, b.CreateIndex = 10, 20
+			if then != nil {
+				then(a, b)
+			}
+		}
+	}
 	cases := []struct {
 		name    string
 		self    string
@@ -60,6 +75,46 @@ func TestDecide(t *testing.T) {
 			wantErr: "does not replace"},
 		{name: "B replaces nothing", self: nodeA, req: req, from: from,
 			change:  func(a, b *transfer.Alloc, nb *transfer.Node) { b.PreviousAllocation = "" },
+			wantErr: "does not replace"},
+		{name: "B names no predecessor: Nomad 1.6.2's replacement of A, stopped as lost, under A's name", self: nodeA, req: req, from: from,
+			change: unlinked(nil)},
+		{name: "B names no predecessor, A still lost (its node not back)", self: nodeA, req: req, from: from,
+			change: unlinked(func(a, b *transfer.Alloc) { a.ClientStatus = "lost" })},
+		{name: "B names no predecessor, A names another replacement", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { a.NextAllocation = allocC }),
+			wantErr: "names its replacement " + allocC},
+		{name: "B names no predecessor, A not stopped as lost (a job update, a stop)", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { a.LostByServers = false }),
+			wantErr: "was not stopped as lost"},
+		{name: "B names no predecessor, A lost but to run again", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { a.DesiredStatus = "run" }),
+			wantErr: "was not stopped as lost"},
+		{name: "B names no predecessor, another index of the group", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { b.Name = "pg.db[1]" }),
+			wantErr: "is not " + allocA + "'s"},
+		{name: "B names no predecessor, both without a name", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { a.Name, b.Name = "", "" }),
+			wantErr: "is not " + allocA + "'s"},
+		{name: "B names no predecessor, created before A", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { b.CreateIndex = 5 }),
+			wantErr: "was not created after it"},
+		{name: "B names no predecessor, created at A's index", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { b.CreateIndex = 10 }),
+			wantErr: "was not created after it"},
+		{name: "B names no predecessor, of another job", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { b.JobID = "other" }),
+			wantErr: "job and group"},
+		{name: "B names no predecessor, in another namespace", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { b.Namespace = "team2" }),
+			wantErr: "job and group"},
+		{name: "B names no predecessor, stopped", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { b.DesiredStatus = "stop" }),
+			wantErr: "is not to run"},
+		{name: "B names no predecessor, asked from another node", self: nodeA, req: req, from: netip.MustParseAddr("10.0.0.3"),
+			change:  unlinked(nil),
+			wantErr: "not an address of node " + nodeB},
+		{name: "B names another predecessor, A stopped as lost under B's name", self: nodeA, req: req, from: from,
+			change:  unlinked(func(a, b *transfer.Alloc) { b.PreviousAllocation = allocC }),
 			wantErr: "does not replace"},
 		{name: "B of another job", self: nodeA, req: req, from: from,
 			change:  func(a, b *transfer.Alloc, nb *transfer.Node) { b.JobID = "other" },

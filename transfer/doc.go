@@ -58,6 +58,26 @@
 //     (identity.go): the address rule, and the certificate naming B's
 //     node as <node name>.<region>.nomad.
 //
+// One replacement is admitted without the link: Nomad 1.6.2 places the
+// replacement of an allocation lost with its node under
+// stop_after_client_disconnect as a new allocation, B naming no
+// predecessor and A no replacement (model.LostPredecessor). Decide then
+// asks, instead of the link, that the servers stopped A as lost with its
+// node (desired status stop, desired description "alloc is lost since
+// its node is down"), that A names no replacement, that B has A's
+// namespace, job, group and name ("<job>.<group>[<index>]") and was
+// created after A; B to run and the address of B's node as for a link.
+// What this admits beyond the link: any allocation that Nomad places
+// under A's name after A's loss, while it runs, may have A's last data,
+// which is what its job asked for (the same group's sticky data); the
+// replacement Nomad places in A's index is exactly such an allocation.
+// What it does not: another job's or group's allocation, another index,
+// an allocation placed before A, or data of an allocation that ended by
+// itself or was stopped by an operator or an update. If A's index is
+// filled twice in turn (B lost as well, then C), A's node may send A's
+// data to C while it keeps it (sticky_wait): C's own plugin asks for the
+// newest of its predecessors it knows of, and the data stays in the job.
+//
 // What the address check alone leaves open: an attacker that holds an
 // agent's certificate and key (a compromised client; the CLI's
 // certificate, cli.<region>.nomad, is refused) and can send from B's

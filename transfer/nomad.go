@@ -35,11 +35,20 @@ var ErrUnknown = errors.New("not known to Nomad")
 // Alloc is what a transfer reads of an allocation.
 type Alloc struct {
 	ID, NodeID, Namespace, JobID, TaskGroup string
+	// Name is Nomad's "<job>.<group>[<index>]": a replacement Nomad
+	// places without naming its predecessor takes its name (Decide's
+	// unlinked case).
+	Name string
 	// PreviousAllocation is the allocation this one replaces: the one
-	// whose data it may have.
-	PreviousAllocation string
-	DesiredStatus      string // api.AllocDesiredStatusRun, ...
-	ClientStatus       string // api.AllocClientStatusPending, ...
+	// whose data it may have; NextAllocation, its replacement.
+	PreviousAllocation, NextAllocation string
+	DesiredStatus                      string // api.AllocDesiredStatusRun, ...
+	ClientStatus                       string // api.AllocClientStatusPending, ...
+	// LostByServers: the servers stopped it as lost with its node (its
+	// desired description, nomadapi.LostByServers).
+	LostByServers bool
+	// CreateIndex is the servers' index at its creation.
+	CreateIndex uint64
 }
 
 // Node is what a transfer reads of a node.
@@ -100,8 +109,9 @@ func (n *APINomad) Allocation(ctx context.Context, id string) (Alloc, error) {
 	if err != nil {
 		return Alloc{}, err
 	}
-	return Alloc{ID: a.ID, NodeID: a.NodeID, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup,
-		PreviousAllocation: a.PreviousAllocation, DesiredStatus: a.DesiredStatus, ClientStatus: a.ClientStatus}, nil
+	return Alloc{ID: a.ID, NodeID: a.NodeID, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup, Name: a.Name,
+		PreviousAllocation: a.PreviousAllocation, NextAllocation: a.NextAllocation, DesiredStatus: a.DesiredStatus,
+		ClientStatus: a.ClientStatus, LostByServers: nomadapi.LostByServers(a.DesiredDescription), CreateIndex: a.CreateIndex}, nil
 }
 
 // Node implements Nomad. Any 404 is ErrUnknown.

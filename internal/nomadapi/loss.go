@@ -24,6 +24,14 @@ import (
 // itself.
 type AllocLoss struct {
 	ID, ClientStatus string
+	// LostByServers: the servers stopped it as lost with its node (its
+	// DesiredDescription is AllocLostDescription). Its node's client, back,
+	// reports it complete or failed later, and the servers keep the
+	// description: the loss still pairs it with an unlinked replacement
+	// (model.LostPredecessor).
+	LostByServers bool
+	// CreateIndex is the servers' index at its creation.
+	CreateIndex uint64
 	// Namespace, JobID, TaskGroup and Name identify its place in its job:
 	// a replacement placed without naming it (PreviousAllocation) has the
 	// same (model.LostPredecessor).
@@ -56,12 +64,26 @@ type AllocLoss struct {
 	ShutdownDelay time.Duration
 }
 
+// AllocLostDescription is the desired description Nomad's scheduler gives
+// an allocation it stops as lost with its node (scheduler/generic_sched.go
+// allocLost, v1.6.2, through v1.11); the client's later updates keep it
+// (nomad/state: a client's update copies its own status only).
+const AllocLostDescription = "alloc is lost since its node is down"
+
+// LostByServers reports whether an allocation's desired description says
+// the servers stopped it as lost with its node (AllocLostDescription).
+func LostByServers(desiredDescription string) bool {
+	return desiredDescription == AllocLostDescription
+}
+
 // lossAnswer is the part of structs.Allocation's JSON that AllocLoss
 // reads: field names as Go's, times in RFC 3339, durations in
 // nanoseconds.
 type lossAnswer struct {
 	ID, ClientStatus, TaskGroup string
 	Namespace, JobID, Name      string
+	DesiredDescription          string
+	CreateIndex                 uint64
 	ModifyTime                  int64 // nanoseconds since the epoch
 	AllocStates                 []struct {
 		Field uint8
@@ -118,7 +140,8 @@ func DecodeLoss(body []byte) (AllocLoss, error) {
 
 // loss maps the answer.
 func (a *lossAnswer) loss() (AllocLoss, error) {
-	out := AllocLoss{ID: a.ID, ClientStatus: a.ClientStatus, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup, Name: a.Name}
+	out := AllocLoss{ID: a.ID, ClientStatus: a.ClientStatus, Namespace: a.Namespace, JobID: a.JobID, TaskGroup: a.TaskGroup, Name: a.Name,
+		LostByServers: LostByServers(a.DesiredDescription), CreateIndex: a.CreateIndex}
 	if a.ModifyTime > 0 {
 		out.ModifiedAt = time.Unix(0, a.ModifyTime).UTC()
 	}

@@ -157,6 +157,7 @@ func TestDecodeNodeAllocsAsEncodingJSON(t *testing.T) {
 	full := apiAlloc(3, "running", func(a *api.Allocation) {
 		a.Job = &api.Job{Type: &typ, ID: new("web"), TaskGroups: []*api.TaskGroup{{Name: new("g"), Tasks: []*api.Task{{Name: "t", Driver: "raw_exec", Config: map[string]any{"command": "/bin/true", "args": []any{"a", 1.5, nil}}}}}}}
 		a.PreviousAllocation, a.NextAllocation = id(2), id(4)
+		a.DesiredDescription = "alloc is lost since its node is down"
 		a.TaskStates = map[string]*api.TaskState{"t": {State: "running", Events: []*api.TaskEvent{{Type: "Started", Details: map[string]string{"k": "v"}}}},
 			"init": {State: "dead", FinishedAt: time.Date(2026, 3, 11, 9, 10, 11, 12, time.UTC)}}
 		a.AllocatedResources = &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{
@@ -182,6 +183,10 @@ func TestDecodeNodeAllocsAsEncodingJSON(t *testing.T) {
 	}
 	if !slices.Equal(got[0].AllocatedResources.Tasks["t"].Devices[0].DeviceIDs, []string{"scratch-2", "scratch-1"}) || got[0].PreviousAllocation != id(2) {
 		t.Errorf("fields lost: %+v", got[0])
+	}
+	// The servers' word that they stopped it as lost (model.Alloc.LostByServers).
+	if d := got[0].allocation().DesiredDescription; !LostByServers(d) {
+		t.Errorf("desired description lost: %q", d)
 	}
 }
 
