@@ -191,7 +191,13 @@ func (w *XWorld) check() {
 // checkOwed is X2: the final data of an ended allocation whose
 // replacement has not started yet, is still to run and may still get it
 // (sticky_wait has not passed) exists whole: on its node, or as a
-// complete copy (a received snapshot holding it) on a node.
+// complete copy (a received snapshot holding it) on a node, or as a
+// filesystem holding it, mounted or not: a claimed copy drops its
+// transfer snapshots while still parked and unmounted, before it is
+// renamed onto the slot (model.PlanClaim), and a plugin dying between
+// the two leaves the data only in that copy's own files. A partial
+// receive's data is not in its target's files (the fake keeps it apart,
+// as zfs does), so no partial copy counts.
 //
 // Data whose node is lost for good, pool and all, before any other node
 // held a whole copy of it is owed no more (docs/node-loss.md: what a
@@ -231,7 +237,7 @@ func (w *XWorld) checkOwed() {
 			}
 			for _, s := range listed[i] {
 				if strings.Contains(s.Name, "@") && w.snapContent[s.GUID] == want ||
-					!strings.Contains(s.Name, "@") && s.Mounted && strings.Join(n.filesAt(s.Mountpoint), ",") == want {
+					!strings.Contains(s.Name, "@") && strings.Join(n.filesAt(n.fake.DataDir(s.Name)), ",") == want {
 					found = true
 					w.copied[id] = w.copied[id] || n.name != d.node
 				}

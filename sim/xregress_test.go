@@ -245,6 +245,21 @@ func TestTwoNodeRegressions(t *testing.T) {
 			keep: []int{13, 22, 23, 36, 37, 38, 39, 41, 43, 44, 45, 46, 48, 51, 53, 56, 57, 58},
 		},
 		{
+			// The harness's own bug: node 1 pulled 0001's final data whole
+			// (@migrate-1, then @migrate-final; a lie sent as @migrate-2
+			// in between was refused, "destination exists") and began its
+			// claim: the copy's transfer snapshots go first, while it is
+			// parked and unmounted (model.PlanClaim), and the plugin died
+			// before the rename onto the slot. Node 2 had rightly released
+			// its parked data; X2 looked only at snapshots and mounted
+			// filesystems, so the data in the unmounted copy's own files
+			// counted as none. 0002 then started with it. X2 now reads a
+			// filesystem's files mounted or not.
+			name: "a claimed copy stripped of its snapshots, unmounted, still holds the data",
+			seed: 9760692,
+			keep: []int{11, 17, 18, 28, 31, 34, 46, 48, 52, 62, 67, 70, 73, 76},
+		},
+		{
 			// The harness's own bug: 0001 failed on node 3 two seconds
 			// after it started, and node 3 was lost for good, pool and
 			// all, before 0001's replacement 0002 could pull its final
