@@ -57,13 +57,7 @@ func LostPredecessor(caller Alloc, lost []LostAlloc) (LostAlloc, bool) {
 // lostOrEndedLost reports whether l is lost, or was stopped as lost by the
 // servers and has ended on its node since (complete, failed).
 func lostOrEndedLost(l LostAlloc) bool {
-	switch l.ClientStatus {
-	case ClientLost:
-		return true
-	case ClientComplete, ClientFailed:
-		return l.LostByServers
-	}
-	return false
+	return l.ClientStatus == ClientLost || PulledUnlinked(l) && l.LostByServers
 }
 
 // newerLoss orders two losses: the one created later (a replacement lost
