@@ -352,6 +352,12 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 				return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullDropOlder, Plan: &plan})
 			}
 			return Move{Kind: MoveDone}
+		case len(brows) > 0 && resumeToken(beside, brows) == "":
+			// Complete, yet with no @replica-<n>: a lying holder's
+			// stream whose check failed, its discard cut by a crash.
+			// Every later receive would meet it there, and the
+			// replica would never come again (seed 9765364).
+			return p.discardBeside(rows, brows)
 		case len(brows) > 0:
 			// A whole copy coming beside: resumed from its token, which
 			// its listing carries (zfs.Dataset.ResumeToken).
@@ -604,6 +610,16 @@ func (p ReplicaPullLoop) settleBeside(rows, brows []zfs.Dataset, verified bool) 
 	}
 	plan := PlanSwapReplica(name, rows)
 	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullSwap, Plan: &plan})
+}
+
+// discardBeside discards the complete copy beside the replica (brows),
+// never verified, once it is one filesystem; the round goes on with the
+// replica as listed (rows).
+func (p ReplicaPullLoop) discardBeside(rows, brows []zfs.Dataset) Move {
+	if mv, refused := p.refuseShape(ReplicaBeside(p.Target.Name), brows); refused {
+		return mv
+	}
+	return p.discard(ReplicaBeside(p.Target.Name), brows, rows, nil)
 }
 
 // swapBegun reports whether the copy beside replica name (brows) is

@@ -283,6 +283,17 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "run drop-older"},
 			{want: "done"},
 		}},
+		{name: "a complete copy beside with no replica snapshot (a lie's, its discard cut by a crash): discarded, pulled again", beats: []moveBeat{
+			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list-beside", rows: []zfs.Dataset{besideRow, {Name: beside + "@foreign", Type: zfs.DatasetSnapshot, GUID: "666"}}},
+			{want: "run discard", check: planIs("receive -A "+beside, "release "+beside+"@foreign nomad-device-zfs",
+				"destroy "+beside+"@foreign", "destroy "+beside)}, none,
+			{want: "fetch fetch", check: fetchesInto(beside, 0, "")},
+			{want: "list relist", err: zfs.ErrNotExist},
+			{want: "list relist-beside", rows: []zfs.Dataset{besideRow, besideSnap}},
+			{want: "run swap"},
+			{want: "done"},
+		}},
 		{name: "a first snapshot that came unverified (a lie): discarded in the round, which fails", beats: []moveBeat{
 			{want: "list list", err: zfs.ErrNotExist}, none,
 			{want: "fetch fetch", err: errors.Join(model.ErrStartOver, errors.New("not verified"))},

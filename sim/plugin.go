@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -353,7 +354,7 @@ func (w *World) checkTrespass(cmd string, args []string) {
 
 func short(err error) string {
 	s := err.Error()
-	if len(s) > 160 {
+	if len(s) > 160 && os.Getenv("NDZ_SIM_LONG") == "" {
 		s = s[:160] + "…"
 	}
 	return s

@@ -245,6 +245,21 @@ func TestTwoNodeRegressions(t *testing.T) {
 			keep: []int{13, 22, 23, 36, 37, 38, 39, 41, 43, 44, 45, 46, 48, 51, 53, 56, 57, 58},
 		},
 		{
+			// A lying holder (node 1) sent foreign data as 0002's first
+			// replica snapshot, under a name of its own: node 2 received
+			// it beside the replica, the check failed, and node 2's
+			// plugin died before the discard's destroy. The next rounds
+			// found a complete copy beside with no @replica-<n> and no
+			// token, and asked for a whole stream into it, "destination
+			// exists", for good: no replica while 0002 ran (XR6). Such a
+			// copy is now discarded first
+			// (model.ReplicaPullLoop.discardBeside; mutant
+			// replica-beside-unverified-kept).
+			name: "a complete copy beside that a crash left unverified is discarded, not received into for good",
+			seed: 9765364,
+			keep: []int{3, 39, 46, 48, 56, 57, 59, 60, 62, 64, 66, 67, 68, 72, 73, 74, 75, 78},
+		},
+		{
 			// The harness's own bug: node 1 pulled 0001's final data whole
 			// (@migrate-1, then @migrate-final; a lie sent as @migrate-2
 			// in between was refused, "destination exists") and began its
