@@ -135,9 +135,9 @@ sim-node: ## The one-node simulation of the slot lifecycle alone: make sim-node 
 	  grep -m1 '^[0-9]* schedules, .* events, ' $$out; rm -f $$out; exit $$rc
 
 XSCHEDULES ?= 100
-sim-nodes: ## Seeded simulation of two nodes, data following its allocation with transfer faults: make sim-nodes XSCHEDULES=N [SEED=first].
+sim-nodes: ## Seeded simulation of two nodes, data following its allocation with transfer faults: make sim-nodes XSCHEDULES=N [SEED=first] [REPLICAS=1: only three-node worlds keeping replicas].
 	@out=$$(mktemp); SIM_SCHEDULES=$(XSCHEDULES) $(GO) test -v -count=1 -timeout 0 ./sim -run 'TestTwoNodes$$' \
-	  -sim.first=$(or $(SEED),1) $(SIMFLAGS) >$$out 2>&1; rc=$$?; \
+	  -sim.first=$(or $(SEED),1) $(if $(REPLICAS),-sim.replicas) $(SIMFLAGS) >$$out 2>&1; rc=$$?; \
 	  grep -v -e '^ok ' -e '^PASS$$' -e '^=== RUN' -e '^--- PASS' -e ' two-node schedules, .* events, ' -e ' streams (.* cut, ' $$out; \
 	  grep -m1 -A1 '^[0-9]* two-node schedules, .* events, ' $$out; rm -f $$out; exit $$rc
 

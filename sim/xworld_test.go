@@ -11,7 +11,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-var flagXEvents = flag.Int("sim.xevents", 80, "events per schedule of the two-node world")
+var (
+	flagXEvents   = flag.Int("sim.xevents", 80, "events per schedule of the two-node world")
+	flagXReplicas = flag.Bool("sim.replicas", false, "play only the seeds whose world has three nodes keeping replicas")
+)
 
 // TestTwoNodes runs seeded schedules of two nodes whose sticky data
 // follows its allocation from one to the other, with transfers cut,
@@ -41,7 +44,9 @@ func TestTwoNodes(t *testing.T) {
 	n := xSchedules(t)
 	start := time.Now()
 	counts := make([]XCounts, n)
-	results := playSeeds(n, func(i int, seed uint64) Result {
+	seeds := xSeeds(n)
+	results := playSeeds(n, func(i int, _ uint64) Result {
+		seed := seeds[i]
 		r, c := PlayX(seed, GenerateX(seed, *flagXEvents), Options{Dir: dir})
 		counts[i] = c
 		return r
@@ -65,6 +70,19 @@ func TestTwoNodes(t *testing.T) {
 // xSchedules is -sim.schedules, else $SIM_SCHEDULES, else 100 (30 with
 // -short or -race): a two-node schedule costs about five one-node ones,
 // and `go test ./sim` runs both worlds.
+// xSeeds are the n seeds played from -sim.first: each in turn, or with
+// -sim.replicas only those whose world keeps replicas (a third of them),
+// so that a seed replays alone as it ran.
+func xSeeds(n int) []uint64 {
+	seeds := make([]uint64, 0, n)
+	for seed := *flagFirst; len(seeds) < n; seed++ {
+		if !*flagXReplicas || replicaWorld(seed) {
+			seeds = append(seeds, seed)
+		}
+	}
+	return seeds
+}
+
 func xSchedules(t *testing.T) int {
 	if *flagSchedules > 0 || os.Getenv("SIM_SCHEDULES") != "" {
 		return schedules(t)
