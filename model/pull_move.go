@@ -242,7 +242,7 @@ func DecidePullMove(p PullLoop) Move {
 	case 0, PullStart, PullNext, PullBusy, PullRetry:
 		return p.move(Move{Kind: MoveList, Phase: PullList})
 	case PullList:
-		_, state := NewestCopied(p.Mig.ParkedName, last.Rows)
+		have, state := NewestCopied(p.Mig.ParkedName, last.Rows)
 		switch {
 		case last.Err != nil && !errors.Is(last.Err, zfs.ErrNotExist):
 			return p.failed(last.Err)
@@ -256,6 +256,8 @@ func DecidePullMove(p PullLoop) Move {
 			// The request is for "complete", which the sender answers
 			// from the base alone (DecideSend): no resume token.
 			return p.fetch(last.Rows, "")
+		case have == 0 && resumeToken(p.Mig.ParkedName, last.Rows) == "":
+			return p.dropBare(last.Rows)
 		}
 		return p.fetch(last.Rows, resumeToken(p.Mig.ParkedName, last.Rows))
 	case PullSettled:
@@ -352,6 +354,21 @@ func resumeToken(name string, rows []zfs.Dataset) string {
 		}
 	}
 	return ""
+}
+
+// dropBare drops the copy, as listed (rows), when it holds no snapshot
+// of the transfer's and no partial receive: a drop a crash cut between
+// its snapshots and its filesystem (PlanDropCopy), or a lying sender's
+// stream under a name of its own. No increment has a base there, and a
+// whole stream would meet it ("destination exists") every round, for
+// good (the replica's pull met it: seed 9765364).
+func (p PullLoop) dropBare(rows []zfs.Dataset) Move {
+	plan := PlanDropCopy(p.Mig.ParkedName, rows)
+	why := fmt.Errorf("%s holds no snapshot of the transfer's to pull onto", p.Mig.ParkedName)
+	if len(plan.Ops) == 0 {
+		return p.failed(fmt.Errorf("%w, and is not the plugin's to drop", why))
+	}
+	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: PullStartOver, Plan: &plan, Retry: why})
 }
 
 // fetch asks the sending node for the next increment of the copy, as

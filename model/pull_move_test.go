@@ -127,6 +127,8 @@ func TestDecidePullMove(t *testing.T) {
 	big[0].Referenced = 3 << 20
 	volume := []zfs.Dataset{{Name: copyName + "@migrate-1", Type: zfs.DatasetSnapshot, GUID: "11"}}
 	below := append(listing(model.StateReceiving, "migrate-1"), zfs.Dataset{Name: copyName + "/evil", Type: zfs.DatasetFilesystem})
+	foreignBare := listing(model.StateReceiving)
+	foreignBare[0].User = zfs.UserPropsOf(map[string]string{model.PropState: string(model.StateReceiving)})
 	claimed := model.Slot{Exists: true, Holder: "B"}
 	empty := model.Slot{Exists: true}
 	fail := errors.New("zfs: exit status 1")
@@ -285,6 +287,22 @@ func TestDecidePullMove(t *testing.T) {
 		{name: "what came is not the snapshot the sender named: dropped whole", beats: seq(look,
 			round(moveBeat{want: "fetch fetch", err: model.ErrStartOver}),
 			[]moveBeat{{want: "list recount", err: fail}, {want: "wait retry 1s #1"}})},
+		{name: "a complete copy with no snapshot of the transfer's (a lie's, its drop cut by a crash): dropped, then pulled whole", beats: seq(look, []moveBeat{
+			{want: "list list", rows: listing(model.StateReceiving, "foreign")},
+			{want: "run start-over", check: func(t *testing.T, mv model.Move) {
+				if mv.Plan == nil || !strings.Contains(mv.Plan.Doing, "dropping the copy") {
+					t.Errorf("plan %+v, want the copy dropped", mv.Plan)
+				}
+			}},
+			{want: "wait retry 1s #1"},
+			{want: "list list", err: notExist},
+			{want: "read-slot settled", slot: empty},
+			{want: "fetch fetch", check: fetchWith(0, "")},
+		})},
+		{name: "a copy with no snapshot of the transfer's that is not the plugin's: left, and the round fails", beats: seq(look, []moveBeat{
+			{want: "list list", rows: foreignBare},
+			{want: "wait retry 1s #1"},
+		})},
 		{name: "a busy sender: a short pause, and no failure counted", beats: seq(look,
 			round(moveBeat{want: "fetch fetch", err: fail}),
 			[]moveBeat{{want: "wait retry 1s #1"}},
