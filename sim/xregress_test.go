@@ -260,6 +260,19 @@ func TestTwoNodeRegressions(t *testing.T) {
 			keep: []int{3, 39, 46, 48, 56, 57, 59, 60, 62, 64, 66, 67, 68, 72, 73, 74, 75, 78},
 		},
 		{
+			// The same flaw in a migration's pull: node 3 lied, sending
+			// its own pg-2@replica-1 for 0001's @migrate-final; node 2
+			// received it into its copy and died before the discard. The
+			// copy, with no snapshot of the transfer's and no token, was
+			// asked for whole into itself every round ("destination
+			// exists"), 0005 failed its starts, and the copy was left for
+			// good (X4). Such a copy is now dropped and pulled whole
+			// (model.PullLoop.dropBare; mutant copy-bare-received-into).
+			name: "a migration's copy a lie filled, its discard cut by a crash, is dropped, not received into for good",
+			seed: 9773987,
+			keep: []int{8, 13, 14, 15, 25, 26, 36, 39, 44, 45, 46, 56, 57, 58, 69},
+		},
+		{
 			// The harness's own bug: node 1 pulled 0001's final data whole
 			// (@migrate-1, then @migrate-final; a lie sent as @migrate-2
 			// in between was refused, "destination exists") and began its
