@@ -138,7 +138,7 @@ var phaseNames = map[Phase]string{PullLook: "look", PullLookSlot: "look-slot", P
 	ReplicaPullStartOver: "start-over", ReplicaPullDropRefused: "drop-refused", ReplicaPullDrop: "drop",
 	ReplicaPullListBeside: "list-beside", ReplicaPullRelistBeside: "relist-beside", ReplicaPullSwap: "swap",
 	ReplicaPullRebase: "rebase", ReplicaPullRollback: "rollback", ReplicaPullDiscard: "discard",
-	ReplicaPullUnverified: "unverified"}
+	ReplicaPullUnverified: "unverified", ReplicaPullSwapResumed: "swap-resumed"}
 
 func (p Phase) String() string {
 	if n, ok := phaseNames[p]; ok {

@@ -241,6 +241,10 @@ const (
 	// received there dropped (ReplicaPullDiscard) before the replica is
 	// rebased or started over.
 	ReplicaPullUnverified
+	// ReplicaPullSwapResumed: a swap an earlier process began (a crash
+	// before its rename), done; the round then pulls the increment the
+	// holder has since, as any round does.
+	ReplicaPullSwapResumed
 )
 
 // ReplicaPullLoop is what one replica's round decides its next step from
@@ -377,6 +381,14 @@ func DecideReplicaPullMove(p ReplicaPullLoop) Move {
 			return Move{Kind: MoveFail, Err: last.Err}
 		}
 		return Move{Kind: MoveDone}
+	case ReplicaPullSwapResumed:
+		if last.Err != nil {
+			return Move{Kind: MoveFail, Err: last.Err}
+		}
+		// What was swapped in is as old as the round that received it,
+		// before the crash; ended here, the replica would stay that old
+		// until the next round (seed 9783720: XR6).
+		return p.move(Move{Kind: MoveList, Phase: ReplicaPullList})
 	case ReplicaPullRebase:
 		if last.Err != nil {
 			return Move{Kind: MoveFail, Err: last.Err}
@@ -605,11 +617,15 @@ func (p ReplicaPullLoop) settleBeside(rows, brows []zfs.Dataset, verified bool) 
 	if mv, refused := p.refuseShape(beside, brows); refused {
 		return mv
 	}
-	if !verified && !swapBegun(name, brows) {
+	phase := ReplicaPullSwap
+	switch {
+	case !verified && !swapBegun(name, brows):
 		return p.discard(beside, brows, rows, nil)
+	case !verified:
+		phase = ReplicaPullSwapResumed
 	}
 	plan := PlanSwapReplica(name, rows)
-	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: ReplicaPullSwap, Plan: &plan})
+	return p.move(Move{Kind: MoveRun, Act: ActPlan, Phase: phase, Plan: &plan})
 }
 
 // discardBeside discards the complete copy beside the replica (brows),

@@ -389,12 +389,23 @@ func TestDecideReplicaPullMove(t *testing.T) {
 			{want: "run swap", check: swapped},
 			{want: "done"},
 		}},
-		{name: "a swap a crash cut after the replica's drop: renamed at the next round", beats: []moveBeat{
+		{name: "a swap a crash cut after the replica's drop: renamed at the next round, which then pulls the increment", beats: []moveBeat{
 			{want: "list list", err: zfs.ErrNotExist},
 			{want: "list list-beside", rows: []zfs.Dataset{{Name: beside, Type: zfs.DatasetFilesystem, User: zfs.UserPropsOf(map[string]string{
 				model.PropOwner: name, model.PropState: string(model.StateReplica), model.PropHolder: "A"})}, besideSnap}},
-			{want: "run swap", check: planIs("set "+beside+" {nomad-device-zfs:owner}", "rename "+beside+" "+name)},
+			{want: "run swap-resumed", check: planIs("set "+beside+" {nomad-device-zfs:owner}", "rename "+beside+" "+name)},
+			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}}, none,
+			{want: "fetch fetch", check: fetches(102, "")},
+			{want: "list relist", rows: []zfs.Dataset{ours, snap(2), snap(3)}}, noneAfter,
+			{want: "run drop-older"},
 			{want: "done"},
+		}},
+		{name: "a resumed swap that fails fails the round", beats: []moveBeat{
+			{want: "list list", err: zfs.ErrNotExist},
+			{want: "list list-beside", rows: []zfs.Dataset{{Name: beside, Type: zfs.DatasetFilesystem, User: zfs.UserPropsOf(map[string]string{
+				model.PropOwner: name, model.PropState: string(model.StateReplica), model.PropHolder: "A"})}, besideSnap}},
+			{want: "run swap-resumed", err: errors.New("zfs: exit status 1")},
+			{want: "fail"},
 		}},
 		{name: "a stranger's dataset beside: refused, untouched", beats: []moveBeat{
 			{want: "list list", rows: []zfs.Dataset{ours, snap(2)}},

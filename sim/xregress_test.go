@@ -273,6 +273,20 @@ func TestTwoNodeRegressions(t *testing.T) {
 			keep: []int{8, 13, 14, 15, 25, 26, 36, 39, 44, 45, 46, 56, 57, 58, 69},
 		},
 		{
+			// Node 3's plugin died inside the swap of 0002's whole copy
+			// (received beside at 1m43s, verified, marked for the
+			// replica; the old replica dropped), before the rename. Its
+			// next round finished the swap and ended there: the replica
+			// stood at 1m43s's data until the round after, 1m24s old
+			// with every = 30s (XR6). A round that finishes a swap an
+			// earlier process began now pulls the increment too
+			// (model.ReplicaPullSwapResumed; mutant
+			// replica-resumed-swap-ends-round).
+			name: "a round that finishes a swap a crash cut pulls the increment too",
+			seed: 9783720,
+			keep: []int{18, 21, 24, 26, 38, 39, 40, 48, 50, 51, 56, 57, 58, 62, 63},
+		},
+		{
 			// The harness's own bug: node 1 pulled 0001's final data whole
 			// (@migrate-1, then @migrate-final; a lie sent as @migrate-2
 			// in between was refused, "destination exists") and began its
