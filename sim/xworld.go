@@ -359,6 +359,9 @@ func (w *XWorld) advance(d time.Duration) {
 		n.letGo()
 	}
 	if w.link.downTill.Before(w.now) {
+		// The link is back: XR6's calm begins then, though an event's
+		// own wait (a Reserve's) may have passed it (seed 9790014).
+		w.rx.calmSince = latest(w.rx.calmSince, w.link.downTill)
 		w.link.downTill = time.Time{}
 	}
 }
