@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/nomad/nomad/structs"
 
+	"github.com/nomad-device-zfs/nomad-device-zfs/internal/nomadapi"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
 	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
@@ -130,6 +131,17 @@ func (w *XWorld) askStale(a *structs.Allocation) {
 	}
 }
 
+// unlinkedReplacement reports whether o may have a's data though it
+// names no predecessor: the replacement Nomad places for an allocation
+// it stopped as lost with its node, which names none (docs/security.md:
+// "One replacement is allowed without the link"; seed 9791579). Asking
+// for a's data as o, from o's node, is no forgery then.
+func unlinkedReplacement(a, o *structs.Allocation) bool {
+	return o.PreviousAllocation == "" && a.NextAllocation == "" && a.DesiredStatus == structs.AllocDesiredStatusStop &&
+		nomadapi.LostByServers(a.DesiredDescription) && o.Namespace == a.Namespace && o.JobID == a.JobID &&
+		o.TaskGroup == a.TaskGroup && o.Name == a.Name && o.CreateIndex > a.CreateIndex
+}
+
 // forgeOne is one forged request for a's data (o: some allocation to name
 // as its replacement), if kind applies.
 func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
@@ -157,7 +169,7 @@ func (w *XWorld) forgeOne(kind forgeKind, a, o *structs.Allocation) {
 			}
 		}
 	case forgeReplacement:
-		if o.ID == a.ID || o.PreviousAllocation == a.ID {
+		if o.ID == a.ID || o.PreviousAllocation == a.ID || unlinkedReplacement(a, o) && w.node(o.NodeID) == by {
 			return
 		}
 		req.Replacement = o.ID

@@ -299,6 +299,18 @@ func TestTwoNodeRegressions(t *testing.T) {
 			keep: []int{3, 7, 8, 19, 21, 24, 32, 34, 37, 38, 41, 42, 43, 45, 46, 47, 48},
 		},
 		{
+			// The harness's own bug: 0001 was lost with node 3 (cut off),
+			// an update placed 0002 of its name on node 1, naming no
+			// predecessor, and node 3 came back. A "forged" request from
+			// node 1 naming 0002 as 0001's replacement was answered: it
+			// is the one replacement the sender admits without the link
+			// (docs/security.md), not a forgery. The forger no longer
+			// names such an allocation from its own node.
+			name: "a request naming the replacement Nomad does not name, from its node, is no forgery",
+			seed: 9791579,
+			keep: []int{7, 9, 11, 17, 19, 21, 25, 26, 36, 37, 43},
+		},
+		{
 			// The harness's own bug: node 1 pulled 0001's final data whole
 			// (@migrate-1, then @migrate-final; a lie sent as @migrate-2
 			// in between was refused, "destination exists") and began its
