@@ -244,6 +244,9 @@ func (n *xnode) fill(d time.Duration) {
 func (n *xnode) unfill() {
 	_ = os.Remove(filepath.Join(n.fake.Mountpoint(pool+"/filler"), "big"))
 	n.fullTill = time.Time{}
+	// The pool has room from now, the end of the fault: XR6's calm
+	// begins, whichever event's time passed fullTill (seed 9794674).
+	n.w.rx.calmSince = latest(n.w.rx.calmSince, n.w.now)
 	n.w.logf("%s: pool has room again", n.name)
 }
 
