@@ -141,20 +141,21 @@ func (m *costMeter) change(file string, mib int) {
 	}
 }
 
-// token is the partial receive into node 2's replica: how many bytes it
-// holds, 0 for none.
-func (m *costMeter) token() int64 {
+// token is the partial receive into node 2's replica, if there is one,
+// and how many bytes its resume token says it holds (as of the last
+// transaction group synced: 0 early in a stream).
+func (m *costMeter) token() (partial bool, bytes int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tok, err := zc.ResumeToken(ctx, m.replica)
 	if err != nil || tok == "" {
-		return 0
+		return false, 0
 	}
 	rt, err := zc.DecodeResumeToken(ctx, tok)
 	if err != nil {
-		return 0
+		return true, 0
 	}
-	return max(int64(rt.Bytes), 1)
+	return true, int64(rt.Bytes)
 }
 
 // waitPulled waits until node 2 holds @replica-<k> or later with no
@@ -164,8 +165,8 @@ func (m *costMeter) waitPulled(k int, mib int) costSample {
 	var s costSample
 	waitFor(m.t, jobTimeout+time.Duration(mib)*time.Second, fmt.Sprintf("node 2 holding @replica-%d or later, whole", k), func() (bool, string) {
 		s = m.sample()
-		tok := m.token()
-		return s.replica >= k && tok == 0, fmt.Sprintf("newest @replica-%d, partial receive of %d bytes", s.replica, tok)
+		partial, n := m.token()
+		return s.replica >= k && !partial, fmt.Sprintf("newest @replica-%d, partial receive %v (%d bytes)", s.replica, partial, n)
 	})
 	return s
 }
@@ -204,11 +205,13 @@ func (m *costMeter) cut(mib int) (costWindow, bool) {
 		var partial int64
 		var whole bool
 		waitFor(m.t, jobTimeout+time.Duration(mib)*time.Second, "node 2's pull of the cut increment under way", func() (bool, string) {
-			if partial = m.token(); partial > 0 {
+			var under bool
+			if under, partial = m.token(); under {
 				return true, ""
 			}
 			s := m.sample()
-			whole = s.replica >= written.replica+2 && m.token() == 0
+			under, _ = m.token()
+			whole = s.replica >= written.replica+2 && !under
 			return whole, fmt.Sprintf("newest @replica-%d, no partial receive", s.replica)
 		})
 		if whole {
@@ -219,7 +222,7 @@ func (m *costMeter) cut(mib int) (costWindow, bool) {
 		listening := len(listeningRE.FindAllString(m.n1.Logs(), -1))
 		killed := time.Now()
 		killProcess(m.t, before.pid)
-		m.t.Logf("killed node 1's plugin (pid %d) with %d bytes of the %d MiB increment in node 2's partial receive", before.pid, partial, mib)
+		m.t.Logf("killed node 1's plugin (pid %d) with node 2's partial receive of the %d MiB increment under way (its token: %d bytes synced); node 2 had received %.0f bytes", before.pid, mib, partial, before.received-s0.received)
 		waitFor(m.t, 60*time.Second, "node 1's plugin launched again, its endpoint listening", func() (bool, string) {
 			now := pluginPIDs(m.t, m.n1.Agent)
 			n := len(listeningRE.FindAllString(m.n1.Logs(), -1))
@@ -231,7 +234,8 @@ func (m *costMeter) cut(mib int) (costWindow, bool) {
 		s1 := m.waitPulled(before.replica+2, mib)
 		w := costWindow{name: "cut", changed: int64(mib) << 20, wire: (before.sent - s0.sent) + s1.sent, received: s1.received - s0.received,
 			pulls: s1.replica - s0.replica, cpu: math.NaN(), took: s1.at.Sub(s0.at)}
-		detail := []string{fmt.Sprintf("cut with %d bytes received; node 1's plugin running again %s after the kill", partial, relaunched.Round(100*time.Millisecond))}
+		detail := []string{fmt.Sprintf("cut with %.0f bytes received by node 2 (its token: %d synced); node 1's plugin running again %s after the kill",
+			before.received-s0.received, partial, relaunched.Round(100*time.Millisecond))}
 		detail = append(detail, m.linesSince(m.n2, killed, m.a.alloc.ID)...)
 		detail = append(detail, m.linesSince(m.n1, killed, m.a.alloc.ID)...)
 		costReport("%s", w)
