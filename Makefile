@@ -97,6 +97,9 @@ bench-scan: ## The scan's cost column by column, on real OpenZFS in the VM (abou
 bench-cutover: nomad ## A migration's cutover (old allocation's end to the replacement's Reserve) beside its floor (the same steps by hand), 10 MiB and 1 GiB, on a real cluster in the VM (about 30 min). docs/performance.md.
 	bench/cutover.sh
 
+bench-replica: nomad ## What a replica costs the holder's node (bytes on the wire against bytes changed, CPU, a cut stream) on a real cluster in the VM (about 10 min). docs/node-loss.md.
+	bench/replica-cost.sh
+
 bench-handover: nomad ## A sticky slot's handover of 10 MiB and of 1 GiB (a rename, not a copy) on real OpenZFS in the VM (about 10 min). docs/sticky-and-migration.md.
 	scripts/e2e.sh -test.run '^TestStickyHandoverTimeIndependentOfSize$$'
 
@@ -159,4 +162,4 @@ check: ## vet, gofmt, go mod tidy diff, import boundaries, licences.
 clean: ## Remove build output (caches are kept).
 	rm -rf bin $(DIST)
 
-.PHONY: help build dist licences nomad test unit e2e e2e-ci e2e-cluster e2e-replica demo bench bench-churn bench-cutover bench-handover bench-scan fuzz sim sim-node sim-nodes mutants check clean
+.PHONY: help build dist licences nomad test unit e2e e2e-ci e2e-cluster e2e-replica demo bench bench-churn bench-cutover bench-handover bench-replica bench-scan fuzz sim sim-node sim-nodes mutants check clean

@@ -51,13 +51,20 @@ func replicaClass(transferHCL string) string {
 // (a silent node noticed within 10-20 s of an idle guest).
 func replicaCluster(t *testing.T, name string) *testCluster {
 	t.Helper()
+	return replicaClusterWith(t, name, "")
+}
+
+// replicaClusterWith is replicaCluster with more of the plugin's
+// configuration on both nodes (metricsBlock, for TestReplicaCost).
+func replicaClusterWith(t *testing.T, name, pluginHCL string) *testCluster {
+	t.Helper()
 	pki := transfertest.NewPKI(t, nomadBin)
 	var specs []nodeSpec
 	for i := 1; i <= 2; i++ {
 		cfg := pki.Config(t, "127.0.0.1:"+freePort(t))
 		transferHCL := fmt.Sprintf("transfer {\n  address   = %q\n  ca_file   = %q\n  cert_file = %q\n  key_file  = %q\n}\n",
 			cfg.Address, cfg.CAFile, cfg.CertFile, cfg.KeyFile)
-		specs = append(specs, nodeSpec{Pool: fmt.Sprintf("%s%d", name, i), Classes: replicaClass(transferHCL)})
+		specs = append(specs, nodeSpec{Pool: fmt.Sprintf("%s%d", name, i), Classes: pluginHCL + replicaClass(transferHCL)})
 	}
 	c := startCluster(t, partitionHeartbeats, specs...)
 	for _, n := range c.Nodes {

@@ -14,9 +14,11 @@
 //     the next scrape, and the series stay as many as the slots.
 //   - Events, counted as they happen (metrics.go): releases and their
 //     latency (hooks.Observer), Reserve calls, every zfs and zpool command
-//     (runner.go, around zfs.Runner), scans, and the watcher's failed
-//     blocking queries and index resets (allocwatch.Observer). Every label
-//     value comes from a small fixed set or from the configuration.
+//     (runner.go, around zfs.Runner), scans, the watcher's failed
+//     blocking queries and index resets (allocwatch.Observer), and the
+//     bytes of the transfer's streams, sent and received, by kind
+//     (transfer.Observer). Every label value comes from a small fixed set
+//     or from the configuration.
 //
 // The registry is the plugin's own, not Prometheus's global one, and the
 // endpoint (server.go) listens only in the process that runs the slots,

@@ -15,6 +15,7 @@ import (
 	"github.com/nomad-device-zfs/nomad-device-zfs/allocwatch"
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 )
 
@@ -37,6 +38,7 @@ const (
 	labelSubcmd    = "subcommand"
 	labelReason    = "reason"
 	labelVersion   = "version"
+	labelKind      = "kind"
 )
 
 // resultOK is the result label of everything that worked.
@@ -72,11 +74,13 @@ type Metrics struct {
 	scans           *prometheus.HistogramVec
 	watchErrors     *prometheus.CounterVec
 	indexResets     prometheus.Counter
+	sent, received  *prometheus.CounterVec
 }
 
 var (
 	_ hooks.Observer      = (*Metrics)(nil)
 	_ allocwatch.Observer = (*Metrics)(nil)
+	_ transfer.Observer   = (*Metrics)(nil)
 )
 
 // New builds the registry for cfg's slots, with the Go runtime's and the
@@ -123,6 +127,19 @@ func New(cfg *model.Config, version string) *Metrics {
 			Name: "nomad_device_zfs_watcher_index_resets_total",
 			Help: "Times the Nomad index went backwards (a restored or rebuilt cluster) and the watcher started over.",
 		}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nomad_device_zfs_transfer_sent_bytes_total",
+			Help: "Stream bytes this node's transfer server wrote to peers (zfs send's output, before HTTP/2 and TLS), by kind: replica, migration.",
+		}, []string{labelKind}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nomad_device_zfs_transfer_received_bytes_total",
+			Help: "Stream bytes this node's transfer client read from peers into zfs receive, by kind: replica, migration.",
+		}, []string{labelKind}),
+	}
+	for _, k := range transfer.ObservedKinds {
+		// Both kinds from the start: a rate over the first transfer.
+		m.sent.WithLabelValues(k)
+		m.received.WithLabelValues(k)
 	}
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "nomad_device_zfs_build_info",
@@ -131,7 +148,7 @@ func New(cfg *model.Config, version string) *Metrics {
 	})
 	build.Set(1)
 	m.reg.MustRegister(m.releases, m.releaseLatency, m.releaseDuration, m.reserves, m.commands, m.scans,
-		m.watchErrors, m.indexResets, build,
+		m.watchErrors, m.indexResets, m.sent, m.received, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -246,6 +263,24 @@ func (m *Metrics) IndexReset() {
 		return
 	}
 	m.indexResets.Inc()
+}
+
+// Sent counts n bytes of a stream of kind that the transfer server wrote
+// to a peer (transfer.Observer).
+func (m *Metrics) Sent(kind string, n int) {
+	if m == nil {
+		return
+	}
+	m.sent.WithLabelValues(kind).Add(float64(n))
+}
+
+// Received counts n bytes of a stream of kind that the transfer client
+// read from a peer (transfer.Observer).
+func (m *Metrics) Received(kind string, n int) {
+	if m == nil {
+		return
+	}
+	m.received.WithLabelValues(kind).Add(float64(n))
 }
 
 // policyLabel is a release's policy label: "none" when it was refused

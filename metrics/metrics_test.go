@@ -14,6 +14,7 @@ import (
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/hooks"
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
+	"github.com/nomad-device-zfs/nomad-device-zfs/transfer"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs"
 	"github.com/nomad-device-zfs/nomad-device-zfs/zfs/zfstest"
 )
@@ -241,6 +242,8 @@ func TestOff(t *testing.T) {
 	m.ReserveDone([]string{"a-1"}, time.Second, nil)
 	m.QueryFailed("x")
 	m.IndexReset()
+	m.Sent(transfer.KindReplica, 1)
+	m.Received(transfer.KindReplica, 1)
 	m.Watch(nil, nil)
 	next := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
 	if got := m.Commands(next); got != zfs.Runner(next) {

@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/nomad-device-zfs/nomad-device-zfs/model"
@@ -46,6 +48,61 @@ func TestCommandLabels(t *testing.T) {
 			m := New(&model.Config{Parent: "tank/nomad"}, "test")
 			_, _ = m.Commands(f).Run(context.Background(), tc.cmd, tc.args...)
 			expect(t, scrapeHandler(t, m), "nomad_device_zfs_command_duration_seconds", tc.want, 1)
+		})
+	}
+}
+
+// runOnly is a runner that cannot stream.
+type runOnly struct{ zfs.Runner }
+
+// TestCommandsStream: the counting runner streams zfs send and receive
+// through the runner it wraps, counted under their subcommand, so the
+// transfer between nodes works with the endpoint on (it found no Stream
+// method and every send and receive failed, e2e TestReplicaCost,
+// 2026-11-28); over a runner that cannot stream it says so, as the zfs
+// package does.
+func TestCommandsStream(t *testing.T) {
+	cases := []struct {
+		name    string
+		wrap    func(*zfstest.Fake) zfs.Runner
+		wantErr error
+		want    map[string]string // the receive's series
+	}{
+		{name: "over a runner that streams", wrap: func(f *zfstest.Fake) zfs.Runner { return f },
+			want: map[string]string{"pool": "tank", "command": "zfs", "subcommand": "receive", "result": "ok"}},
+		{name: "over one that cannot", wrap: func(f *zfstest.Fake) zfs.Runner { return runOnly{f} }, wantErr: zfs.ErrCannotStream},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			f := zfstest.New(zfstest.Options{MountRoot: t.TempDir()})
+			if err := f.AddPool("tank", 1<<30); err != nil {
+				t.Fatal(err)
+			}
+			for _, ds := range []string{"tank/nomad", "tank/nomad/a"} {
+				if err := zfs.NewClient(f).Create(ctx, ds, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := zfs.NewClient(f).Snapshot(ctx, "tank/nomad/a@s1", nil); err != nil {
+				t.Fatal(err)
+			}
+			m := New(&model.Config{Parent: "tank/nomad"}, "test")
+			c := zfs.NewClient(m.Commands(tc.wrap(f)))
+			var stream bytes.Buffer
+			err := c.Send(ctx, zfs.SendOptions{Snapshot: "tank/nomad/a@s1"}, &stream)
+			if err == nil {
+				err = c.Receive(ctx, zfs.ReceiveOptions{Target: "tank/nomad/b"}, &stream)
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("send | receive: %v, want %v", err, tc.wantErr)
+			}
+			if tc.want == nil {
+				return
+			}
+			fs := scrapeHandler(t, m)
+			expect(t, fs, "nomad_device_zfs_command_duration_seconds", tc.want, 1)
+			expect(t, fs, "nomad_device_zfs_command_duration_seconds", map[string]string{"subcommand": "send", "result": "ok"}, 1)
 		})
 	}
 }

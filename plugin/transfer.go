@@ -25,6 +25,8 @@ type transport struct {
 	client   *transfer.Client
 	zfs      *zfs.Client
 	logger   hclog.Logger
+	// observer counts the streams' bytes: the metrics, nil without them.
+	observer transfer.Observer
 }
 
 // transferFailed is what the plugin logs when the transport cannot start.
@@ -39,12 +41,16 @@ func (p *Plugin) newTransport(s *Settings, z *zfs.Client) (*transport, error) {
 		return nil, fmt.Errorf("transfer: the Nomad API: %w", err)
 	}
 	logger := p.logger.Named("transfer")
+	var observer transfer.Observer
+	if p.metrics != nil {
+		observer = p.metrics
+	}
 	client, err := transfer.NewClient(transfer.ClientConfig{
-		Config: *s.Transfer, Locator: transfer.NomadLocator{Nomad: nomad}, ZFS: z, Logger: logger})
+		Config: *s.Transfer, Locator: transfer.NomadLocator{Nomad: nomad}, ZFS: z, Logger: logger, Observer: observer})
 	if err != nil {
 		return nil, err
 	}
-	return &transport{settings: s, nomad: nomad, client: client, zfs: z, logger: logger}, nil
+	return &transport{settings: s, nomad: nomad, client: client, zfs: z, logger: logger, observer: observer}, nil
 }
 
 // serve starts the server that sends this node's data to the node of its
@@ -59,6 +65,7 @@ func (t *transport) serve(ctx context.Context, mgr *hooks.Manager) error {
 		Replicas: mgr.Sender(),
 		ZFS:      t.zfs,
 		Logger:   t.logger,
+		Observer: t.observer,
 	})
 	if err != nil {
 		return err

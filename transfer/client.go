@@ -83,6 +83,9 @@ type ClientConfig struct {
 	// over a transport it controls. Config is then neither checked nor
 	// used. The plugin leaves it nil.
 	Transport http.RoundTripper
+	// Observer is told of the bytes each stream reads from its peer
+	// (default: nobody).
+	Observer Observer
 }
 
 // Fetcher is what the receiving side's lifecycle calls to bring an
@@ -107,6 +110,9 @@ func NewClient(c ClientConfig) (*Client, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	if c.Transport != nil {
 		return &Client{c: c, http: &http.Client{Transport: c.Transport}}, nil
@@ -264,7 +270,7 @@ func (c *Client) fetch(ctx context.Context, req Request, into Into) (Result, err
 	}
 	res.Snapshot = opts.Target + "@" + name
 	start := time.Now()
-	body := &countingReader{r: resp.Body}
+	body := &countingReader{r: resp.Body, kind: observedKind(req.Kind), obs: c.c.Observer}
 	err = c.c.ZFS.Receive(ctx, opts, body)
 	res.Bytes = body.n
 	if err != nil {
@@ -356,15 +362,22 @@ func streamHeaders(h http.Header) (name string, guid, from uint64, err error) {
 	return name, guid, from, nil
 }
 
-// countingReader counts what came in.
+// countingReader counts what came in from the peer, for Result.Bytes
+// and, as it goes, for the Observer: the one place a received byte is
+// counted.
 type countingReader struct {
-	r io.ReadCloser
-	n int64
+	r    io.ReadCloser
+	n    int64
+	kind string // observedKind
+	obs  Observer
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if n > 0 {
+		c.obs.Received(c.kind, n)
+	}
 	return n, err
 }
 

@@ -86,6 +86,9 @@ type ServerConfig struct {
 	// beyond those (default DefaultLookups, in bursts of twice that).
 	DecisionTTL time.Duration
 	Lookups     float64
+	// Observer is told of the bytes each stream writes to its peer
+	// (default: nobody).
+	Observer Observer
 }
 
 // DefaultDecisionTTL: a pull asks again within seconds while it resumes;
@@ -156,6 +159,9 @@ func NewHandler(c ServerConfig) (*Server, error) {
 	}
 	if c.Lookups <= 0 {
 		c.Lookups = DefaultLookups
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
 	}
 	return &Server{c: c, logger: c.Logger, slots: make(chan struct{}, c.MaxSends), inside: map[netip.Addr]int{},
 		decisions: newDecisions(c.Authorizer, c.DecisionTTL, c.Lookups, int(2*c.Lookups))}, nil
@@ -392,7 +398,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request,
 	_ = http.NewResponseController(w).Flush()
 
 	start := time.Now()
-	cw := &countingWriter{w: w}
+	cw := &countingWriter{w: w, kind: observedKind(req.Kind), obs: s.c.Observer}
 	var err error
 	if req.ResumeToken != "" {
 		err = s.c.ZFS.SendResume(ctx, req.ResumeToken, spec.Options.Raw, cw)
@@ -408,15 +414,22 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req Request,
 	log.Info("sent", "bytes", cw.n, "duration", time.Since(start).Round(time.Millisecond).String(), "resumed", req.ResumeToken != "")
 }
 
-// countingWriter counts what went out.
+// countingWriter counts what went out to the peer, for the stream's log
+// line and, as it goes, for the Observer: the one place a sent byte is
+// counted.
 type countingWriter struct {
-	w io.Writer
-	n int64
+	w    io.Writer
+	n    int64
+	kind string // observedKind
+	obs  Observer
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	if n > 0 {
+		c.obs.Sent(c.kind, n)
+	}
 	return n, err
 }
 
