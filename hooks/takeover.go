@@ -212,13 +212,21 @@ func (l *links) keepListed(s model.Snapshot) {
 // takeover runs a takeover's plan (model.PlanTakeReplica) on replica
 // mv.Dataset under its lock (the replica loop's) and then the parked
 // name's (a pass's release of parked data, a migration's pull into it).
-// The caller holds the slot's lock.
+// The caller holds the slot's lock. Each of the two is only tried: a
+// replica round may hold the replica's through a fetch from the lost
+// node, which ends when that stream times out; a Reserve blocked on it
+// would wait unseen (seed 9799903: the simulation hung there). Busy, the
+// step fails, and the Reserve looks again after a pause.
 func (m *Manager) takeover(ctx context.Context, mv model.Move) error {
 	replica := m.locks.get(mv.Dataset)
-	replica.Lock()
+	if !replica.TryLock() {
+		return fmt.Errorf("the replica %s is busy (a round pulls it): looking again", mv.Dataset)
+	}
 	defer replica.Unlock()
 	parked := m.locks.get(mv.Parked.Dataset)
-	parked.Lock()
+	if !parked.TryLock() {
+		return fmt.Errorf("%s is busy (a pull into it, or its release): looking again", mv.Parked.Dataset)
+	}
 	defer parked.Unlock()
 	m.logger.Info("reserve: taking over a replica of the lost predecessor's data", "slot", mv.Slot.ID, "alloc_id", mv.Alloc.ID,
 		"replica", mv.Dataset, "reason", mv.Reason)

@@ -321,6 +321,17 @@ func TestTwoNodeRegressions(t *testing.T) {
 			keep: []int{11, 16, 24, 26, 27, 28, 30, 31, 33, 34, 35, 36, 37},
 		},
 		{
+			// A replacement's Reserve took a replica over while node 2's
+			// replica round held the replica's lock through a fetch from
+			// the lost holder, stalled by a hostile sender; the takeover
+			// waited on that lock without a clock, and the simulation
+			// hung (the stall ends only as time passes). The takeover now
+			// only tries the replica's and the parked name's locks;
+			// busy, the Reserve looks again after a pause.
+			name: "a takeover does not block on a replica a round holds",
+			seed: 9799903,
+		},
+		{
 			// The harness's own bug: node 1 pulled 0001's final data whole
 			// (@migrate-1, then @migrate-final; a lie sent as @migrate-2
 			// in between was refused, "destination exists") and began its
