@@ -324,13 +324,7 @@ func TestReplicaCost(t *testing.T) {
 	c := replicaClusterWith(t, "e2ecost", metricsBlock)
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	const job = "cost"
-	stopAtCleanup(t, c.Server, job)
-	c.Server.RunJob(t, replicaService(job, n1.NodeID()))
-	a := waitWriting(t, c, n1, job, jobTimeout)
-	t.Logf("A %s writing", a)
-	waitDeployed(t, c.Server, job)
-	waitReplica(t, c, n2, a, job, 2)
-	t.Logf("node 2 holds A's replica with an increment")
+	a := runReplicated(t, c, job)
 	m := &costMeter{t: t, n1: n1, n2: n2, a: a, replica: replicaOf(n2, a),
 		url1: "http://" + metricsAddr(t, n1.Agent) + "/metrics", url2: "http://" + metricsAddr(t, n2.Agent) + "/metrics"}
 

@@ -190,6 +190,23 @@ func (r replicaRun) lastWrite() (write, bool) {
 
 // waitWriting waits until job has a running allocation on node n, none of
 // skip, whose task has written at least once.
+// runReplicated runs job's replica service with A on node 1 of c
+// (stopped at cleanup), and waits until A writes and node 2 holds A's
+// replica with an increment: where every replica test begins.
+func runReplicated(t *testing.T, c *testCluster, job string) replicaRun {
+	t.Helper()
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	stopAtCleanup(t, c.Server, job)
+	c.Server.RunJob(t, replicaService(job, n1.NodeID()))
+	a := waitWriting(t, c, n1, job, jobTimeout)
+	t.Logf("A %s writing", a)
+	waitDeployed(t, c.Server, job)
+	startedAt := time.Now()
+	heldAt := waitReplica(t, c, n2, a, job, 2)
+	t.Logf("node 2 holds %s's replica with an increment %s after A wrote", a, heldAt.Sub(startedAt).Round(100*time.Millisecond))
+	return a
+}
+
 func waitWriting(t *testing.T, c *testCluster, n *clusterNode, job string, timeout time.Duration, skip ...string) replicaRun {
 	t.Helper()
 	var r replicaRun
@@ -317,15 +334,7 @@ func TestReplicaNodeLoss(t *testing.T) {
 	c := replicaCluster(t, "e2erepl")
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	const job = "replicated"
-	stopAtCleanup(t, c.Server, job)
-
-	c.Server.RunJob(t, replicaService(job, n1.NodeID()))
-	a := waitWriting(t, c, n1, job, jobTimeout)
-	t.Logf("A %s writing", a)
-	waitDeployed(t, c.Server, job)
-	startedAt := time.Now()
-	heldAt := waitReplica(t, c, n2, a, job, 2)
-	t.Logf("node 2 holds %s's replica with an increment %s after A wrote", a, heldAt.Sub(startedAt).Round(100*time.Millisecond))
+	a := runReplicated(t, c, job)
 
 	killedAt := time.Now()
 	killNode(t, n1)
@@ -450,14 +459,7 @@ func TestReplicaPartitionHealed(t *testing.T) {
 	c := replicaCluster(t, "e2erepp")
 	n1, n2 := c.Nodes[0], c.Nodes[1]
 	const job = "healed"
-	stopAtCleanup(t, c.Server, job)
-
-	c.Server.RunJob(t, replicaService(job, n1.NodeID()))
-	a := waitWriting(t, c, n1, job, jobTimeout)
-	t.Logf("A %s writing", a)
-	waitDeployed(t, c.Server, job)
-	waitReplica(t, c, n2, a, job, 2)
-	t.Logf("node 2 holds A's replica with an increment")
+	a := runReplicated(t, c, job)
 	replica := replicaOf(n2, a)
 
 	// A short cut: within the heartbeats, nothing happens.
